@@ -1,0 +1,329 @@
+//! The single-threaded executor: named tasks, wakers, virtual-time sleep and timeouts, join,
+//! and the task-side API (`spawn`, `sleep`, `timeout`, `yield_now`, client draws, marks).
+//!
+//! Tasks live in the [`World`]; the run loop in `sim` picks which ready task runs next (a traced
+//! choice) and polls it with no borrow of the world held, so a task may touch the world freely.
+//! No std thread, no wall clock and no OS randomness is used here. Wakers may be sent anywhere,
+//! but a wake only marks the task ready for the next scheduling decision.
+
+use crate::clock::{nanos, Nanos};
+use crate::world::{self, Ev};
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+/// How a task ended, derived from its output.
+pub enum TaskExit {
+    /// It finished.
+    Ok,
+    /// It returned an error; the run fails with this message.
+    Err(String),
+}
+
+/// Outputs a task may return: `()` or a `Result` whose `Err` fails the run.
+pub trait TaskOutput: 'static {
+    /// Whether this output means the task failed.
+    fn exit(&self) -> TaskExit;
+}
+
+impl TaskOutput for () {
+    fn exit(&self) -> TaskExit {
+        TaskExit::Ok
+    }
+}
+
+impl<T: 'static, E: std::fmt::Debug + 'static> TaskOutput for Result<T, E> {
+    fn exit(&self) -> TaskExit {
+        match self {
+            Ok(_) => TaskExit::Ok,
+            Err(e) => TaskExit::Err(format!("{e:?}")),
+        }
+    }
+}
+
+macro_rules! plain_output {
+    ($($t:ty),*) => {$(
+        impl TaskOutput for $t {
+            fn exit(&self) -> TaskExit { TaskExit::Ok }
+        }
+    )*};
+}
+plain_output!(bool, u8, u16, u32, u64, usize, i32, i64, String, Vec<u8>);
+
+pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = TaskExit>>>;
+
+pub(crate) struct TaskSlot {
+    pub(crate) name: Rc<str>,
+    pub(crate) fut: Option<BoxFuture>,
+    pub(crate) daemon: bool,
+    pub(crate) done: bool,
+    pub(crate) waker: Waker,
+}
+
+struct WakeQueue(Mutex<Vec<usize>>);
+
+struct TaskWaker {
+    id: usize,
+    queue: Arc<WakeQueue>,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Ok(mut q) = self.queue.0.lock() {
+            q.push(self.id);
+        }
+    }
+}
+
+/// The task table of one run.
+pub(crate) struct Tasks {
+    pub(crate) slots: Vec<TaskSlot>,
+    pub(crate) ready: BTreeSet<usize>,
+    queue: Arc<WakeQueue>,
+}
+
+impl Tasks {
+    pub(crate) fn new() -> Self {
+        Tasks {
+            slots: Vec::new(),
+            ready: BTreeSet::new(),
+            queue: Arc::new(WakeQueue(Mutex::new(Vec::new()))),
+        }
+    }
+
+    pub(crate) fn add(&mut self, name: &str, daemon: bool, fut: BoxFuture) -> usize {
+        let id = self.slots.len();
+        let waker = Waker::from(Arc::new(TaskWaker {
+            id,
+            queue: self.queue.clone(),
+        }));
+        self.slots.push(TaskSlot {
+            name: Rc::from(name),
+            fut: Some(fut),
+            daemon,
+            done: false,
+            waker,
+        });
+        self.ready.insert(id);
+        id
+    }
+
+    /// Moves woken tasks into the ready set (finished tasks are ignored).
+    pub(crate) fn drain_wakes(&mut self) {
+        let woken: Vec<usize> = match self.queue.0.lock() {
+            Ok(mut q) => std::mem::take(&mut *q),
+            Err(_) => Vec::new(),
+        };
+        for id in woken {
+            if self.slots.get(id).is_some_and(|s| !s.done) {
+                self.ready.insert(id);
+            }
+        }
+    }
+
+    pub(crate) fn all_required_done(&self) -> bool {
+        self.slots.iter().all(|s| s.done || s.daemon)
+    }
+
+    pub(crate) fn unfinished(&self) -> Vec<String> {
+        self.slots
+            .iter()
+            .filter(|s| !s.done && !s.daemon)
+            .map(|s| s.name.to_string())
+            .collect()
+    }
+}
+
+/// Awaits a spawned task's output.
+pub struct JoinHandle<T> {
+    slot: Rc<RefCell<JoinSlot<T>>>,
+}
+
+struct JoinSlot<T> {
+    value: Option<T>,
+    waker: Option<Waker>,
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = T;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let mut s = self.slot.borrow_mut();
+        match s.value.take() {
+            Some(v) => Poll::Ready(v),
+            None => {
+                s.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Wraps a user future so its output is kept for a [`JoinHandle`] and judged by [`TaskOutput`].
+pub(crate) fn wrap<F>(fut: F) -> (BoxFuture, JoinHandle<F::Output>)
+where
+    F: Future + 'static,
+    F::Output: TaskOutput,
+{
+    let slot = Rc::new(RefCell::new(JoinSlot {
+        value: None,
+        waker: None,
+    }));
+    let s2 = slot.clone();
+    let boxed: BoxFuture = Box::pin(async move {
+        let out = fut.await;
+        let exit = out.exit();
+        let mut s = s2.borrow_mut();
+        s.value = Some(out);
+        if let Some(w) = s.waker.take() {
+            w.wake();
+        }
+        exit
+    });
+    (boxed, JoinHandle { slot })
+}
+
+/// Spawns a task that the scenario waits for: the run passes only when it finishes.
+pub fn spawn<F>(name: &str, fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: TaskOutput,
+{
+    let (boxed, handle) = wrap(fut);
+    world::with(|w| w.tasks.add(name, false, boxed));
+    handle
+}
+
+/// Spawns a background task (a hotplug listener, a poller) that is cancelled when the
+/// required tasks are done.
+pub fn spawn_daemon<F>(name: &str, fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: TaskOutput,
+{
+    let (boxed, handle) = wrap(fut);
+    world::with(|w| w.tasks.add(name, true, boxed));
+    handle
+}
+
+/// Virtual time now.
+pub fn now() -> Nanos {
+    world::with(|w| w.core.now)
+}
+
+/// Waits until `deadline` (virtual nanoseconds).
+pub async fn sleep_until(deadline: Nanos) {
+    let mut registered = false;
+    poll_fn(|cx| {
+        world::with(|w| {
+            if w.core.now >= deadline {
+                Poll::Ready(())
+            } else {
+                if !registered {
+                    w.core.push(deadline, Ev::Wake(cx.waker().clone()));
+                    registered = true;
+                }
+                Poll::Pending
+            }
+        })
+    })
+    .await
+}
+
+/// Waits `d` of virtual time.
+pub async fn sleep(d: Duration) {
+    let deadline = now().saturating_add(nanos(d));
+    sleep_until(deadline).await
+}
+
+/// Gives the scheduler a chance to run another ready task (a scheduling point).
+pub async fn yield_now() {
+    let mut yielded = false;
+    poll_fn(|cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// The error of [`timeout`]: the deadline passed first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed;
+
+impl std::fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("virtual deadline elapsed")
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+/// Runs `fut` for at most `d` of virtual time; the future is dropped (cancelled) if late.
+pub async fn timeout<F: Future>(d: Duration, fut: F) -> Result<F::Output, Elapsed> {
+    let deadline = now().saturating_add(nanos(d));
+    let mut fut = std::pin::pin!(fut);
+    let mut registered = false;
+    poll_fn(|cx| {
+        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        world::with(|w| {
+            if w.core.now >= deadline {
+                Poll::Ready(Err(Elapsed))
+            } else {
+                if !registered {
+                    w.core.push(deadline, Ev::Wake(cx.waker().clone()));
+                    registered = true;
+                }
+                Poll::Pending
+            }
+        })
+    })
+    .await
+}
+
+/// Draws a client action from `labels` (the `client` stream). `None` means the client is done:
+/// a replayed run has no more actions. The label shows in the run's event list.
+pub fn client_choose(labels: &[&str]) -> Option<usize> {
+    if labels.is_empty() {
+        return None;
+    }
+    world::with(|w| {
+        w.core
+            .decide
+            .client(labels.len() as u64, |v| {
+                labels.get(v as usize).map(|s| s.to_string())
+            })
+            .map(|v| v as usize)
+    })
+}
+
+/// Draws a client value in `0..n`; `None` when a replayed run has no more actions.
+pub fn client_below(n: u64) -> Option<u64> {
+    world::with(|w| w.core.decide.client(n, |_| None))
+}
+
+/// Draws a value in `0..n` from the `data` stream (0 in the baseline).
+pub fn data_below(n: u64) -> u64 {
+    world::with(|w| w.core.decide.data(n))
+}
+
+/// Records a coverage mark from a task.
+pub fn mark(name: &str) {
+    world::with(|w| {
+        let actor = w.core.actor.clone();
+        world::mark(&mut w.core, &actor, name)
+    })
+}

@@ -1,0 +1,29 @@
+//! The deterministic core of Calametra.
+//!
+//! The modules follow the data: a [`spec`] becomes a model; the model is a [`usb::Device`] on the
+//! bus of the [`world`]; a driver's transfers cross the bus on the virtual [`clock`], run by the
+//! single-threaded executor in [`exec`] under the loop in [`sim`]; every decision comes from a
+//! named stream in [`choices`]; every step becomes a [`trace`] record and the records a hash;
+//! [`fault`] names the sites and primitives that exploration varies.
+//!
+//! Users depend on the `calametra` facade, which re-exports this crate and adds the harness.
+//! Nothing in this crate reads the wall clock, spawns a thread, or uses OS randomness while a
+//! simulation runs.
+
+#![warn(missing_docs)]
+
+pub mod choices;
+pub mod clock;
+pub mod error;
+pub mod exec;
+pub mod fault;
+pub mod hex;
+pub mod sim;
+pub mod spec;
+pub mod trace;
+pub mod usb;
+pub mod world;
+
+pub use error::Error;
+pub use sim::{run, Failure, RunConfig, RunResult, Sim};
+pub use world::{DeviceHandle, World};

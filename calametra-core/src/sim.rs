@@ -1,0 +1,650 @@
+//! `Sim`, the one handle a scenario talks to, and the run loop.
+//!
+//! A scenario function receives `&mut Sim`, attaches devices, spawns tasks, declares externals
+//! and invariants. [`run`] then drives the world: at each scheduling point it fires the
+//! externals placed there, runs one ready task (which one is a traced choice) or, when none is
+//! ready, advances virtual time to the earliest event (simultaneous events are a traced choice
+//! too), and checks every invariant. The run ends when the required tasks are done, or at the
+//! first failure. Nothing here reads the wall clock, spawns a thread or uses OS randomness.
+
+use crate::choices::{Decider, Event, Source};
+use crate::clock::{format_ns, Nanos};
+use crate::exec::{self, JoinHandle, TaskExit, TaskOutput};
+use crate::fault::{FaultPlan, FaultSet, Site};
+use crate::spec::Spec;
+use crate::trace::TraceHash;
+use crate::usb::Device;
+use crate::world::{self, Core, DeviceHandle, World};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// What one run is: where its choices come from, its faults, its limits.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Default (baseline), seeded, or replayed choices.
+    pub source: Source,
+    /// Faults pinned to sites.
+    pub faults: FaultPlan,
+    /// Faults a seeded schedule may draw.
+    pub fault_set: FaultSet,
+    /// Step limit (a livelock guard).
+    pub max_steps: u64,
+    /// Virtual time limit.
+    pub virtual_timeout: Nanos,
+    /// Keep the trace lines (for files and divergence reports).
+    pub keep_trace: bool,
+    /// Record every fault site the run crosses (site discovery).
+    pub record_sites: bool,
+    /// Scheduling points over which a seeded run places externals.
+    pub horizon: u64,
+    /// The scenario's spec.
+    pub spec: Option<Arc<Spec>>,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            source: Source::Default,
+            faults: FaultPlan::default(),
+            fault_set: FaultSet::None,
+            max_steps: 100_000,
+            virtual_timeout: 60_000_000_000,
+            keep_trace: false,
+            record_sites: false,
+            horizon: 64,
+            spec: None,
+        }
+    }
+}
+
+/// Why a run failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// An invariant broke.
+    Invariant {
+        /// Its name.
+        name: String,
+        /// Its message.
+        message: String,
+    },
+    /// A task (or the scenario's setup, an external or an invariant) panicked.
+    Panic {
+        /// Who panicked.
+        task: String,
+        /// The panic message and location.
+        message: String,
+    },
+    /// A task returned an error.
+    TaskError {
+        /// The task.
+        task: String,
+        /// The error.
+        message: String,
+    },
+    /// No task could run and nothing was scheduled, but required tasks were unfinished.
+    Deadlock {
+        /// The unfinished tasks.
+        blocked: Vec<String>,
+    },
+    /// Virtual time passed the scenario's limit.
+    VirtualTimeout {
+        /// The limit.
+        limit: Nanos,
+        /// The unfinished tasks.
+        pending: Vec<String>,
+    },
+    /// The step limit was reached.
+    StepLimit {
+        /// The limit.
+        steps: u64,
+    },
+    /// A device was asked something it has no evidence for.
+    ModelGap(world::ModelGap),
+}
+
+impl Failure {
+    /// The invariant's name, for invariant failures.
+    pub fn invariant(&self) -> Option<&str> {
+        match self {
+            Failure::Invariant { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a model gap (its own outcome, never a pass, not a driver failure).
+    pub fn is_model_gap(&self) -> bool {
+        matches!(self, Failure::ModelGap(_))
+    }
+
+    /// The failure signature: what failed and its message with the numbers taken out, so runs
+    /// that fail the same way group together.
+    pub fn signature(&self) -> String {
+        strip_numbers(&self.to_string())
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Invariant { name, message } => {
+                write!(f, "invariant `{name}` broke: {message}")
+            }
+            Failure::Panic { task, message } => write!(f, "`{task}` panicked: {message}"),
+            Failure::TaskError { task, message } => {
+                write!(f, "task `{task}` returned an error: {message}")
+            }
+            Failure::Deadlock { blocked } => write!(
+                f,
+                "deadlock: nothing can run and nothing is scheduled; blocked: {}",
+                blocked.join(", ")
+            ),
+            Failure::VirtualTimeout { limit, pending } => write!(
+                f,
+                "virtual timeout after {}: still running: {}",
+                format_ns(*limit),
+                pending.join(", ")
+            ),
+            Failure::StepLimit { steps } => {
+                write!(f, "step limit of {steps} reached (a livelock?)")
+            }
+            Failure::ModelGap(g) => write!(
+                f,
+                "model gap: `{}` was asked `{}` in state `{}` and has no evidence for it",
+                g.device, g.request, g.state
+            ),
+        }
+    }
+}
+
+/// Replaces every run of digits (and `0x` hex numbers) with `N`.
+pub fn strip_numbers(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_digit() {
+            let hex = b[i] == b'0' && i + 1 < b.len() && b[i + 1] == b'x';
+            i += if hex { 2 } else { 0 };
+            while i < b.len() && (b[i].is_ascii_digit() || (hex && b[i].is_ascii_hexdigit())) {
+                i += 1;
+            }
+            out.push('N');
+        } else {
+            let c = s[i..].chars().next().unwrap_or(' ');
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+/// What a run produced.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    /// The trace hash.
+    pub hash: TraceHash,
+    /// Deterministic records written.
+    pub records: u64,
+    /// The events the run took (replaying them reproduces it).
+    pub events: Vec<Event>,
+    /// The failure, if any.
+    pub failure: Option<Failure>,
+    /// The kept trace lines (when asked).
+    pub lines: Vec<String>,
+    /// Sites crossed (when asked).
+    pub sites: Vec<Site>,
+    /// Coverage marks reached, with counts.
+    pub marks: BTreeMap<String, u64>,
+    /// Scheduling points taken.
+    pub steps: u64,
+    /// Virtual time at the end.
+    pub end_ns: Nanos,
+}
+
+type ExternalFn = Box<dyn FnMut(&mut World)>;
+type InvariantFn = Box<dyn Fn(&World) -> Result<(), String>>;
+
+/// What an invariant returns: `Result<(), String>`, `Result<(), &str>` or `bool`.
+pub trait Verdict {
+    /// `Err(message)` when the invariant broke.
+    fn verdict(self) -> Result<(), String>;
+}
+
+impl Verdict for Result<(), String> {
+    fn verdict(self) -> Result<(), String> {
+        self
+    }
+}
+
+impl Verdict for Result<(), &str> {
+    fn verdict(self) -> Result<(), String> {
+        self.map_err(str::to_string)
+    }
+}
+
+impl Verdict for bool {
+    fn verdict(self) -> Result<(), String> {
+        if self {
+            Ok(())
+        } else {
+            Err("returned false".into())
+        }
+    }
+}
+
+/// The handle a scenario builds its world with.
+pub struct Sim {
+    world: Rc<RefCell<World>>,
+    externals: Vec<(String, ExternalFn)>,
+    invariants: Vec<(String, InvariantFn)>,
+    config: RunConfig,
+}
+
+impl Sim {
+    /// The scenario's spec. Panics when the scenario has none (the attribute's `spec = ...`).
+    pub fn spec(&self) -> &Spec {
+        self.config
+            .spec
+            .as_deref()
+            .expect("calametra: this scenario has no spec; add `spec = \"specs/....json\"` to its attribute")
+    }
+
+    /// Attaches a device to the bus.
+    pub fn attach<D: Device>(&mut self, dev: D) -> DeviceHandle<D> {
+        DeviceHandle::new(self.world.borrow_mut().attach(Box::new(dev)))
+    }
+
+    /// Spawns a task the run waits for (the driver).
+    pub fn spawn<F>(&mut self, name: &str, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: TaskOutput,
+    {
+        exec::spawn(name, fut)
+    }
+
+    /// Spawns a background task that is cancelled when the required tasks are done.
+    pub fn spawn_daemon<F>(&mut self, name: &str, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: TaskOutput,
+    {
+        exec::spawn_daemon(name, fut)
+    }
+
+    /// Declares an external event (an unplug, a hotplug) that exploration may place at any
+    /// scheduling point. The baseline never fires it; a seeded run fires it once, at a point
+    /// drawn from the `schedule` stream.
+    pub fn external(&mut self, name: &str, f: impl FnMut(&mut World) + 'static) {
+        self.externals.push((name.to_string(), Box::new(f)));
+    }
+
+    /// Declares an invariant, checked after every step. It should compare independent facts
+    /// (the model's ground truth against what the driver believes), never call the code whose
+    /// result it checks.
+    pub fn invariant<V: Verdict>(&mut self, name: &str, f: impl Fn(&World) -> V + 'static) {
+        self.invariants
+            .push((name.to_string(), Box::new(move |w| f(w).verdict())));
+    }
+
+    /// Sets the bus timing model.
+    pub fn set_timing(&mut self, timing: world::Timing) {
+        self.world.borrow_mut().set_timing(timing);
+    }
+
+    /// Runs `f` with the world (setup-time access to models).
+    pub fn with_world<R>(&mut self, f: impl FnOnce(&mut World) -> R) -> R {
+        f(&mut self.world.borrow_mut())
+    }
+}
+
+thread_local! {
+    static PANIC_MESSAGE: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Installs (once) a panic hook that keeps panics inside a simulation quiet and captured, so a
+/// panicking task is one failed trial with its message, not noise on stderr.
+fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if world::in_simulation() {
+                let msg = if let Some(s) = info.payload().downcast_ref::<&str>() {
+                    s.to_string()
+                } else if let Some(s) = info.payload().downcast_ref::<String>() {
+                    s.clone()
+                } else {
+                    "(non-string panic payload)".to_string()
+                };
+                let loc = info
+                    .location()
+                    .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                    .unwrap_or_default();
+                PANIC_MESSAGE.with(|p| *p.borrow_mut() = Some(format!("{msg}{loc}")));
+            } else {
+                prev(info);
+            }
+        }));
+    });
+}
+
+fn take_panic() -> String {
+    PANIC_MESSAGE
+        .with(|p| p.borrow_mut().take())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+/// Restores the previous thread-local world even when a run unwinds.
+struct Current(Option<Rc<RefCell<World>>>);
+
+impl Drop for Current {
+    fn drop(&mut self) {
+        world::set_current(self.0.take());
+    }
+}
+
+/// Builds the world with `scenario` and runs it to its end under `config`.
+pub fn run(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
+    install_panic_hook();
+    let mut core = Core::new(
+        Decider::new(config.source.clone()),
+        config.faults.clone(),
+        config.fault_set.clone(),
+        config.keep_trace,
+    );
+    core.record_sites = config.record_sites;
+    let world = Rc::new(RefCell::new(World::new(core)));
+    let _restore = Current(world::set_current(Some(world.clone())));
+    let mut sim = Sim {
+        world: world.clone(),
+        externals: Vec::new(),
+        invariants: Vec::new(),
+        config,
+    };
+    let mut failure = catch_unwind(AssertUnwindSafe(|| scenario(&mut sim)))
+        .err()
+        .map(|_| Failure::Panic {
+            task: "scenario setup".into(),
+            message: take_panic(),
+        });
+    if failure.is_none() {
+        failure = drive(&mut sim);
+    }
+    finish(sim, failure)
+}
+
+/// Externals placed at points: (point, index into `externals`), in firing order.
+fn place_externals(sim: &Sim) -> Vec<(u64, usize)> {
+    let mut w = sim.world.borrow_mut();
+    let mut placed = Vec::new();
+    match &sim.config.source {
+        Source::Default => {}
+        Source::Seeded(_) => {
+            for i in 0..sim.externals.len() {
+                if let Some(p) = w.core.decide.schedule_below(sim.config.horizon.max(1)) {
+                    placed.push((p, i));
+                }
+            }
+        }
+        Source::Replay(events) => {
+            for e in events {
+                if let Event::External { name, point } = e {
+                    if let Some(i) = sim.externals.iter().position(|(n, _)| n == name) {
+                        placed.push((*point, i));
+                    }
+                }
+            }
+        }
+    }
+    placed.sort();
+    placed
+}
+
+fn drive(sim: &mut Sim) -> Option<Failure> {
+    let placed = place_externals(sim);
+    let mut next_external = 0;
+    let world = sim.world.clone();
+    loop {
+        // Externals placed at this point fire before its decision.
+        let point = world.borrow().core.point;
+        while next_external < placed.len() && placed[next_external].0 <= point {
+            let (p, i) = placed[next_external];
+            next_external += 1;
+            let (name, f) = &mut sim.externals[i];
+            {
+                let mut w = world.borrow_mut();
+                w.core.decide.log.push(Event::External {
+                    name: name.clone(),
+                    point: p,
+                });
+                let now = w.core.now;
+                w.core.trace.emit(now, "external", name, true, |d| {
+                    d.str("external", name).u64("step", p);
+                });
+            }
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                let mut w = world.borrow_mut();
+                f(&mut w);
+                w.settle_all();
+            }));
+            if r.is_err() {
+                return Some(Failure::Panic {
+                    task: format!("external {name}"),
+                    message: take_panic(),
+                });
+            }
+            if let Some(fail) = check(sim) {
+                return Some(fail);
+            }
+        }
+
+        let mut w = world.borrow_mut();
+        w.tasks.drain_wakes();
+        if w.tasks.all_required_done() {
+            return None;
+        }
+        if w.core.point >= sim.config.max_steps {
+            return Some(Failure::StepLimit {
+                steps: sim.config.max_steps,
+            });
+        }
+        if !w.tasks.ready.is_empty() {
+            let ready: Vec<usize> = w.tasks.ready.iter().copied().collect();
+            let point = w.core.point;
+            let pick = {
+                let World { core, tasks, .. } = &mut *w;
+                core.decide.schedule(point, ready.len(), |i| {
+                    tasks.slots[ready[i]].name.to_string()
+                })
+            };
+            let id = ready[pick];
+            w.tasks.ready.remove(&id);
+            w.core.point += 1;
+            let slot = &mut w.tasks.slots[id];
+            let name = slot.name.clone();
+            let fut = slot.fut.take();
+            let waker = slot.waker.clone();
+            let now = w.core.now;
+            let n = ready.len();
+            w.core.trace.emit(now, "task", &name, true, |d| {
+                d.str("task", &name);
+                if n > 1 {
+                    d.u64("pick", pick as u64).u64("of", n as u64);
+                }
+            });
+            w.core.actor = name.clone();
+            drop(w);
+            let Some(mut fut) = fut else { continue };
+            let mut cx = Context::from_waker(&waker);
+            let polled = catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx)));
+            let mut w = world.borrow_mut();
+            w.core.actor = Rc::from("sim");
+            match polled {
+                Err(_) => {
+                    w.tasks.slots[id].done = true;
+                    return Some(Failure::Panic {
+                        task: name.to_string(),
+                        message: take_panic(),
+                    });
+                }
+                Ok(Poll::Pending) => {
+                    w.tasks.slots[id].fut = Some(fut);
+                }
+                Ok(Poll::Ready(exit)) => {
+                    w.tasks.slots[id].done = true;
+                    let now = w.core.now;
+                    w.core.trace.emit(now, "task", &name, true, |d| {
+                        d.str("task", &name).bool("done", true);
+                    });
+                    drop(w);
+                    drop(fut);
+                    if let TaskExit::Err(message) = exit {
+                        return Some(Failure::TaskError {
+                            task: name.to_string(),
+                            message,
+                        });
+                    }
+                }
+            }
+        } else {
+            let due = w.core.due();
+            if due.is_empty() {
+                return Some(Failure::Deadlock {
+                    blocked: w.tasks.unfinished(),
+                });
+            }
+            let t = due[0].0;
+            if t > sim.config.virtual_timeout {
+                return Some(Failure::VirtualTimeout {
+                    limit: sim.config.virtual_timeout,
+                    pending: w.tasks.unfinished(),
+                });
+            }
+            let point = w.core.point;
+            let pick = w.core.decide.schedule(point, due.len(), |i| {
+                format!("event {i} at {}", format_ns(t))
+            });
+            w.core.point += 1;
+            w.core.now = t;
+            if let Some(ev) = w.core.take_event(due[pick]) {
+                let r = catch_unwind(AssertUnwindSafe(|| w.fire(ev)));
+                if r.is_err() {
+                    return Some(Failure::Panic {
+                        task: "device".into(),
+                        message: take_panic(),
+                    });
+                }
+            }
+            drop(w);
+        }
+        if let Some(fail) = check(sim) {
+            return Some(fail);
+        }
+    }
+}
+
+/// Checks model gaps and every invariant, in declaration order.
+fn check(sim: &Sim) -> Option<Failure> {
+    let w = sim.world.borrow();
+    if let Some(g) = &w.core.gap {
+        return Some(Failure::ModelGap(g.clone()));
+    }
+    for (name, inv) in &sim.invariants {
+        match catch_unwind(AssertUnwindSafe(|| inv(&w))) {
+            Ok(Ok(())) => {}
+            Ok(Err(message)) => {
+                return Some(Failure::Invariant {
+                    name: name.clone(),
+                    message,
+                })
+            }
+            Err(_) => {
+                return Some(Failure::Panic {
+                    task: format!("invariant {name}"),
+                    message: take_panic(),
+                })
+            }
+        }
+    }
+    None
+}
+
+fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
+    let Sim { world, .. } = sim;
+    // Cancel what is left: drop task futures (they hold the world) with the world reachable.
+    let futs: Vec<_> = {
+        let mut w = world.borrow_mut();
+        w.tasks
+            .slots
+            .iter_mut()
+            .filter_map(|s| s.fut.take())
+            .collect()
+    };
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(futs)));
+    let mut w = world.borrow_mut();
+    w.core.clear_queue();
+    let now = w.core.now;
+    let steps = w.core.point;
+    if let Some(Failure::Invariant { name, message }) = &failure {
+        w.core.trace.emit(now, "invariant", name, true, |d| {
+            d.str("invariant", name)
+                .bool("holds", false)
+                .str("message", message);
+        });
+    }
+    let f2 = failure.clone();
+    w.core.trace.emit(now, "end", "sim", true, |d| {
+        d.u64("steps", steps);
+        match &f2 {
+            None => {
+                d.str("outcome", "pass");
+            }
+            Some(f) => {
+                let kind = if f.is_model_gap() {
+                    "model_gap"
+                } else {
+                    "fail"
+                };
+                d.str("outcome", kind).str("failure", &f.to_string());
+                if let Failure::Invariant { name, .. } = f {
+                    d.str("invariant", name);
+                }
+            }
+        }
+    });
+    let core = &mut w.core;
+    let trace = std::mem::replace(&mut core.trace, crate::trace::Trace::new(false));
+    let hash = trace.hash();
+    let records = trace.len();
+    RunResult {
+        hash,
+        records,
+        events: std::mem::take(&mut core.decide.log),
+        failure,
+        lines: trace.into_lines(),
+        sites: std::mem::take(&mut core.sites),
+        marks: std::mem::take(&mut core.marks),
+        steps,
+        end_ns: now,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_stripped_from_signatures() {
+        assert_eq!(
+            strip_numbers("status 0x1f after 12 reads"),
+            "status N after N reads"
+        );
+        assert_eq!(strip_numbers("v1.2"), "vN.N");
+    }
+}

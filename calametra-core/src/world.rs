@@ -1,0 +1,1058 @@
+//! The world a run drives: clock, event queue, devices on the bus, transfers in flight, the
+//! trace, and the tasks. The `Sim` handle (in `sim`) builds it and runs the loop; externals and
+//! invariants see it as `&mut World` / `&World`; tasks reach it through a thread-local set only
+//! while a simulation is being built or run on this thread.
+//!
+//! The bus lives here: a transfer is submitted by a driver, arrives at the device after a
+//! modelled latency, meets its fault (if any) where it crosses the bus, and completes with a
+//! trace record. Nothing here reads the wall clock or iterates a std hash container.
+
+use crate::choices::{Decider, Event};
+use crate::clock::{nanos, Nanos};
+use crate::exec::Tasks;
+use crate::fault::{Fault, FaultPlan, FaultSet, Site, SiteKind};
+use crate::trace::Trace;
+use crate::usb::{
+    ControlIn, ControlOut, DevCtx, Device, Reply, Setup, TransferError, UsbInterface,
+};
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::{poll_fn, Future};
+use std::marker::PhantomData;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<RefCell<World>>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on the current world. Panics (with a clear message) outside a simulation.
+pub(crate) fn with<R>(f: impl FnOnce(&mut World) -> R) -> R {
+    let w = current();
+    let mut b = w.borrow_mut();
+    f(&mut b)
+}
+
+pub(crate) fn current() -> Rc<RefCell<World>> {
+    CURRENT.with(|c| c.borrow().clone()).unwrap_or_else(|| {
+        panic!("calametra: this needs a running simulation (call it from a scenario or a task it spawned)")
+    })
+}
+
+/// Whether this thread is building or running a simulation.
+pub fn in_simulation() -> bool {
+    CURRENT.with(|c| c.borrow().is_some())
+}
+
+pub(crate) fn set_current(w: Option<Rc<RefCell<World>>>) -> Option<Rc<RefCell<World>>> {
+    CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), w))
+}
+
+/// Modelled bus timing: how long a transfer takes to cross, in virtual nanoseconds.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// Fixed cost of a control transfer (setup, data and status stages).
+    pub control_ns: Nanos,
+    /// Fixed cost of a bulk or interrupt transfer.
+    pub transfer_ns: Nanos,
+    /// Cost per payload byte.
+    pub per_byte_ns: Nanos,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        // High-speed-like figures: 125 us microframes, ~400 MB/s payload.
+        Timing {
+            control_ns: 125_000,
+            transfer_ns: 20_000,
+            per_byte_ns: 2,
+        }
+    }
+}
+
+/// Side effects a device asked for during one call, applied after it returns.
+#[derive(Default)]
+pub(crate) struct Effects {
+    pub(crate) disconnect: bool,
+    pub(crate) stall: bool,
+    pub(crate) delay: Nanos,
+}
+
+/// Queued things that happen at a virtual time.
+pub(crate) enum Ev {
+    Wake(Waker),
+    Arrive(u64),
+    Complete(u64),
+    DevTimer { dev: usize, token: u64 },
+}
+
+#[derive(Clone)]
+pub(crate) enum XKind {
+    Control { setup: Setup, data: Vec<u8> },
+    Out { ep: u8, data: Vec<u8> },
+    In { ep: u8, len: usize, intr: bool },
+}
+
+enum XState {
+    InFlight,
+    Waiting,
+    Swallowed,
+    Delayed(Result<Vec<u8>, TransferError>),
+    Done(Result<Vec<u8>, TransferError>),
+}
+
+struct Xfer {
+    dev: usize,
+    generation: u32,
+    kind: XKind,
+    actor: Rc<str>,
+    site: String,
+    fault: Option<Fault>,
+    waker: Option<Waker>,
+    state: XState,
+    deadline_set: bool,
+}
+
+/// A model gap: a request the device had no evidence for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelGap {
+    /// The device.
+    pub device: String,
+    /// The request.
+    pub request: String,
+    /// The device's state.
+    pub state: String,
+}
+
+/// Everything of a world except its devices and tasks (so a device call can borrow both).
+pub(crate) struct Core {
+    pub(crate) now: Nanos,
+    pub(crate) trace: Trace,
+    pub(crate) decide: Decider,
+    pub(crate) point: u64,
+    queue: BTreeMap<(Nanos, u64), Ev>,
+    next_ev: u64,
+    transfers: BTreeMap<u64, Xfer>,
+    next_xfer: u64,
+    site_counts: BTreeMap<String, u32>,
+    pub(crate) plan: FaultPlan,
+    pub(crate) fault_set: FaultSet,
+    pub(crate) sites: Vec<Site>,
+    pub(crate) marks: BTreeMap<String, u64>,
+    pub(crate) gap: Option<ModelGap>,
+    pub(crate) actor: Rc<str>,
+    pub(crate) timing: Timing,
+    pub(crate) record_sites: bool,
+}
+
+/// In a seeded schedule that explores faults, one in this many site crossings gets a random
+/// fault (drawn from the `faults` stream).
+const SEEDED_FAULT_ODDS: u64 = 24;
+
+impl Core {
+    pub(crate) fn new(decide: Decider, plan: FaultPlan, fault_set: FaultSet, keep: bool) -> Core {
+        Core {
+            now: 0,
+            trace: Trace::new(keep),
+            decide,
+            point: 0,
+            queue: BTreeMap::new(),
+            next_ev: 0,
+            transfers: BTreeMap::new(),
+            next_xfer: 0,
+            site_counts: BTreeMap::new(),
+            plan,
+            fault_set,
+            sites: Vec::new(),
+            marks: BTreeMap::new(),
+            gap: None,
+            actor: Rc::from("sim"),
+            timing: Timing::default(),
+            record_sites: false,
+        }
+    }
+
+    pub(crate) fn push(&mut self, t: Nanos, ev: Ev) {
+        self.queue.insert((t, self.next_ev), ev);
+        self.next_ev += 1;
+    }
+
+    /// Earliest event time.
+    pub(crate) fn next_time(&self) -> Option<Nanos> {
+        self.queue.keys().next().map(|k| k.0)
+    }
+
+    /// Keys of the events due at the earliest time, in their stable order.
+    pub(crate) fn due(&self) -> Vec<(Nanos, u64)> {
+        let Some(t) = self.next_time() else {
+            return Vec::new();
+        };
+        self.queue
+            .range((t, 0)..=(t, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
+    pub(crate) fn take_event(&mut self, key: (Nanos, u64)) -> Option<Ev> {
+        self.queue.remove(&key)
+    }
+
+    pub(crate) fn clear_queue(&mut self) {
+        self.queue.clear();
+        self.transfers.clear();
+    }
+
+    /// Counts an occurrence of `base` and returns `base#n`; remembers it for site discovery.
+    fn site(&mut self, base: &str, kind: SiteKind) -> String {
+        let n = match self.site_counts.get_mut(base) {
+            Some(n) => {
+                *n += 1;
+                *n
+            }
+            None => {
+                self.site_counts.insert(base.to_string(), 1);
+                1
+            }
+        };
+        let full = format!("{base}#{n}");
+        if self.record_sites {
+            self.sites.push(Site {
+                name: full.clone(),
+                kind,
+            });
+        }
+        full
+    }
+
+    /// The fault for a site: pinned by the plan, or drawn by a seeded schedule. Logged.
+    fn fault_at(&mut self, site: &str, kind: &SiteKind) -> Option<Fault> {
+        let fault = if let Some(f) = self.plan.faults.get(site) {
+            Some(f.clone())
+        } else if self.decide.is_seeded() && !self.fault_set.is_none() {
+            let candidates = self.fault_set.candidates(kind);
+            if candidates.is_empty() || self.decide.faults_below(SEEDED_FAULT_ODDS) != Some(0) {
+                None
+            } else {
+                let i = self
+                    .decide
+                    .faults_below(candidates.len() as u64)
+                    .unwrap_or(0) as usize;
+                Some(candidates[i].clone())
+            }
+        } else {
+            None
+        };
+        if let Some(f) = &fault {
+            self.decide.log.push(Event::Fault {
+                site: site.to_string(),
+                fault: f.clone(),
+            });
+            let now = self.now;
+            let fs = f.to_string();
+            self.trace.emit(now, "fault", "bus", true, |d| {
+                d.str("site", site).str("fault", &fs);
+            });
+        }
+        fault
+    }
+}
+
+pub(crate) struct DeviceSlot {
+    pub(crate) name: String,
+    pub(crate) dev: Box<dyn Device>,
+    pub(crate) attached: bool,
+    pub(crate) generation: u32,
+}
+
+/// A device attached to a simulation. `Copy`, so scenarios can move it into several closures.
+pub struct DeviceHandle<D> {
+    pub(crate) id: usize,
+    _p: PhantomData<fn() -> D>,
+}
+
+impl<D> Clone for DeviceHandle<D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<D> Copy for DeviceHandle<D> {}
+
+impl<D> std::fmt::Debug for DeviceHandle<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceHandle({})", self.id)
+    }
+}
+
+impl<D: Device> DeviceHandle<D> {
+    pub(crate) fn new(id: usize) -> Self {
+        DeviceHandle {
+            id,
+            _p: PhantomData,
+        }
+    }
+
+    /// The driver-facing interface of this device (interface 0 claimed), valid until the
+    /// device is disconnected. Call it while building a scenario or from a task.
+    pub fn interface(&self) -> Interface {
+        let world = current();
+        let generation = world.borrow().devices[self.id].generation;
+        Interface {
+            world,
+            dev: self.id,
+            generation,
+        }
+    }
+}
+
+/// The state a run drives. Externals get `&mut World`, invariants `&World`.
+pub struct World {
+    pub(crate) core: Core,
+    pub(crate) devices: Vec<DeviceSlot>,
+    pub(crate) tasks: Tasks,
+}
+
+impl World {
+    pub(crate) fn new(core: Core) -> World {
+        World {
+            core,
+            devices: Vec::new(),
+            tasks: Tasks::new(),
+        }
+    }
+
+    /// Virtual time now.
+    pub fn now(&self) -> Nanos {
+        self.core.now
+    }
+
+    /// The scheduling point (step) the run is at.
+    pub fn step(&self) -> u64 {
+        self.core.point
+    }
+
+    /// The model behind a handle, to read its ground truth.
+    pub fn model<D: Device>(&self, h: DeviceHandle<D>) -> &D {
+        let any: &dyn Any = &*self.devices[h.id].dev;
+        any.downcast_ref::<D>()
+            .unwrap_or_else(|| panic!("calametra: device handle {} has another type", h.id))
+    }
+
+    /// The model behind a handle, mutably, without a context (test-only lies and setup).
+    pub fn model_mut<D: Device>(&mut self, h: DeviceHandle<D>) -> &mut D {
+        let any: &mut dyn Any = &mut *self.devices[h.id].dev;
+        any.downcast_mut::<D>()
+            .unwrap_or_else(|| panic!("calametra: device handle {} has another type", h.id))
+    }
+
+    /// Acts on a model through its context (an external plugging a monitor, say). Transfers
+    /// waiting on the device are offered again afterwards.
+    pub fn with_model<D: Device, R>(
+        &mut self,
+        h: DeviceHandle<D>,
+        f: impl FnOnce(&mut D, &mut DevCtx<'_>) -> R,
+    ) -> R {
+        let slot = &mut self.devices[h.id];
+        let any: &mut dyn Any = &mut *slot.dev;
+        let dev = any
+            .downcast_mut::<D>()
+            .unwrap_or_else(|| panic!("calametra: device handle {} has another type", h.id));
+        let mut cx = DevCtx {
+            core: &mut self.core,
+            dev: h.id,
+            name: &slot.name,
+            effects: Effects::default(),
+        };
+        let r = f(dev, &mut cx);
+        let effects = cx.effects;
+        if effects.disconnect {
+            self.disconnect_id(h.id);
+        }
+        self.settle(h.id);
+        r
+    }
+
+    /// Whether the device is on the bus.
+    pub fn is_attached<D>(&self, h: DeviceHandle<D>) -> bool {
+        self.devices[h.id].attached
+    }
+
+    /// Unplugs a device: every transfer to it fails `Disconnected`, and so will later ones on
+    /// interfaces taken before.
+    pub fn disconnect<D>(&mut self, h: DeviceHandle<D>) {
+        self.disconnect_id(h.id);
+    }
+
+    /// Plugs a disconnected device back in (a bus reset); drivers must take a new interface.
+    pub fn reconnect<D>(&mut self, h: DeviceHandle<D>) {
+        let id = h.id;
+        if self.devices[id].attached {
+            return;
+        }
+        self.devices[id].attached = true;
+        let now = self.core.now;
+        let name = self.devices[id].name.clone();
+        self.core.trace.emit(now, "transition", &name, true, |d| {
+            d.str("machine", "usb")
+                .str("from", "detached")
+                .str("to", "attached");
+        });
+        self.call(id, |dev, cx| dev.on_reset(cx));
+    }
+
+    /// Records a coverage mark.
+    pub fn mark(&mut self, name: &str) {
+        mark(&mut self.core, "world", name);
+    }
+
+    /// Coverage marks reached so far, with counts.
+    pub fn marks(&self) -> &BTreeMap<String, u64> {
+        &self.core.marks
+    }
+
+    /// Sets the bus timing model.
+    pub fn set_timing(&mut self, timing: Timing) {
+        self.core.timing = timing;
+    }
+
+    fn disconnect_id(&mut self, id: usize) {
+        if !self.devices[id].attached {
+            return;
+        }
+        self.devices[id].attached = false;
+        self.devices[id].generation += 1;
+        let now = self.core.now;
+        let name = self.devices[id].name.clone();
+        self.core.trace.emit(now, "transition", &name, true, |d| {
+            d.str("machine", "usb")
+                .str("from", "attached")
+                .str("to", "detached");
+        });
+        let ids: Vec<u64> = self
+            .core
+            .transfers
+            .iter()
+            .filter(|(_, x)| {
+                x.dev == id
+                    && matches!(
+                        x.state,
+                        XState::InFlight | XState::Waiting | XState::Swallowed | XState::Delayed(_)
+                    )
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for x in ids {
+            complete(&mut self.core, x, Err(TransferError::Disconnected));
+        }
+        self.call(id, |dev, cx| dev.on_disconnect(cx));
+    }
+
+    /// Calls into a device with a context; applies the effects it asked for.
+    fn call<R>(
+        &mut self,
+        id: usize,
+        f: impl FnOnce(&mut dyn Device, &mut DevCtx<'_>) -> R,
+    ) -> (R, Effects) {
+        let slot = &mut self.devices[id];
+        let mut cx = DevCtx {
+            core: &mut self.core,
+            dev: id,
+            name: &slot.name,
+            effects: Effects::default(),
+        };
+        let r = f(&mut *slot.dev, &mut cx);
+        let effects = std::mem::take(&mut cx.effects);
+        (r, effects)
+    }
+
+    /// Offers waiting transfers of device `id` again until none makes progress.
+    pub(crate) fn settle(&mut self, id: usize) {
+        loop {
+            let waiting: Vec<u64> = self
+                .core
+                .transfers
+                .iter()
+                .filter(|(_, x)| x.dev == id && matches!(x.state, XState::Waiting))
+                .map(|(k, _)| *k)
+                .collect();
+            if waiting.is_empty() || !self.devices[id].attached {
+                return;
+            }
+            let mut progressed = false;
+            for x in waiting {
+                if self.deliver(x) {
+                    progressed = true;
+                }
+            }
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    /// Offers waiting transfers of every device again (after an external event).
+    pub(crate) fn settle_all(&mut self) {
+        for id in 0..self.devices.len() {
+            self.settle(id);
+        }
+    }
+
+    /// A transfer arrives at its device. Returns whether it completed (or left the waiting set).
+    fn deliver(&mut self, xid: u64) -> bool {
+        let Some(x) = self.core.transfers.get(&xid) else {
+            return false;
+        };
+        let (dev, kind, fault) = (x.dev, x.kind.clone(), x.fault.clone());
+        let first_arrival = matches!(x.state, XState::InFlight);
+        if !self.devices[dev].attached || self.devices[dev].generation != x.generation {
+            complete(&mut self.core, xid, Err(TransferError::Disconnected));
+            return true;
+        }
+        if first_arrival {
+            match fault {
+                Some(Fault::Stall) => {
+                    complete(&mut self.core, xid, Err(TransferError::Stall));
+                    return true;
+                }
+                Some(Fault::Timeout) => {
+                    if let Some(x) = self.core.transfers.get_mut(&xid) {
+                        x.state = XState::Swallowed;
+                    }
+                    return true;
+                }
+                Some(Fault::Disconnect) => {
+                    self.disconnect_id(dev);
+                    return true;
+                }
+                _ => {}
+            }
+        }
+        let bend = |data: &mut Vec<u8>| match fault {
+            Some(Fault::Short(n)) => data.truncate(n as usize),
+            Some(Fault::Corrupt { offset, xor }) if !data.is_empty() => {
+                let i = offset as usize % data.len();
+                data[i] ^= xor;
+            }
+            _ => {}
+        };
+        let (reply, effects) = match kind {
+            XKind::Control { setup, mut data } => {
+                if !setup.is_in() {
+                    bend(&mut data);
+                }
+                let (mut r, e) = self.call(dev, |d, cx| d.control(cx, &setup, &data));
+                if let Reply::Data(d) = &mut r {
+                    d.truncate(setup.length as usize);
+                    if setup.is_in() {
+                        bend(d);
+                    }
+                }
+                if !setup.is_in() && r == Reply::Ack {
+                    r = Reply::Data(Vec::new());
+                }
+                (r, e)
+            }
+            XKind::Out { ep, mut data } => {
+                bend(&mut data);
+                let n = data.len();
+                let (r, e) = self.call(dev, |d, cx| d.out(cx, ep, &data));
+                // An OUT result carries the accepted length as its "data" (see `finish_out`).
+                let r = match r {
+                    Reply::Ack | Reply::Data(_) => Reply::Data((n as u64).to_le_bytes().to_vec()),
+                    other => other,
+                };
+                (r, e)
+            }
+            XKind::In { ep, len, .. } => {
+                let (mut r, e) = self.call(dev, |d, cx| d.poll_in(cx, ep, len));
+                if let Reply::Data(d) = &mut r {
+                    d.truncate(len);
+                    bend(d);
+                }
+                (r, e)
+            }
+        };
+        let result = match reply {
+            _ if effects.stall => Some(Err(TransferError::Stall)),
+            Reply::Data(d) => Some(Ok(d)),
+            Reply::Ack => Some(Ok(Vec::new())),
+            Reply::Stall => Some(Err(TransferError::Stall)),
+            Reply::Nak => None,
+        };
+        let done = match result {
+            Some(r) => {
+                let delay = effects.delay;
+                if delay > 0 {
+                    if let Some(x) = self.core.transfers.get_mut(&xid) {
+                        x.state = XState::Delayed(r);
+                    }
+                    let t = self.core.now + delay;
+                    self.core.push(t, Ev::Complete(xid));
+                } else {
+                    complete(&mut self.core, xid, r);
+                }
+                true
+            }
+            None => {
+                if let Some(x) = self.core.transfers.get_mut(&xid) {
+                    x.state = XState::Waiting;
+                }
+                false
+            }
+        };
+        if effects.disconnect {
+            self.disconnect_id(dev);
+        }
+        done || first_arrival
+    }
+
+    /// Fires one queued event.
+    pub(crate) fn fire(&mut self, ev: Ev) {
+        match ev {
+            Ev::Wake(w) => w.wake(),
+            Ev::Arrive(xid) => {
+                let dev = self.core.transfers.get(&xid).map(|x| x.dev);
+                self.deliver(xid);
+                if let Some(dev) = dev {
+                    self.settle(dev);
+                }
+            }
+            Ev::Complete(xid) => {
+                let r = match self.core.transfers.get_mut(&xid) {
+                    Some(x) => match std::mem::replace(&mut x.state, XState::InFlight) {
+                        XState::Delayed(r) => r,
+                        other => {
+                            x.state = other;
+                            return;
+                        }
+                    },
+                    None => return,
+                };
+                complete(&mut self.core, xid, r);
+            }
+            Ev::DevTimer { dev, token } => {
+                if self.devices[dev].attached {
+                    let ((), e) = self.call(dev, |d, cx| d.on_timer(cx, token));
+                    if e.disconnect {
+                        self.disconnect_id(dev);
+                    }
+                    self.settle(dev);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn attach(&mut self, dev: Box<dyn Device>) -> usize {
+        let name = dev.name().to_string();
+        self.devices.push(DeviceSlot {
+            name,
+            dev,
+            attached: true,
+            generation: 0,
+        });
+        self.devices.len() - 1
+    }
+
+    fn submit(&mut self, dev: usize, generation: u32, kind: XKind) -> u64 {
+        let (base, site_kind, bytes, ctrl) = match &kind {
+            XKind::Control { setup, data } => {
+                let name = match self.devices[dev].dev.request_name(setup) {
+                    Some(n) => n.to_string(),
+                    None => match setup.standard_name() {
+                        Some(n) => n.to_string(),
+                        None => format!("{:02x}_{:02x}", setup.request_type, setup.request),
+                    },
+                };
+                let len = if setup.is_in() {
+                    setup.length as u32
+                } else {
+                    data.len() as u32
+                };
+                (
+                    format!("ctrl.{name}"),
+                    SiteKind::Transfer { len },
+                    data.len(),
+                    true,
+                )
+            }
+            XKind::Out { data, .. } => (
+                "bulk.out".to_string(),
+                SiteKind::Transfer {
+                    len: data.len() as u32,
+                },
+                data.len(),
+                false,
+            ),
+            XKind::In { len, intr, .. } => {
+                let base = if *intr { "intr.in" } else { "bulk.in" };
+                (
+                    base.to_string(),
+                    SiteKind::Transfer { len: *len as u32 },
+                    0,
+                    false,
+                )
+            }
+        };
+        let site = self.core.site(&base, site_kind.clone());
+        let fault = self.core.fault_at(&site, &site_kind);
+        let t = &self.core.timing;
+        let mut latency =
+            if ctrl { t.control_ns } else { t.transfer_ns } + t.per_byte_ns * bytes as u64;
+        if let Some(Fault::Delay(d)) = fault {
+            latency += d;
+        }
+        let xid = self.core.next_xfer;
+        self.core.next_xfer += 1;
+        let actor = self.core.actor.clone();
+        self.core.transfers.insert(
+            xid,
+            Xfer {
+                dev,
+                generation,
+                kind,
+                actor,
+                site,
+                fault,
+                waker: None,
+                state: XState::InFlight,
+                deadline_set: false,
+            },
+        );
+        let at = self.core.now + latency;
+        self.core.push(at, Ev::Arrive(xid));
+        xid
+    }
+
+    /// Polls a transfer for completion; cancels it at `deadline`.
+    fn poll_xfer(
+        &mut self,
+        xid: u64,
+        deadline: Option<Nanos>,
+        waker: &Waker,
+    ) -> Poll<Result<Vec<u8>, TransferError>> {
+        let now = self.core.now;
+        match self.core.transfers.get(&xid) {
+            None => return Poll::Ready(Err(TransferError::Cancelled)),
+            Some(Xfer {
+                state: XState::Done(_),
+                ..
+            }) => {
+                if let Some(Xfer {
+                    state: XState::Done(r),
+                    ..
+                }) = self.core.transfers.remove(&xid)
+                {
+                    return Poll::Ready(r);
+                }
+            }
+            Some(_) => {}
+        }
+        let Some(x) = self.core.transfers.get_mut(&xid) else {
+            return Poll::Ready(Err(TransferError::Cancelled));
+        };
+        if let Some(d) = deadline {
+            if now >= d {
+                complete(&mut self.core, xid, Err(TransferError::Timeout));
+                self.core.transfers.remove(&xid);
+                return Poll::Ready(Err(TransferError::Timeout));
+            }
+            if !x.deadline_set {
+                x.deadline_set = true;
+                x.waker = Some(waker.clone());
+                self.core.push(d, Ev::Wake(waker.clone()));
+                return Poll::Pending;
+            }
+        }
+        x.waker = Some(waker.clone());
+        Poll::Pending
+    }
+
+    /// A future dropped before completion: the host cancels the transfer.
+    fn cancel(&mut self, xid: u64) {
+        if let Some(x) = self.core.transfers.get(&xid) {
+            if !matches!(x.state, XState::Done(_)) {
+                complete(&mut self.core, xid, Err(TransferError::Cancelled));
+            }
+        }
+        self.core.transfers.remove(&xid);
+    }
+}
+
+/// Completes a transfer: writes its trace record and wakes its task.
+fn complete(core: &mut Core, xid: u64, r: Result<Vec<u8>, TransferError>) {
+    let now = core.now;
+    let Some(x) = core.transfers.get_mut(&xid) else {
+        return;
+    };
+    if matches!(x.state, XState::Done(_)) {
+        return;
+    }
+    let trace = &mut core.trace;
+    trace.emit(now, "transfer", &x.actor, true, |d| {
+        d.str("site", &x.site);
+        match &x.kind {
+            XKind::Control { setup, data } => {
+                d.hex("setup", &setup.to_bytes());
+                if !setup.is_in() && !data.is_empty() {
+                    d.payload("out", data);
+                }
+            }
+            XKind::Out { ep, data } => {
+                d.u64("ep", *ep as u64).payload("out", data);
+            }
+            XKind::In { ep, len, .. } => {
+                d.u64("ep", *ep as u64).u64("max", *len as u64);
+            }
+        }
+        match &r {
+            Ok(v) => {
+                d.str("status", "ok");
+                match &x.kind {
+                    XKind::Out { .. } => {
+                        d.u64("len", out_len(v) as u64);
+                    }
+                    XKind::Control { setup, .. } if !setup.is_in() => {}
+                    _ => {
+                        d.u64("len", v.len() as u64).payload("in", v);
+                    }
+                }
+            }
+            Err(e) => {
+                d.str("status", e.as_str());
+            }
+        }
+    });
+    x.state = XState::Done(r);
+    if let Some(w) = x.waker.take() {
+        w.wake();
+    }
+}
+
+fn out_len(v: &[u8]) -> usize {
+    let mut b = [0u8; 8];
+    let n = v.len().min(8);
+    b[..n].copy_from_slice(&v[..n]);
+    u64::from_le_bytes(b) as usize
+}
+
+/// `DevCtx::transition`.
+pub(crate) fn transition(cx: &mut DevCtx<'_>, machine: &str, from: &str, to: &str) -> bool {
+    let base = format!("{machine}.{from}->{to}");
+    let site = cx.core.site(&base, SiteKind::Transition);
+    let now = cx.core.now;
+    cx.core.trace.emit(now, "transition", cx.name, true, |d| {
+        d.str("machine", machine)
+            .str("from", from)
+            .str("to", to)
+            .str("site", &site);
+    });
+    match cx.core.fault_at(&site, &SiteKind::Transition) {
+        Some(Fault::Stall) => {
+            cx.effects.stall = true;
+            false
+        }
+        Some(Fault::Disconnect) => {
+            cx.effects.disconnect = true;
+            true
+        }
+        Some(Fault::Delay(d)) => {
+            cx.effects.delay += d;
+            true
+        }
+        _ => true,
+    }
+}
+
+pub(crate) fn mark(core: &mut Core, actor: &str, name: &str) {
+    *core.marks.entry(name.to_string()).or_insert(0) += 1;
+    let now = core.now;
+    core.trace.emit(now, "mark", actor, true, |d| {
+        d.str("mark", name);
+    });
+}
+
+pub(crate) fn model_gap(core: &mut Core, device: &str, request: &str, state: &str) {
+    let now = core.now;
+    core.trace.emit(now, "model_gap", device, true, |d| {
+        d.str("request", request).str("state", state);
+    });
+    if core.gap.is_none() {
+        core.gap = Some(ModelGap {
+            device: device.to_string(),
+            request: request.to_string(),
+            state: state.to_string(),
+        });
+    }
+}
+
+pub(crate) fn device_timer(core: &mut Core, dev: usize, ns: Nanos, token: u64) {
+    let t = core.now.saturating_add(ns);
+    core.push(t, Ev::DevTimer { dev, token });
+}
+
+/// The simulator's interface to a device: the `nusb`-shaped API a driver receives.
+#[derive(Clone)]
+pub struct Interface {
+    world: Rc<RefCell<World>>,
+    dev: usize,
+    generation: u32,
+}
+
+struct CancelGuard<'a> {
+    world: &'a Rc<RefCell<World>>,
+    xid: u64,
+    armed: bool,
+}
+
+impl Drop for CancelGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Ok(mut w) = self.world.try_borrow_mut() {
+                w.cancel(self.xid);
+            }
+        }
+    }
+}
+
+impl Interface {
+    async fn transfer(
+        &self,
+        kind: XKind,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<u8>, TransferError> {
+        let (xid, deadline) = {
+            let mut w = self.world.borrow_mut();
+            let deadline = timeout.map(|d| w.core.now.saturating_add(nanos(d)));
+            (w.submit(self.dev, self.generation, kind), deadline)
+        };
+        let mut guard = CancelGuard {
+            world: &self.world,
+            xid,
+            armed: true,
+        };
+        let r = poll_fn(|cx| self.world.borrow_mut().poll_xfer(xid, deadline, cx.waker())).await;
+        guard.armed = false;
+        r
+    }
+
+    /// A control IN transfer.
+    pub async fn control_in(
+        &self,
+        req: ControlIn,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, TransferError> {
+        self.transfer(
+            XKind::Control {
+                setup: req.setup(),
+                data: Vec::new(),
+            },
+            Some(timeout),
+        )
+        .await
+    }
+
+    /// A control OUT transfer.
+    pub async fn control_out(
+        &self,
+        req: ControlOut<'_>,
+        timeout: Duration,
+    ) -> Result<(), TransferError> {
+        self.transfer(
+            XKind::Control {
+                setup: req.setup(),
+                data: req.data.to_vec(),
+            },
+            Some(timeout),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// A control transfer from raw setup bytes (bridges and replays).
+    pub async fn control_raw(
+        &self,
+        setup: Setup,
+        data: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, TransferError> {
+        self.transfer(XKind::Control { setup, data }, Some(timeout))
+            .await
+    }
+
+    /// A bulk OUT transfer; returns the bytes accepted.
+    pub async fn bulk_out(&self, ep: u8, data: Vec<u8>) -> Result<usize, TransferError> {
+        self.transfer(XKind::Out { ep, data }, None)
+            .await
+            .map(|v| out_len(&v))
+    }
+
+    /// A bulk IN transfer of up to `len` bytes.
+    pub async fn bulk_in(&self, ep: u8, len: usize) -> Result<Vec<u8>, TransferError> {
+        self.transfer(
+            XKind::In {
+                ep,
+                len,
+                intr: false,
+            },
+            None,
+        )
+        .await
+    }
+
+    /// An interrupt IN transfer of up to `len` bytes.
+    pub async fn interrupt_in(&self, ep: u8, len: usize) -> Result<Vec<u8>, TransferError> {
+        self.transfer(
+            XKind::In {
+                ep,
+                len,
+                intr: true,
+            },
+            None,
+        )
+        .await
+    }
+}
+
+impl UsbInterface for Interface {
+    fn control_in(
+        &self,
+        req: ControlIn,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Vec<u8>, TransferError>> {
+        Interface::control_in(self, req, timeout)
+    }
+    fn control_out(
+        &self,
+        req: ControlOut<'_>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), TransferError>> {
+        let data = req.data.to_vec();
+        let setup = req.setup();
+        async move {
+            self.transfer(XKind::Control { setup, data }, Some(timeout))
+                .await
+                .map(|_| ())
+        }
+    }
+    fn bulk_out(
+        &self,
+        ep: u8,
+        data: Vec<u8>,
+    ) -> impl Future<Output = Result<usize, TransferError>> {
+        Interface::bulk_out(self, ep, data)
+    }
+    fn bulk_in(&self, ep: u8, len: usize) -> impl Future<Output = Result<Vec<u8>, TransferError>> {
+        Interface::bulk_in(self, ep, len)
+    }
+    fn interrupt_in(
+        &self,
+        ep: u8,
+        len: usize,
+    ) -> impl Future<Output = Result<Vec<u8>, TransferError>> {
+        Interface::interrupt_in(self, ep, len)
+    }
+    fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
+        crate::exec::sleep(d)
+    }
+}

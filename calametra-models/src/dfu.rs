@@ -1,0 +1,1 @@
+//! The USB DFU 1.1 model (in progress).

@@ -1,0 +1,1 @@
+//! The MCT Trigger 6 model (in progress).

@@ -1,0 +1,1 @@
+//! DFU updater (in progress).

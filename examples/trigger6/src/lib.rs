@@ -1,0 +1,1 @@
+//! Trigger 6 driver (in progress).

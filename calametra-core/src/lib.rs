@@ -18,6 +18,7 @@ pub mod error;
 pub mod exec;
 pub mod fault;
 pub mod hex;
+pub mod host;
 pub mod sim;
 pub mod spec;
 pub mod trace;

@@ -398,6 +398,10 @@ pub trait UsbInterface {
     ) -> impl Future<Output = Result<Vec<u8>, TransferError>>;
     /// Waits `d` on the platform's clock.
     fn sleep(&self, d: Duration) -> impl Future<Output = ()>;
+    /// Resets the device (a USB bus reset). The default reports `Fault` (not supported).
+    fn reset(&self) -> impl Future<Output = Result<(), TransferError>> {
+        async { Err(TransferError::Fault) }
+    }
 }
 
 pub use crate::world::Interface;

@@ -416,6 +416,10 @@ impl World {
         self.core.timing = timing;
     }
 
+    pub(crate) fn disconnect_index(&mut self, id: usize) {
+        self.disconnect_id(id);
+    }
+
     fn disconnect_id(&mut self, id: usize) {
         if !self.devices[id].attached {
             return;
@@ -654,7 +658,7 @@ impl World {
         self.devices.len() - 1
     }
 
-    fn submit(&mut self, dev: usize, generation: u32, kind: XKind) -> u64 {
+    pub(crate) fn submit(&mut self, dev: usize, generation: u32, kind: XKind) -> u64 {
         let (base, site_kind, bytes, ctrl) = match &kind {
             XKind::Control { setup, data } => {
                 let name = match self.devices[dev].dev.request_name(setup) {
@@ -768,6 +772,71 @@ impl World {
         Poll::Pending
     }
 
+    /// A completed transfer's result, removing it.
+    pub(crate) fn take_done(&mut self, xid: u64) -> Option<Result<Vec<u8>, TransferError>> {
+        if !matches!(
+            self.core.transfers.get(&xid),
+            Some(Xfer {
+                state: XState::Done(_),
+                ..
+            })
+        ) {
+            return None;
+        }
+        match self.core.transfers.remove(&xid) {
+            Some(Xfer {
+                state: XState::Done(r),
+                ..
+            }) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Whether a transfer waits for the device (a NAKed IN) or was swallowed by a fault.
+    pub(crate) fn is_waiting(&self, xid: u64) -> bool {
+        matches!(
+            self.core.transfers.get(&xid),
+            Some(Xfer {
+                state: XState::Waiting | XState::Swallowed,
+                ..
+            })
+        )
+    }
+
+    /// Drops a transfer without a trace record (a host poll that found nothing).
+    pub(crate) fn cancel_quiet(&mut self, xid: u64) {
+        self.core.transfers.remove(&xid);
+    }
+
+    /// A USB bus reset of device `id`: pending transfers are cancelled, the device is told.
+    pub(crate) fn reset_index(&mut self, id: usize) {
+        if !self.devices[id].attached {
+            return;
+        }
+        let ids: Vec<u64> = self
+            .core
+            .transfers
+            .iter()
+            .filter(|(_, x)| x.dev == id && !matches!(x.state, XState::Done(_)))
+            .map(|(k, _)| *k)
+            .collect();
+        for x in ids {
+            complete(&mut self.core, x, Err(TransferError::Cancelled));
+        }
+        let now = self.core.now;
+        let name = self.devices[id].name.clone();
+        self.core.trace.emit(now, "transition", &name, true, |d| {
+            d.str("machine", "usb")
+                .str("from", "attached")
+                .str("to", "reset");
+        });
+        let ((), e) = self.call(id, |dev, cx| dev.on_reset(cx));
+        if e.disconnect {
+            self.disconnect_id(id);
+        }
+        self.settle(id);
+    }
+
     /// A future dropped before completion: the host cancels the transfer.
     fn cancel(&mut self, xid: u64) {
         if let Some(x) = self.core.transfers.get(&xid) {
@@ -829,7 +898,7 @@ fn complete(core: &mut Core, xid: u64, r: Result<Vec<u8>, TransferError>) {
     }
 }
 
-fn out_len(v: &[u8]) -> usize {
+pub(crate) fn out_len(v: &[u8]) -> usize {
     let mut b = [0u8; 8];
     let n = v.len().min(8);
     b[..n].copy_from_slice(&v[..n]);
@@ -1012,6 +1081,25 @@ impl Interface {
         )
         .await
     }
+
+    /// Resets the device (a USB bus reset, as `nusb::Device::reset`); this interface stays
+    /// valid. Takes the bus's control-transfer time.
+    pub async fn reset(&self) -> Result<(), TransferError> {
+        let at = {
+            let w = self.world.borrow();
+            if !w.devices[self.dev].attached || w.devices[self.dev].generation != self.generation {
+                return Err(TransferError::Disconnected);
+            }
+            w.core.now + w.core.timing.control_ns
+        };
+        crate::exec::sleep_until(at).await;
+        let mut w = self.world.borrow_mut();
+        if w.devices[self.dev].generation != self.generation {
+            return Err(TransferError::Disconnected);
+        }
+        w.reset_index(self.dev);
+        Ok(())
+    }
 }
 
 impl UsbInterface for Interface {
@@ -1054,5 +1142,8 @@ impl UsbInterface for Interface {
     }
     fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
         crate::exec::sleep(d)
+    }
+    fn reset(&self) -> impl Future<Output = Result<(), TransferError>> {
+        Interface::reset(self)
     }
 }

@@ -349,3 +349,42 @@ fn interrupt_in_waits_for_device_state_and_externals_disconnect() {
         .any(|e| matches!(e, calametra_core::choices::Event::External { .. })));
     assert_ne!(s.hash, base.hash);
 }
+
+#[test]
+fn a_device_host_drives_one_device_without_tasks() {
+    use calametra_core::host::DeviceHost;
+    let mut h = DeviceHost::new(
+        Loopback::default(),
+        &RunConfig {
+            keep_trace: true,
+            ..RunConfig::default()
+        },
+    );
+    assert_eq!(h.control(store(&[7, 8]).setup(), &[7, 8]), Ok(vec![]));
+    assert_eq!(h.control(load(4).setup(), &[]), Ok(vec![7, 8]));
+    assert!(h.now() >= 250_000);
+    assert_eq!(h.poll_in(0x81, 64, false), None, "nothing queued: NAK");
+    assert_eq!(h.out(0x01, &[1, 2, 3]), Ok(3));
+    assert_eq!(h.poll_in(0x81, 64, false), Some(Ok(vec![1, 2, 3])));
+    h.advance_to(10_000_000);
+    assert_eq!(h.now(), 10_000_000);
+    assert_eq!(
+        h.device::<Loopback>().map(|d| d.stored().to_vec()),
+        Some(vec![7, 8])
+    );
+    h.disconnect();
+    assert_eq!(
+        h.control(load(4).setup(), &[]),
+        Err(TransferError::Disconnected)
+    );
+    let (hash, n) = h.hash();
+    assert!(n >= 5 && hash.to_string().starts_with("sha256:"));
+
+    // The same sequence with a stall pinned at the second load.
+    let cfg = RunConfig {
+        faults: FaultPlan::single("ctrl.load#1", Fault::Stall),
+        ..RunConfig::default()
+    };
+    let mut h = DeviceHost::new(Loopback::default(), &cfg);
+    assert_eq!(h.control(load(4).setup(), &[]), Err(TransferError::Stall));
+}

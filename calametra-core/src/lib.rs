@@ -12,8 +12,10 @@
 
 #![warn(missing_docs)]
 
+pub mod capture;
 pub mod choices;
 pub mod clock;
+pub mod compare;
 pub mod error;
 pub mod exec;
 pub mod fault;

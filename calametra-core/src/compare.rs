@@ -1,0 +1,1 @@
+//! Comparing a model with a capture (in progress).

@@ -1,0 +1,1 @@
+//! The QEMU bridge (in progress).

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Installs what the QEMU path of Calametra needs on a fresh Debian bookworm machine:
+# QEMU 10 (qemu-system-x86 from bookworm-backports, which has usb-redir, qemu-xhci and -icount),
+# cpio and gzip for the guest's initramfs. Idempotent, and quick when everything is there.
+#
+# The backports suite is added by reusing the URI of the machine's own Debian apt source (deb822
+# files under /etc/apt/sources.list.d/ or the one-line /etc/apt/sources.list), so this script
+# names no package host. Nothing here loads kernel modules or touches USB on the host.
+set -euo pipefail
+
+log() { printf 'install-qemu: %s\n' "$*" >&2; }
+
+have_all() {
+    command -v qemu-system-x86_64 >/dev/null 2>&1 || return 1
+    command -v cpio >/dev/null 2>&1 || return 1
+    command -v gzip >/dev/null 2>&1 || return 1
+    command -v dpkg-deb >/dev/null 2>&1 || return 1
+    command -v apt-get >/dev/null 2>&1 || return 1
+    local v
+    v=$(qemu-system-x86_64 --version | head -n1 | sed -n 's/.*version \([0-9]*\)\..*/\1/p')
+    [ -n "$v" ] && [ "$v" -ge 10 ] || return 1
+    qemu-system-x86_64 -device help 2>/dev/null | grep -q '"usb-redir"' || return 1
+    return 0
+}
+
+if have_all; then
+    log "already installed: $(qemu-system-x86_64 --version | head -n1)"
+    exit 0
+fi
+
+if [ "$(id -u)" != 0 ]; then
+    log "needs root (apt-get install); run as root or with sudo"
+    exit 1
+fi
+
+# The URI of the machine's main Debian archive: the source that carries the `bookworm` suite.
+debian_uri() {
+    local f uri suites
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        # deb822: stanzas separated by blank lines; take URIs of a stanza whose Suites has bookworm.
+        awk '
+            BEGIN { RS=""; FS="\n" }
+            {
+                uri=""; suites=""
+                for (i = 1; i <= NF; i++) {
+                    if ($i ~ /^URIs:/)   { sub(/^URIs:[ \t]*/, "", $i); split($i, u, /[ \t]+/); uri=u[1] }
+                    if ($i ~ /^Suites:/) { sub(/^Suites:[ \t]*/, "", $i); suites=" " $i " " }
+                }
+                if (uri != "" && suites ~ / bookworm /) { print uri; exit }
+            }' "$f"
+    done | head -n1
+    if [ -f /etc/apt/sources.list ]; then
+        awk '$1 == "deb" {
+                 for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/) { uri=$i; suite=$(i+1); break }
+                 if (suite == "bookworm") { print uri; exit }
+             }' /etc/apt/sources.list
+    fi
+}
+
+backports_configured() {
+    grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null
+}
+
+if ! backports_configured; then
+    uri=$(debian_uri | head -n1)
+    if [ -z "$uri" ]; then
+        log "found no Debian apt source with the bookworm suite in /etc/apt/sources.list.d/*.sources or /etc/apt/sources.list"
+        exit 1
+    fi
+    log "adding bookworm-backports from the machine's Debian source"
+    cat > /etc/apt/sources.list.d/calametra-backports.sources <<SRC
+Types: deb
+URIs: $uri
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    apt-get update -qq
+elif ! apt-cache policy qemu-system-x86 2>/dev/null | grep -q bpo; then
+    apt-get update -qq
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+log "installing qemu-system-x86 (backports), cpio, gzip"
+apt-get install -y -qq --no-install-recommends -t bookworm-backports qemu-system-x86 >/dev/null
+apt-get install -y -qq --no-install-recommends cpio gzip >/dev/null
+
+if ! have_all; then
+    log "QEMU was installed but lacks what Calametra needs (version >= 10 with usb-redir)"
+    qemu-system-x86_64 --version >&2 || true
+    exit 1
+fi
+log "installed: $(qemu-system-x86_64 --version | head -n1)"

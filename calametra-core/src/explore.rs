@@ -1,0 +1,109 @@
+//! Exploration: which runs a scenario's trials are. One strategy a function, each small:
+//! the baseline, every (fault site, primitive) pair found in the baseline, and the seeded
+//! schedules; `find` walks them in that order until a wanted failure shows.
+//!
+//! Seeds are derived from the scenario's path and a base seed, so trial names are stable
+//! across runs and builds. Nothing here reads the wall clock.
+
+use crate::choices::{derive_seed, Source};
+use crate::fault::{Fault, FaultPlan, FaultSet, Site};
+use crate::sim::{run, Failure, RunConfig, RunResult, Sim};
+
+/// A run of a scenario that exploration may try.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// The default run.
+    Baseline,
+    /// One fault at one site.
+    Site {
+        /// The site.
+        site: String,
+        /// The fault.
+        fault: Fault,
+    },
+    /// One seeded schedule.
+    Seed(u64),
+}
+
+impl Probe {
+    /// The trial-name suffix: `baseline`, `site::ctrl.get_status#3::stall`, `seed::0x4f21a9`.
+    pub fn trial_suffix(&self) -> String {
+        match self {
+            Probe::Baseline => "baseline".into(),
+            Probe::Site { site, fault } => format!("site::{site}::{fault}"),
+            Probe::Seed(s) => format!("seed::{s:#x}"),
+        }
+    }
+
+    /// The run configuration of this probe, on top of `base`.
+    pub fn config(&self, base: &RunConfig) -> RunConfig {
+        let mut c = base.clone();
+        match self {
+            Probe::Baseline => c.source = Source::Default,
+            Probe::Site { site, fault } => {
+                c.source = Source::Default;
+                c.faults.faults.insert(site.clone(), fault.clone());
+            }
+            Probe::Seed(s) => c.source = Source::Seeded(*s),
+        }
+        c
+    }
+}
+
+/// Every (site, primitive) pair of a baseline's sites that `set` explores.
+pub fn site_probes(sites: &[Site], set: &FaultSet) -> Vec<Probe> {
+    let mut out = Vec::new();
+    for s in sites {
+        for fault in set.candidates(&s.kind) {
+            out.push(Probe::Site {
+                site: s.name.clone(),
+                fault,
+            });
+        }
+    }
+    out
+}
+
+/// The seeded schedules of a scenario: `n` seeds derived from `base` and the scenario path.
+pub fn seed_probes(scenario: &str, base: u64, n: u64) -> Vec<Probe> {
+    (0..n)
+        .map(|i| Probe::Seed(derive_seed(base, scenario, i)))
+        .collect()
+}
+
+/// The baseline with site discovery on, for the harness to list site trials.
+pub fn discover(base: &RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
+    let mut c = Probe::Baseline.config(base);
+    c.record_sites = true;
+    run(c, scenario)
+}
+
+/// Runs probes in order until `wanted` accepts a failure; returns the probe and its run.
+pub fn find(
+    probes: &[Probe],
+    base: &RunConfig,
+    scenario: &dyn Fn(&mut Sim),
+    wanted: &dyn Fn(&Failure) -> bool,
+) -> Option<(Probe, RunResult)> {
+    for p in probes {
+        let r = run(p.config(base), scenario);
+        if r.failure.as_ref().is_some_and(wanted) {
+            return Some((p.clone(), r));
+        }
+    }
+    None
+}
+
+/// The fault plan a replay of `events` needs: the scenario's file plan plus the events' faults.
+pub fn replay_config(base: &RunConfig, events: &[crate::choices::Event]) -> RunConfig {
+    let mut c = base.clone();
+    let mut plan: FaultPlan = base.faults.clone();
+    for e in events {
+        if let crate::choices::Event::Fault { site, fault } = e {
+            plan.faults.insert(site.clone(), fault.clone());
+        }
+    }
+    c.faults = plan;
+    c.source = Source::Replay(events.to_vec());
+    c
+}

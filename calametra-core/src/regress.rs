@@ -1,0 +1,251 @@
+//! Regression files: minimized failures kept in `calametra-regressions/<scenario path>/<id>.json`
+//! in the crate under test, meant to be committed, replayed first by the harness.
+//!
+//! A file holds the build-independent event list itself (not only a seed), the failure
+//! signature, the spec's SHA-256 and the trace hash. Files are written atomically (a temporary
+//! file in the same directory, then a rename), so parallel writers of one id leave one complete
+//! file; reading one that is corrupt, truncated or of a foreign version is an error naming the
+//! file, never a panic.
+
+use crate::choices::Event;
+use crate::error::Error;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The format tag of a regression file.
+pub const FORMAT: &str = "calametra.regression";
+/// The version this build reads and writes.
+pub const VERSION: u64 = 1;
+
+/// One saved failure.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Regression {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// Always [`VERSION`].
+    pub version: u64,
+    /// The scenario path (`trigger6::stale_status_after_disconnect`).
+    pub scenario: String,
+    /// Stable for a signature: the first 12 hex digits of SHA-256(scenario, signature).
+    pub id: String,
+    /// The failure signature (numbers taken out).
+    pub signature: String,
+    /// The failure as it was printed.
+    pub failure: String,
+    /// The trial that found it (`seed::0x4f21a9`, `site::ctrl.get_status#3::stall`).
+    pub found_by: String,
+    /// The base seed of that exploration.
+    pub base_seed: String,
+    /// SHA-256 of the scenario's spec file, if it has one.
+    pub spec_sha256: Option<String>,
+    /// The minimal events, replayed in order.
+    pub events: Vec<Event>,
+    /// The events read aloud: `get_status . unplug . get_status`.
+    pub story: String,
+    /// The trace hash of the minimal run.
+    pub trace_hash: String,
+    /// The Cargo package and test target that hold the scenario (for the replay command).
+    pub package: String,
+    /// The test target.
+    pub target: String,
+}
+
+/// The id of a signature in a scenario.
+pub fn id_for(scenario: &str, signature: &str) -> String {
+    let h = crate::trace::sha256_hex(format!("{scenario}\n{signature}").as_bytes());
+    h[..12].to_string()
+}
+
+/// The directory of a scenario's regressions under `root`.
+pub fn scenario_dir(root: &Path, scenario: &str) -> PathBuf {
+    let mut p = root.to_path_buf();
+    for part in scenario.split("::") {
+        p.push(part);
+    }
+    p
+}
+
+impl Regression {
+    /// Serializes as pretty JSON with a trailing newline (readable, diff-friendly).
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    /// Parses a regression file's text; errors name `path` and the field.
+    pub fn parse(path: &Path, text: &str) -> Result<Regression, Error> {
+        let err = |field: &str, message: String| Error::File {
+            path: path.to_path_buf(),
+            field: field.into(),
+            message,
+        };
+        if text.trim().is_empty() {
+            return Err(err(
+                "(document)",
+                "empty file; expected a calametra.regression JSON object".into(),
+            ));
+        }
+        let v: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| err("(document)", format!("not valid JSON (truncated?): {e}")))?;
+        match v.get("format").and_then(|f| f.as_str()) {
+            Some(FORMAT) => {}
+            other => {
+                return Err(err(
+                    "format",
+                    format!("expected \"{FORMAT}\", found {other:?}"),
+                ))
+            }
+        }
+        match v.get("version").and_then(|f| f.as_u64()) {
+            Some(VERSION) => {}
+            other => {
+                return Err(err(
+                    "version",
+                    format!("expected {VERSION}, found {other:?}; this file was written by another Calametra version"),
+                ))
+            }
+        }
+        serde_json::from_value(v).map_err(|e| {
+            let msg = e.to_string();
+            let field = msg
+                .split('`')
+                .nth(1)
+                .filter(|_| msg.contains("field"))
+                .unwrap_or("(document)")
+                .to_string();
+            err(&field, msg)
+        })
+    }
+
+    /// Reads a regression file.
+    pub fn load(path: &Path) -> Result<Regression, Error> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            action: "read the regression file",
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Writes the file atomically into `dir` as `<id>.json`; returns its path.
+    pub fn save(&self, dir: &Path) -> Result<PathBuf, Error> {
+        let path = dir.join(format!("{}.json", self.id));
+        write_atomic(&path, self.to_json().as_bytes())?;
+        Ok(path)
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, synced, then renamed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let io = |action: &'static str| {
+        let path = path.to_path_buf();
+        move |source| Error::Io {
+            path,
+            action,
+            source,
+        }
+    };
+    std::fs::create_dir_all(dir).map_err(io("create the directory for"))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".calametra-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(io("create a temporary file beside"))?;
+    tmp.write_all(bytes).map_err(io("write"))?;
+    tmp.as_file().sync_all().map_err(io("sync"))?;
+    tmp.persist(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        action: "rename the temporary file onto",
+        source: e.error,
+    })?;
+    Ok(())
+}
+
+/// The regression files of a scenario, sorted by name. A directory that does not exist has
+/// none; any file that is not `*.json` (other than our temporaries) is an error.
+pub fn list(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(Error::Io {
+                path: dir.to_path_buf(),
+                action: "list the regression directory",
+                source,
+            })
+        }
+    };
+    let mut out = Vec::new();
+    for entry in rd.flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            continue;
+        }
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with(".calametra-") {
+            continue;
+        }
+        out.push(p);
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fault::Fault;
+
+    fn sample() -> Regression {
+        Regression {
+            format: FORMAT.into(),
+            version: VERSION,
+            scenario: "t6::stale".into(),
+            id: id_for("t6::stale", "invariant `x` broke"),
+            signature: "invariant `x` broke".into(),
+            failure: "invariant `x` broke".into(),
+            found_by: "seed::0x1".into(),
+            base_seed: "0x0".into(),
+            spec_sha256: None,
+            events: vec![
+                Event::Client {
+                    value: 1,
+                    label: Some("get_status".into()),
+                },
+                Event::Fault {
+                    site: "ctrl.x#1".into(),
+                    fault: Fault::Stall,
+                },
+            ],
+            story: "get_status . stall at ctrl.x#1".into(),
+            trace_hash: "sha256:00".into(),
+            package: "p".into(),
+            target: "t".into(),
+        }
+    }
+
+    #[test]
+    fn round_trips_and_rejects_bad_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = sample();
+        let p = r.save(dir.path()).unwrap();
+        assert_eq!(Regression::load(&p).unwrap(), r);
+        let bad = |text: &str| {
+            Regression::parse(Path::new("x.json"), text)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(bad("").contains("empty"));
+        assert!(bad(&r.to_json()[..40]).contains("truncated"));
+        assert!(bad(&r.to_json().replace("\"version\": 1", "\"version\": 9")).contains("version"));
+        assert!(bad("{\"format\":\"other\"}").contains("format"));
+        let e = bad(&r.to_json().replace("\"story\"", "\"stroy\""));
+        assert!(e.contains("x.json"), "{e}");
+        assert_eq!(list(dir.path()).unwrap(), vec![p]);
+        assert!(list(&dir.path().join("none")).unwrap().is_empty());
+    }
+}

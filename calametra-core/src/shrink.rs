@@ -1,0 +1,158 @@
+//! Minimization: delta debugging over a failing run's events until no single event can go.
+//!
+//! The record of choices is what shrinks (client actions, externals, injected faults,
+//! non-default schedule choices), never generated values: a shrunk run is just another run,
+//! replayed from its events. A candidate is kept only while the same failure signature fails;
+//! when a candidate's actual run took fewer events than it was given, those are kept instead.
+//! Nothing here reads the wall clock.
+
+use crate::choices::Event;
+
+/// A minimized failure.
+#[derive(Clone, Debug)]
+pub struct Shrunk {
+    /// The 1-minimal events.
+    pub events: Vec<Event>,
+    /// Event counts after each accepted reduction, starting with the original count.
+    pub chain: Vec<usize>,
+    /// Replays tried.
+    pub attempts: u64,
+}
+
+impl Shrunk {
+    /// `48 -> 12 -> 5 -> 3`.
+    pub fn chain_text(&self) -> String {
+        self.chain
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(" -> ")
+    }
+}
+
+/// Minimizes `events`. `fails(candidate)` replays a candidate and returns the events its run
+/// actually took when it fails with the original signature, `None` otherwise. The result is
+/// 1-minimal: removing any single remaining event makes that signature go away.
+pub fn minimize(
+    events: Vec<Event>,
+    fails: &mut dyn FnMut(&[Event]) -> Option<Vec<Event>>,
+) -> Shrunk {
+    let mut cur = events;
+    let mut chain = vec![cur.len()];
+    let mut attempts = 0u64;
+    let accept =
+        |cur: &mut Vec<Event>, cand: Vec<Event>, taken: Vec<Event>, chain: &mut Vec<usize>| {
+            *cur = if taken.len() <= cand.len() {
+                taken
+            } else {
+                cand
+            };
+            if chain.last() != Some(&cur.len()) {
+                chain.push(cur.len());
+            }
+        };
+    // ddmin: remove chunks at growing granularity.
+    let mut n = 2usize;
+    while cur.len() >= 2 {
+        let chunk = cur.len().div_ceil(n);
+        let mut reduced = false;
+        let mut start = 0;
+        while start < cur.len() {
+            let end = (start + chunk).min(cur.len());
+            let cand: Vec<Event> = cur[..start].iter().chain(&cur[end..]).cloned().collect();
+            attempts += 1;
+            if let Some(taken) = fails(&cand) {
+                accept(&mut cur, cand, taken, &mut chain);
+                reduced = true;
+                break;
+            }
+            start = end;
+        }
+        if reduced {
+            n = (n - 1).max(2);
+        } else if n >= cur.len() {
+            break;
+        } else {
+            n = (n * 2).min(cur.len());
+        }
+    }
+    // 1-minimality: no single event may go.
+    loop {
+        let mut removed = false;
+        let mut i = 0;
+        while i < cur.len() {
+            let mut cand = cur.clone();
+            cand.remove(i);
+            attempts += 1;
+            if let Some(taken) = fails(&cand) {
+                accept(&mut cur, cand, taken, &mut chain);
+                removed = true;
+            } else {
+                i += 1;
+            }
+        }
+        if !removed {
+            break;
+        }
+    }
+    Shrunk {
+        events: cur,
+        chain,
+        attempts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(v: u64) -> Event {
+        Event::Client {
+            value: v,
+            label: None,
+        }
+    }
+
+    #[test]
+    fn finds_the_one_minimal_subsequence() {
+        // Fails when 3, 17 and 29 are present in that order.
+        let events: Vec<Event> = (0..48).map(ev).collect();
+        let mut fails = |c: &[Event]| {
+            let vals: Vec<u64> = c
+                .iter()
+                .map(|e| match e {
+                    Event::Client { value, .. } => *value,
+                    _ => 0,
+                })
+                .collect();
+            let pos = |x| vals.iter().position(|&v| v == x);
+            match (pos(3), pos(17), pos(29)) {
+                (Some(a), Some(b), Some(c2)) if a < b && b < c2 => Some(c.to_vec()),
+                _ => None,
+            }
+        };
+        let s = minimize(events, &mut fails);
+        assert_eq!(s.events, vec![ev(3), ev(17), ev(29)]);
+        assert_eq!(s.chain.first(), Some(&48));
+        assert_eq!(s.chain.last(), Some(&3));
+        for i in 0..s.events.len() {
+            let mut c = s.events.clone();
+            c.remove(i);
+            assert!(fails(&c).is_none(), "1-minimal");
+        }
+    }
+
+    #[test]
+    fn keeps_the_events_a_run_actually_took() {
+        let events: Vec<Event> = (0..8).map(ev).collect();
+        let mut fails = |c: &[Event]| {
+            if c.contains(&ev(5)) {
+                Some(vec![ev(5)])
+            } else {
+                None
+            }
+        };
+        let s = minimize(events, &mut fails);
+        assert_eq!(s.events, vec![ev(5)]);
+    }
+}

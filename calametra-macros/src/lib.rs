@@ -1,0 +1,342 @@
+//! `#[calametra::scenario]`: parses and validates the attribute's arguments and emits an
+//! `inventory` registration through `::calametra::__private`. It only parses and emits; the
+//! runtime in `calametra` does the work. Bad arguments are compile errors that point at the
+//! argument.
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as TokenStream2};
+use quote::{quote, quote_spanned};
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Error, Expr, ExprLit, ItemFn, Lit, LitStr, Meta, Token};
+
+const PRIMITIVES: [&str; 6] = [
+    "stall",
+    "timeout",
+    "short",
+    "disconnect",
+    "delay",
+    "corrupt",
+];
+const KNOWN: &str =
+    "spec, schedules, faults, seed, max_steps, virtual_timeout, expect, fault_schedule";
+
+struct Args(Punctuated<Meta, Token![,]>);
+
+impl Parse for Args {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        Ok(Args(Punctuated::parse_terminated(input)?))
+    }
+}
+
+#[derive(Default)]
+struct Parsed {
+    spec: Option<LitStr>,
+    fault_schedule: Option<LitStr>,
+    schedules: Option<u64>,
+    faults: Option<TokenStream2>,
+    seed: Option<u64>,
+    max_steps: Option<u64>,
+    virtual_timeout: Option<u64>,
+    expect: Option<LitStr>,
+}
+
+fn lit_str(e: &Expr, what: &str) -> syn::Result<LitStr> {
+    match e {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Ok(s.clone()),
+        _ => Err(Error::new(
+            e.span(),
+            format!("`{what}` expects a string literal"),
+        )),
+    }
+}
+
+fn lit_int(e: &Expr, what: &str) -> syn::Result<u64> {
+    match e {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => i
+            .base10_parse::<u64>()
+            .map_err(|_| Error::new(e.span(), format!("`{what}` expects an unsigned integer"))),
+        _ => Err(Error::new(
+            e.span(),
+            format!("`{what}` expects an unsigned integer"),
+        )),
+    }
+}
+
+/// Parses `250us`, `1.5ms`, `2s`, `100ns`.
+fn duration_ns(s: &LitStr) -> syn::Result<u64> {
+    let v = s.value();
+    let t = v.trim();
+    let (num, scale) = [("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9)]
+        .iter()
+        .find_map(|(suf, sc)| t.strip_suffix(suf).map(|n| (n, *sc)))
+        .ok_or_else(|| {
+            Error::new(
+                s.span(),
+                "`virtual_timeout` expects a duration like \"500ms\", \"2s\" or \"250us\"",
+            )
+        })?;
+    let n: f64 = num.trim().parse().map_err(|_| {
+        Error::new(
+            s.span(),
+            "`virtual_timeout` expects a duration like \"500ms\", \"2s\" or \"250us\"",
+        )
+    })?;
+    if !(n > 0.0) || !n.is_finite() {
+        return Err(Error::new(
+            s.span(),
+            "`virtual_timeout` must be greater than zero",
+        ));
+    }
+    Ok((n * scale).round() as u64)
+}
+
+fn faults(e: &Expr) -> syn::Result<TokenStream2> {
+    let kind = |p: &syn::Path| -> syn::Result<TokenStream2> {
+        let id = p
+            .get_ident()
+            .ok_or_else(|| Error::new(p.span(), "expected a fault primitive"))?
+            .to_string();
+        if !PRIMITIVES.contains(&id.as_str()) {
+            return Err(Error::new(
+                p.span(),
+                format!(
+                    "unknown fault primitive `{id}`; expected one of: {}",
+                    PRIMITIVES.join(", ")
+                ),
+            ));
+        }
+        Ok(quote!(#id))
+    };
+    match e {
+        Expr::Path(p) => {
+            let id = p
+                .path
+                .get_ident()
+                .map(|i| i.to_string())
+                .unwrap_or_default();
+            match id.as_str() {
+                "none" => Ok(quote!(::calametra::__private::FaultsArg::None)),
+                "transport" => Ok(quote!(::calametra::__private::FaultsArg::Transport)),
+                "all" => Ok(quote!(::calametra::__private::FaultsArg::All)),
+                _ if PRIMITIVES.contains(&id.as_str()) => {
+                    let k = kind(&p.path)?;
+                    Ok(quote!(::calametra::__private::FaultsArg::Only(&[#k])))
+                }
+                _ => Err(Error::new(
+                    e.span(),
+                    format!("`faults` expects `none`, `transport`, `all` or a list like `[stall, disconnect]`; found `{id}`"),
+                )),
+            }
+        }
+        Expr::Array(a) => {
+            let mut ks = Vec::new();
+            for el in &a.elems {
+                match el {
+                    Expr::Path(p) => ks.push(kind(&p.path)?),
+                    other => {
+                        return Err(Error::new(other.span(), "expected a fault primitive name"))
+                    }
+                }
+            }
+            if ks.is_empty() {
+                return Err(Error::new(
+                    a.span(),
+                    "an empty fault list; write `faults = none`",
+                ));
+            }
+            Ok(quote!(::calametra::__private::FaultsArg::Only(&[#(#ks),*])))
+        }
+        _ => Err(Error::new(
+            e.span(),
+            "`faults` expects `none`, `transport`, `all` or a list like `[stall, disconnect]`",
+        )),
+    }
+}
+
+fn parse_args(args: Args) -> syn::Result<Parsed> {
+    let mut p = Parsed::default();
+    let mut seen: Vec<String> = Vec::new();
+    for meta in args.0 {
+        let nv = match &meta {
+            Meta::NameValue(nv) => nv,
+            other => {
+                return Err(Error::new(
+                    other.span(),
+                    format!("expected `name = value`; the arguments are: {KNOWN}"),
+                ))
+            }
+        };
+        let name = nv
+            .path
+            .get_ident()
+            .map(|i| i.to_string())
+            .unwrap_or_default();
+        if seen.contains(&name) {
+            return Err(Error::new(
+                nv.path.span(),
+                format!("`{name}` is given twice"),
+            ));
+        }
+        seen.push(name.clone());
+        let v = &nv.value;
+        match name.as_str() {
+            "spec" => p.spec = Some(lit_str(v, "spec")?),
+            "fault_schedule" => p.fault_schedule = Some(lit_str(v, "fault_schedule")?),
+            "schedules" => {
+                let n = lit_int(v, "schedules")?;
+                if n > 1_000_000 {
+                    return Err(Error::new(v.span(), "`schedules` is at most 1000000"));
+                }
+                p.schedules = Some(n)
+            }
+            "faults" => p.faults = Some(faults(v)?),
+            "seed" => p.seed = Some(lit_int(v, "seed")?),
+            "max_steps" => {
+                let n = lit_int(v, "max_steps")?;
+                if n == 0 {
+                    return Err(Error::new(
+                        v.span(),
+                        "`max_steps` must be greater than zero",
+                    ));
+                }
+                p.max_steps = Some(n)
+            }
+            "virtual_timeout" => {
+                p.virtual_timeout = Some(duration_ns(&lit_str(v, "virtual_timeout")?)?)
+            }
+            "expect" => {
+                let s = lit_str(v, "expect")?;
+                if s.value().is_empty() {
+                    return Err(Error::new(
+                        s.span(),
+                        "`expect` names the invariant the scenario must find",
+                    ));
+                }
+                p.expect = Some(s)
+            }
+            _ => {
+                return Err(Error::new(
+                    nv.path.span(),
+                    format!("unknown argument `{name}`; expected one of: {KNOWN}"),
+                ))
+            }
+        }
+    }
+    if let (Some(s), Some(e)) = (&p.seed, &p.expect) {
+        let _ = s;
+        return Err(Error::new(
+            e.span(),
+            "`expect` explores many seeds; it cannot be combined with a pinned `seed`",
+        ));
+    }
+    Ok(p)
+}
+
+fn embedded(path: &Option<LitStr>) -> TokenStream2 {
+    match path {
+        None => quote!(::core::option::Option::None),
+        Some(s) => {
+            let span = s.span();
+            quote_spanned! {span=>
+                ::core::option::Option::Some(::calametra::__private::Embedded {
+                    path: #s,
+                    bytes: ::core::include_bytes!(::core::concat!(::core::env!("CARGO_MANIFEST_DIR"), "/", #s)),
+                })
+            }
+        }
+    }
+}
+
+fn opt_u64(v: Option<u64>) -> TokenStream2 {
+    match v {
+        Some(n) => quote!(::core::option::Option::Some(#n)),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+/// Declares a Calametra scenario: `fn name(sim: &mut Sim)` run under the harness as a baseline,
+/// one trial per fault site and primitive, one per seeded schedule, and saved regressions.
+///
+/// Arguments: `spec = "specs/x.json"`, `schedules = 48`, `faults = none | transport | all |
+/// [stall, ...]`, `seed = 0x..`, `max_steps = N`, `virtual_timeout = "2s"`,
+/// `expect = "invariant"`, `fault_schedule = "specs/faults/x.json"`.
+#[proc_macro_attribute]
+pub fn scenario(attr: TokenStream, item: TokenStream) -> TokenStream {
+    match expand(attr.into(), item.into()) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
+    let args: Args = syn::parse2(attr)?;
+    let p = parse_args(args)?;
+    let f: ItemFn = syn::parse2(item)?;
+    let sig = &f.sig;
+    if sig.asyncness.is_some() {
+        return Err(Error::new(
+            sig.asyncness.span(),
+            "a scenario is a plain `fn(sim: &mut Sim)`; spawn async tasks inside it",
+        ));
+    }
+    if !sig.generics.params.is_empty() {
+        return Err(Error::new(
+            sig.generics.span(),
+            "a scenario cannot be generic",
+        ));
+    }
+    if sig.inputs.len() != 1 {
+        return Err(Error::new(
+            if sig.inputs.is_empty() {
+                sig.ident.span()
+            } else {
+                sig.inputs.span()
+            },
+            "a scenario takes exactly one argument: `sim: &mut Sim`",
+        ));
+    }
+    let name = &sig.ident;
+    let name_str = name.to_string();
+    let spec = embedded(&p.spec);
+    let schedule_file = embedded(&p.fault_schedule);
+    let schedules = opt_u64(p.schedules);
+    let seed = opt_u64(p.seed);
+    let max_steps = opt_u64(p.max_steps);
+    let vt = opt_u64(p.virtual_timeout);
+    let faults = p
+        .faults
+        .unwrap_or_else(|| quote!(::calametra::__private::FaultsArg::None));
+    let expect = match &p.expect {
+        Some(s) => quote!(::core::option::Option::Some(#s)),
+        None => quote!(::core::option::Option::None),
+    };
+    let _ = Span::call_site();
+    Ok(quote! {
+        #f
+
+        ::calametra::__private::inventory::submit! {
+            ::calametra::__private::ScenarioDef {
+                module: ::core::module_path!(),
+                name: #name_str,
+                func: #name,
+                manifest_dir: ::core::env!("CARGO_MANIFEST_DIR"),
+                package: ::core::env!("CARGO_PKG_NAME"),
+                target: ::core::env!("CARGO_CRATE_NAME"),
+                spec: #spec,
+                fault_schedule: #schedule_file,
+                schedules: #schedules,
+                faults: #faults,
+                seed: #seed,
+                max_steps: #max_steps,
+                virtual_timeout_ns: #vt,
+                expect: #expect,
+            }
+        }
+    })
+}

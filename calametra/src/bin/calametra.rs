@@ -1,0 +1,2 @@
+//! The `calametra` command-line tool (in progress).
+fn main() {}

@@ -1,0 +1,589 @@
+//! The libtest-mimic harness behind `calametra::main!()`.
+//!
+//! Every registered scenario becomes trials named so that the name is the replay command:
+//! `path::scenario::regression::<id>` (saved failures, listed first), `::baseline` (the default
+//! run twice, hashes compared), `::site::<site>::<fault>` (one fault at one site found in the
+//! baseline), `::seed::<hex>` (one seeded schedule) and, for `expect = "..."`, `::finds::<inv>`.
+//! `--exact path::scenario` runs all of a scenario's trials. A failing trial is minimized, saved
+//! and reported on one screen. Environment: `CALAMETRA_SCHEDULES`, `CALAMETRA_SEED`,
+//! `CALAMETRA_REGRESSIONS=off|<dir>`, `CALAMETRA_REPLAY=strict`, `CALAMETRA_REPLAY_FILE=<file>`.
+
+use crate::__private::{FaultsArg, ScenarioDef};
+use crate::report::{self, Screen};
+use calametra_core::choices::{story, Event};
+use calametra_core::explore::{self, Probe};
+use calametra_core::fault::{FaultKind, FaultPlan, FaultSet};
+use calametra_core::regress::{self, Regression};
+use calametra_core::shrink::minimize;
+use calametra_core::sim::{run, Failure, RunConfig, RunResult};
+use calametra_core::spec::Spec;
+use calametra_core::trace::{first_divergence, parse_kept, read_jsonl, render_divergence};
+use libtest_mimic::{Arguments, Failed, Trial};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Seeded schedules when the attribute does not say.
+pub const DEFAULT_SCHEDULES: u64 = 16;
+
+/// Where regression files go.
+#[derive(Clone, Debug)]
+enum RegressionsMode {
+    Off,
+    Dir(Option<PathBuf>),
+}
+
+/// Settings read from the environment.
+#[derive(Clone, Debug)]
+struct Env {
+    schedules: Option<u64>,
+    base_seed: u64,
+    regressions: RegressionsMode,
+    strict: bool,
+    replay_file: Option<PathBuf>,
+}
+
+fn parse_u64(s: &str) -> Option<u64> {
+    let s = s.trim();
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+impl Env {
+    fn read() -> Result<Env, String> {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let schedules = match var("CALAMETRA_SCHEDULES") {
+            Some(v) => Some(parse_u64(&v).ok_or_else(|| {
+                format!("CALAMETRA_SCHEDULES=`{v}`: expected a number of seeded schedules")
+            })?),
+            None => None,
+        };
+        let base_seed = match var("CALAMETRA_SEED") {
+            Some(v) => parse_u64(&v)
+                .ok_or_else(|| format!("CALAMETRA_SEED=`{v}`: expected a seed like 0x4f21a9"))?,
+            None => 0,
+        };
+        let regressions = match var("CALAMETRA_REGRESSIONS").as_deref() {
+            Some("off") => RegressionsMode::Off,
+            Some(d) => RegressionsMode::Dir(Some(PathBuf::from(d))),
+            None => RegressionsMode::Dir(None),
+        };
+        let strict = match var("CALAMETRA_REPLAY").as_deref() {
+            None => false,
+            Some("strict") => true,
+            Some(v) => return Err(format!("CALAMETRA_REPLAY=`{v}`: expected `strict`")),
+        };
+        Ok(Env {
+            schedules,
+            base_seed,
+            regressions,
+            strict,
+            replay_file: var("CALAMETRA_REPLAY_FILE").map(PathBuf::from),
+        })
+    }
+}
+
+/// One scenario, ready to make trials.
+struct Scenario {
+    def: &'static ScenarioDef,
+    path: String,
+    base: RunConfig,
+    env: Env,
+    regress_dir: Option<PathBuf>,
+}
+
+impl ScenarioDef {
+    /// The scenario's path as trials name it: the module path without the crate, then the name.
+    pub fn path(&self) -> String {
+        match self.module.split_once("::") {
+            Some((_, rest)) => format!("{rest}::{}", self.name),
+            None => self.name.to_string(),
+        }
+    }
+}
+
+fn fault_set(arg: &FaultsArg) -> FaultSet {
+    match arg {
+        FaultsArg::None => FaultSet::None,
+        FaultsArg::Transport => FaultSet::Transport,
+        FaultsArg::All => FaultSet::All,
+        FaultsArg::Only(kinds) => {
+            FaultSet::Only(kinds.iter().filter_map(|k| FaultKind::parse(k)).collect())
+        }
+    }
+}
+
+impl Scenario {
+    fn new(def: &'static ScenarioDef, env: &Env) -> Result<Scenario, String> {
+        let path = def.path();
+        let spec = match &def.spec {
+            Some(e) => Some(Arc::new(
+                Spec::parse(Path::new(def.manifest_dir).join(e.path), e.bytes)
+                    .map_err(|e| e.to_string())?,
+            )),
+            None => None,
+        };
+        let faults = match &def.fault_schedule {
+            Some(e) => {
+                let p = Path::new(def.manifest_dir).join(e.path);
+                let text = std::str::from_utf8(e.bytes)
+                    .map_err(|_| format!("{}: not UTF-8 text", p.display()))?;
+                FaultPlan::parse(&p, text).map_err(|e| e.to_string())?
+            }
+            None => FaultPlan::default(),
+        };
+        let mut base = RunConfig {
+            faults,
+            fault_set: fault_set(&def.faults),
+            spec,
+            ..RunConfig::default()
+        };
+        if let Some(n) = def.max_steps {
+            base.max_steps = n;
+        }
+        if let Some(t) = def.virtual_timeout_ns {
+            base.virtual_timeout = t;
+        }
+        let regress_dir = match &env.regressions {
+            RegressionsMode::Off => None,
+            RegressionsMode::Dir(Some(d)) => Some(regress::scenario_dir(d, &path)),
+            RegressionsMode::Dir(None) => Some(regress::scenario_dir(
+                &Path::new(def.manifest_dir).join("calametra-regressions"),
+                &path,
+            )),
+        };
+        Ok(Scenario {
+            def,
+            path,
+            base,
+            env: env.clone(),
+            regress_dir,
+        })
+    }
+
+    fn func(&self) -> &dyn Fn(&mut calametra_core::Sim) {
+        &self.def.func
+    }
+
+    fn trial(&self, suffix: &str) -> String {
+        format!("{}::{suffix}", self.path)
+    }
+
+    fn schedules(&self) -> u64 {
+        self.env
+            .schedules
+            .or(self.def.schedules)
+            .unwrap_or(DEFAULT_SCHEDULES)
+    }
+
+    fn seed_probes(&self) -> Vec<Probe> {
+        match self.def.seed {
+            Some(s) => vec![Probe::Seed(s)],
+            None => explore::seed_probes(&self.path, self.env.base_seed, self.schedules()),
+        }
+    }
+
+    fn replay_command(&self, trial: &str) -> String {
+        format!(
+            "cargo test -p {} --test {} -- --exact {trial}",
+            self.def.package, self.def.target
+        )
+    }
+
+    fn traces_dir(&self) -> PathBuf {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::current_exe()
+                    .ok()
+                    .and_then(|e| e.ancestors().nth(3).map(Path::to_path_buf))
+            })
+            .unwrap_or_else(|| Path::new(self.def.manifest_dir).join("target"));
+        regress::scenario_dir(&target.join("calametra").join("traces"), &self.path)
+    }
+
+    /// Replays events and returns the run (with its trace kept when asked).
+    fn replay(&self, events: &[Event], keep: bool) -> RunResult {
+        let mut c = explore::replay_config(&self.base, events);
+        c.keep_trace = keep;
+        run(c, self.func())
+    }
+
+    /// Minimizes, saves and reports a failure found by `trial`.
+    fn report(&self, trial: &str, probe: Option<&Probe>, r: &RunResult, fail: &Failure) -> String {
+        let sig = fail.signature();
+        let reproduced = self
+            .replay(&r.events, false)
+            .failure
+            .is_some_and(|f| f.signature() == sig);
+        let shrunk = if reproduced {
+            minimize(r.events.clone(), &mut |cand| {
+                let rr = self.replay(cand, false);
+                match rr.failure {
+                    Some(f) if f.signature() == sig => Some(rr.events),
+                    _ => None,
+                }
+            })
+        } else {
+            calametra_core::shrink::Shrunk {
+                events: r.events.clone(),
+                chain: vec![r.events.len()],
+                attempts: 0,
+            }
+        };
+        let fin = self.replay(&shrunk.events, true);
+        let hash = fin.hash.to_string();
+        let id = regress::id_for(&self.path, &sig);
+        let failure_text = fail.to_string();
+        let trace = self.traces_dir().join(format!("{id}.jsonl"));
+        let trace = report::write_trace(
+            &trace,
+            &fin.lines,
+            &self.path,
+            self.def.package,
+            self.def.target,
+            &shrunk.events,
+            &hash,
+            Some(&failure_text),
+        )
+        .map(|_| trace);
+        let reg = Regression {
+            format: regress::FORMAT.into(),
+            version: regress::VERSION,
+            scenario: self.path.clone(),
+            id: id.clone(),
+            signature: sig.clone(),
+            failure: failure_text.clone(),
+            found_by: trial.to_string(),
+            base_seed: format!("{:#x}", self.env.base_seed),
+            spec_sha256: self.base.spec.as_ref().map(|s| s.sha256().to_string()),
+            events: shrunk.events.clone(),
+            story: story(&shrunk.events),
+            trace_hash: hash.clone(),
+            package: self.def.package.into(),
+            target: self.def.target.into(),
+        };
+        let regression = match &self.regress_dir {
+            None => Err("CALAMETRA_REGRESSIONS=off".to_string()),
+            Some(_) if !reproduced => Err(
+                "the failure did not reproduce from its events (nondeterminism in the scenario?)"
+                    .to_string(),
+            ),
+            Some(d) => reg.save(d).map_err(|e| e.to_string()),
+        };
+        let mut note = String::new();
+        if let Some(f) = &fin.failure {
+            if f.signature() != sig {
+                note = format!("\nnote: the minimal run now fails differently: {f}\n");
+            }
+        }
+        let seed_line = match probe {
+            Some(Probe::Seed(s)) => Some(format!(
+                "seed:      {s:#x} (base seed {:#x}; CALAMETRA_SEED re-bases the seeds)",
+                self.env.base_seed
+            )),
+            _ => None,
+        };
+        report::note_failure(&sig, trial, &shrunk.events, fail.is_model_gap());
+        let replay_trial = self.trial(&format!("regression::{id}"));
+        let screen = Screen {
+            failure: &failure_text,
+            signature: &sig,
+            model_gap: fail.is_model_gap(),
+            trial,
+            seed_line,
+            chain: &shrunk.chain_text(),
+            events: &shrunk.events,
+            hash: &hash,
+            regression_json: regression.is_err().then(|| reg.to_json()),
+            regression,
+            trace,
+            replay: self.replay_command(&replay_trial),
+        };
+        format!("{}{note}", screen.render())
+    }
+
+    fn baseline(&self) -> Result<(), Failed> {
+        let mut c = Probe::Baseline.config(&self.base);
+        c.keep_trace = true;
+        let a = run(c.clone(), self.func());
+        let b = run(c, self.func());
+        if a.hash != b.hash {
+            let (ra, rb) = (parse_kept(&a.lines), parse_kept(&b.lines));
+            let detail = match first_divergence(&ra, &rb) {
+                Some(d) => render_divergence(&ra, &d, 20),
+                None => "the kept records agree but the hashes differ".into(),
+            };
+            return Err(format!(
+                "nondeterminism: the baseline ran twice and the trace hashes differ\n  first run:  {}\n  second run: {}\n{detail}\nSomething in the scenario reads the wall clock, iterates a std HashMap/HashSet, spawns a thread or uses OS randomness.",
+                a.hash, b.hash
+            )
+            .into());
+        }
+        match &a.failure {
+            None => Ok(()),
+            Some(f) if self.def.expect.is_some_and(|e| f.invariant() == Some(e)) => Ok(()),
+            Some(f) => Err(self
+                .report(&self.trial("baseline"), Some(&Probe::Baseline), &a, f)
+                .into()),
+        }
+    }
+
+    fn probe(&self, p: &Probe) -> Result<(), Failed> {
+        let r = run(p.config(&self.base), self.func());
+        match &r.failure {
+            None => Ok(()),
+            Some(f) => Err(self
+                .report(&self.trial(&p.trial_suffix()), Some(p), &r, f)
+                .into()),
+        }
+    }
+
+    fn finds(&self, invariant: &str, sites: &[Probe]) -> Result<(), Failed> {
+        let mut probes = sites.to_vec();
+        probes.extend(self.seed_probes());
+        let wanted = |f: &Failure| f.invariant() == Some(invariant);
+        let Some((probe, r)) = explore::find(&probes, &self.base, self.func(), &wanted) else {
+            return Err(format!(
+                "exploration ran out of budget ({} runs: {} fault sites and {} seeds) without breaking invariant `{invariant}`; widen it with CALAMETRA_SCHEDULES=N",
+                probes.len(),
+                sites.len(),
+                probes.len() - sites.len()
+            )
+            .into());
+        };
+        let Some(f) = &r.failure else { return Ok(()) };
+        let text = self.report(&self.trial(&probe.trial_suffix()), Some(&probe), &r, f);
+        if std::env::var_os("CALAMETRA_VERBOSE").is_some() {
+            println!("{text}");
+        }
+        Ok(())
+    }
+
+    fn regression(&self, path: &Path) -> Result<(), Failed> {
+        let reg = Regression::load(path).map_err(|e| e.to_string())?;
+        if reg.scenario != self.path {
+            return Err(format!(
+                "{}: field `scenario`: the file belongs to `{}`, not `{}`",
+                path.display(),
+                reg.scenario,
+                self.path
+            )
+            .into());
+        }
+        let spec_now = self.base.spec.as_ref().map(|s| s.sha256().to_string());
+        if reg.spec_sha256 != spec_now {
+            return Err(format!(
+                "{}: field `spec_sha256`: the spec changed since this case was recorded ({:?} then, {:?} now); replay is only byte-exact against the same spec. Re-explore and delete the file if the case no longer applies.",
+                path.display(), reg.spec_sha256, spec_now
+            )
+            .into());
+        }
+        let r = self.replay(&reg.events, true);
+        let same_sig = r
+            .failure
+            .as_ref()
+            .is_some_and(|f| f.signature() == reg.signature);
+        let same_hash = r.hash.to_string() == reg.trace_hash;
+        let expected_here = self.def.expect.is_some() || self.env.strict;
+        if expected_here {
+            if same_sig && same_hash {
+                return Ok(());
+            }
+            let what = match &r.failure {
+                Some(f) if same_sig => format!("it fails the same way ({f}) but the trace hash differs"),
+                Some(f) => format!("it now fails differently: {f}"),
+                None => "it no longer fails".into(),
+            };
+            return Err(format!(
+                "replay of {} is not byte-exact: {what}\n  recorded: {}\n  replayed: {}\n  events: {}",
+                path.display(),
+                reg.trace_hash,
+                r.hash,
+                reg.story
+            )
+            .into());
+        }
+        match &r.failure {
+            None => Ok(()),
+            Some(f) => {
+                let how = if same_sig && same_hash {
+                    "reproduced byte-exactly".to_string()
+                } else if same_sig {
+                    format!("same signature, but the trace hash is {} (recorded {})", r.hash, reg.trace_hash)
+                } else {
+                    "a different failure now".to_string()
+                };
+                report::note_failure(&f.signature(), &self.trial(&format!("regression::{}", reg.id)), &reg.events, f.is_model_gap());
+                Err(format!(
+                    "saved failure still fails ({how}): {f}\nminimal events: {}\nfile: {}\nreplay: {}",
+                    reg.story,
+                    path.display(),
+                    self.replay_command(&self.trial(&format!("regression::{}", reg.id)))
+                )
+                .into())
+            }
+        }
+    }
+
+    /// `CALAMETRA_REPLAY_FILE`: replays a regression file or a trace file byte-exactly.
+    fn replay_file(&self, path: &Path) -> Result<(), Failed> {
+        let (events, hash, lines) = load_replayable(path)?;
+        let r = self.replay(&events, true);
+        if r.hash.to_string() == hash {
+            return Ok(());
+        }
+        let mut msg = format!(
+            "replay of {} is not byte-exact\n  recorded: {hash}\n  replayed: {}\n",
+            path.display(),
+            r.hash
+        );
+        if let Some(recorded) = lines {
+            let now = parse_kept(&r.lines);
+            if let Some(d) = first_divergence(&recorded, &now) {
+                msg.push_str(&render_divergence(&recorded, &d, 20));
+            }
+        }
+        Err(msg.into())
+    }
+}
+
+/// Events, hash and (for traces) records of a regression or trace file.
+#[allow(clippy::type_complexity)]
+pub fn load_replayable(
+    path: &Path,
+) -> Result<(Vec<Event>, String, Option<Vec<calametra_core::trace::Record>>), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let whole: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+    if whole.as_ref().is_some_and(|v| v.get("format").is_some()) {
+        let reg = Regression::parse(path, &text).map_err(|e| e.to_string())?;
+        return Ok((reg.events, reg.trace_hash, None));
+    }
+    let recs = read_jsonl(path).map_err(|e| e.to_string())?;
+    let summary = recs
+        .iter()
+        .rev()
+        .find(|r| r.kind == "summary")
+        .ok_or_else(|| format!("{}: no `summary` record; expected a trace written by Calametra", path.display()))?;
+    let events: Vec<Event> = serde_json::from_value(summary.data["events"].clone())
+        .map_err(|e| format!("{}:{}: field `data.events`: {e}", path.display(), summary.line_no))?;
+    let hash = summary.data["hash"]
+        .as_str()
+        .ok_or_else(|| format!("{}:{}: field `data.hash`: expected a string", path.display(), summary.line_no))?
+        .to_string();
+    Ok((events, hash, Some(recs)))
+}
+
+fn trials_for(s: Arc<Scenario>) -> Vec<Trial> {
+    let mut trials = Vec::new();
+    // Saved failures first.
+    if let Some(dir) = &s.regress_dir {
+        match regress::list(dir) {
+            Ok(files) => {
+                for f in files {
+                    let id = f
+                        .file_stem()
+                        .and_then(|n| n.to_str())
+                        .unwrap_or("?")
+                        .to_string();
+                    let s2 = s.clone();
+                    trials.push(Trial::test(s.trial(&format!("regression::{id}")), move || {
+                        s2.regression(&f)
+                    }));
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                trials.push(Trial::test(s.trial("regression::(directory)"), move || {
+                    Err(msg.into())
+                }));
+            }
+        }
+    }
+    if let Some(file) = s.env.replay_file.clone() {
+        let s2 = s.clone();
+        trials.push(Trial::test(s.trial("replay"), move || s2.replay_file(&file)));
+    }
+    let s2 = s.clone();
+    trials.push(Trial::test(s.trial("baseline"), move || s2.baseline()));
+    let disc = explore::discover(&s.base, s.func());
+    let sites = explore::site_probes(&disc.sites, &s.base.fault_set);
+    let mut s_h = (*s).clone_shallow();
+    s_h.base.horizon = disc.steps.max(1);
+    let s = Arc::new(s_h);
+    if let Some(inv) = s.def.expect {
+        let s2 = s.clone();
+        trials.push(Trial::test(s.trial(&format!("finds::{inv}")), move || {
+            s2.finds(inv, &sites)
+        }));
+        return trials;
+    }
+    for p in sites.into_iter().chain(s.seed_probes()) {
+        let s2 = s.clone();
+        trials.push(Trial::test(s.trial(&p.trial_suffix()), move || s2.probe(&p)));
+    }
+    trials
+}
+
+impl Scenario {
+    fn clone_shallow(&self) -> Scenario {
+        Scenario {
+            def: self.def,
+            path: self.path.clone(),
+            base: self.base.clone(),
+            env: self.env.clone(),
+            regress_dir: self.regress_dir.clone(),
+        }
+    }
+}
+
+/// Every registered scenario, sorted by path.
+pub fn scenarios() -> Vec<&'static ScenarioDef> {
+    let mut v: Vec<&'static ScenarioDef> = inventory::iter::<ScenarioDef>.into_iter().collect();
+    v.sort_by_key(|d| d.path());
+    v
+}
+
+/// The harness's main: builds the trials of every scenario in this binary and runs them with
+/// libtest-mimic's command line (`--list`, `--exact`, filters, `--ignored`, nextest).
+pub fn main() {
+    let mut args = Arguments::from_args();
+    let env = match Env::read() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("calametra: {e}");
+            std::process::exit(2);
+        }
+    };
+    let defs = scenarios();
+    // `--exact path::scenario` (what IDEs send for a function) runs all of its trials.
+    let mut only: Option<String> = None;
+    if args.exact {
+        if let Some(f) = &args.filter {
+            if defs.iter().any(|d| &d.path() == f) {
+                only = Some(f.clone());
+                args.filter = None;
+                args.exact = false;
+            }
+        }
+    }
+    let mut trials = Vec::new();
+    for def in defs {
+        if only.as_ref().is_some_and(|o| *o != def.path()) {
+            continue;
+        }
+        match Scenario::new(def, &env) {
+            Ok(s) => trials.extend(trials_for(Arc::new(s))),
+            Err(e) => {
+                let path = def.path();
+                trials.push(Trial::test(format!("{path}::baseline"), move || Err(e.into())));
+            }
+        }
+    }
+    let conclusion = libtest_mimic::run(&args, trials);
+    if let Some(s) = report::summary() {
+        println!("{s}");
+    }
+    conclusion.exit();
+}

@@ -1,0 +1,127 @@
+//! Calametra: the bug happens in exactly one order; Calametra makes that order repeatable.
+//!
+//! A scenario is an ordinary function that builds a simulated world: it attaches a device model,
+//! spawns the real async driver against the model's interface, declares external events that
+//! exploration may place, and states invariants. `cargo test` expands it into one trial per
+//! seeded schedule and per fault site, minimizes any failure by delta debugging, writes it to
+//! the regression directory and replays it byte-exactly.
+//!
+//! ```no_run
+//! // tests/loopback.rs; Cargo.toml: [[test]] name = "loopback", harness = false
+//! use calametra::prelude::*;
+//! use std::time::Duration;
+//!
+//! #[calametra::scenario(schedules = 8, faults = transport)]
+//! fn store_then_load(sim: &mut Sim) {
+//!     let dev = sim.attach(Loopback::default());
+//!     let iface = dev.interface();
+//!     sim.spawn("driver", async move {
+//!         let out = ControlOut { control_type: ControlType::Vendor, recipient: Recipient::Device,
+//!                                request: 1, value: 0, index: 0, data: &[1, 2, 3] };
+//!         iface.control_out(out, Duration::from_millis(50)).await
+//!     });
+//!     sim.invariant("stores_what_was_sent", move |w| {
+//!         let s = w.model(dev).stored();
+//!         s.is_empty() || s == [1, 2, 3] || s.len() < 3
+//!     });
+//! }
+//!
+//! calametra::main!();
+//! ```
+//!
+//! The crate re-exports the simulator core ([`calametra_core`]) and adds the libtest-mimic
+//! [`harness`]. The `calametra` binary (feature `cli`) replays, diffs, shows and exports runs,
+//! compares a model with a real capture, and serves a model to a QEMU guest.
+
+#![warn(missing_docs)]
+
+pub use calametra_core::*;
+pub use calametra_macros::scenario;
+
+pub mod harness;
+pub mod report;
+
+/// Everything a scenario usually needs.
+pub mod prelude {
+    pub use calametra_core::exec::{
+        client_below, client_choose, data_below, mark, now, sleep, spawn, spawn_daemon, timeout,
+        yield_now, JoinHandle,
+    };
+    pub use calametra_core::usb::{
+        ControlIn, ControlOut, ControlType, DevCtx, Device, Loopback, Recipient, Reply, Setup,
+        TransferError, UsbInterface,
+    };
+    pub use calametra_core::world::Interface;
+    pub use calametra_core::{DeviceHandle, Sim, World};
+}
+
+/// The expansion of `calametra::main!()`: the libtest-mimic main of a test binary, running
+/// every scenario linked into it.
+#[macro_export]
+macro_rules! main {
+    () => {
+        fn main() {
+            $crate::harness::main()
+        }
+    };
+}
+
+/// What `#[calametra::scenario]` expands to. Not a stable API.
+#[doc(hidden)]
+pub mod __private {
+    pub use inventory;
+
+    /// A file embedded at compile time (a spec or a fault schedule).
+    pub struct Embedded {
+        /// The path given in the attribute, relative to the crate root.
+        pub path: &'static str,
+        /// Its bytes.
+        pub bytes: &'static [u8],
+    }
+
+    /// The attribute's `faults = ...`.
+    pub enum FaultsArg {
+        /// `none`
+        None,
+        /// `transport`
+        Transport,
+        /// `all`
+        All,
+        /// `[stall, ...]`
+        Only(&'static [&'static str]),
+    }
+
+    /// One registered scenario.
+    pub struct ScenarioDef {
+        /// `module_path!()` of the function.
+        pub module: &'static str,
+        /// The function's name.
+        pub name: &'static str,
+        /// The function.
+        pub func: fn(&mut crate::Sim),
+        /// `CARGO_MANIFEST_DIR` of the crate under test.
+        pub manifest_dir: &'static str,
+        /// `CARGO_PKG_NAME`.
+        pub package: &'static str,
+        /// `CARGO_CRATE_NAME` (the test target).
+        pub target: &'static str,
+        /// The spec.
+        pub spec: Option<Embedded>,
+        /// A fault schedule file.
+        pub fault_schedule: Option<Embedded>,
+        /// Seeded schedules.
+        pub schedules: Option<u64>,
+        /// Faults explored.
+        pub faults: FaultsArg,
+        /// A pinned seed.
+        pub seed: Option<u64>,
+        /// Step limit.
+        pub max_steps: Option<u64>,
+        /// Virtual time limit, ns.
+        pub virtual_timeout_ns: Option<u64>,
+        /// The invariant an `expect` scenario must break.
+        pub expect: Option<&'static str>,
+    }
+
+    inventory::collect!(ScenarioDef);
+}

@@ -1,0 +1,161 @@
+//! What people see of a failure: the one-screen report, the trace file beside it, and the
+//! per-binary summary of failure signatures. Quiet on success, complete on failure.
+
+use calametra_core::choices::{story, Event};
+use calametra_core::regress::write_atomic;
+use calametra_core::trace::push_json_str;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Everything the failure screen shows.
+pub struct Screen<'a> {
+    /// The failure as printed.
+    pub failure: &'a str,
+    /// Its signature.
+    pub signature: &'a str,
+    /// Whether it is a model gap.
+    pub model_gap: bool,
+    /// The trial that found it.
+    pub trial: &'a str,
+    /// The seed line (seed and base seed) when the trial was seeded.
+    pub seed_line: Option<String>,
+    /// `48 -> 12 -> 5 -> 3`.
+    pub chain: &'a str,
+    /// The minimal events.
+    pub events: &'a [Event],
+    /// The minimal run's trace hash.
+    pub hash: &'a str,
+    /// The regression file written (or why none was).
+    pub regression: Result<PathBuf, String>,
+    /// The full trace written (or why none was).
+    pub trace: Result<PathBuf, String>,
+    /// The command that replays it.
+    pub replay: String,
+    /// The regression file's JSON, printed in full when it could not be written.
+    pub regression_json: Option<String>,
+}
+
+impl Screen<'_> {
+    /// The screen as text.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        if self.model_gap {
+            s.push_str("MODEL GAP (not a driver failure, and not a pass)\n");
+        }
+        s.push_str(&format!("{}\n", self.failure));
+        s.push_str(&format!("signature: {}\n", self.signature));
+        s.push_str(&format!("found by:  {}\n", self.trial));
+        if let Some(l) = &self.seed_line {
+            s.push_str(&format!("{l}\n"));
+        }
+        s.push_str(&format!("delta {} events\n", self.chain));
+        s.push_str(&format!("minimal events: {}\n", story(self.events)));
+        for (i, e) in self.events.iter().enumerate() {
+            s.push_str(&format!("  {:>2}. {e}\n", i + 1));
+        }
+        s.push_str(&format!("trace hash: {}\n", self.hash));
+        match &self.regression {
+            Ok(p) => s.push_str(&format!("regression: {}\n", p.display())),
+            Err(e) => {
+                s.push_str(&format!("regression: NOT WRITTEN: {e}\n"));
+                if let Some(j) = &self.regression_json {
+                    s.push_str("the case in full, so it is not lost:\n");
+                    s.push_str(j);
+                }
+            }
+        }
+        match &self.trace {
+            Ok(p) => s.push_str(&format!("trace:      {}\n", p.display())),
+            Err(e) => s.push_str(&format!("trace:      not written: {e}\n")),
+        }
+        s.push_str(&format!("replay:     {}\n", self.replay));
+        s
+    }
+}
+
+/// Writes a trace file: the kept lines, then a non-deterministic `summary` record naming the
+/// scenario, its events and hash, so `calametra replay` and `show` can use the file alone.
+pub fn write_trace(
+    path: &Path,
+    lines: &[String],
+    scenario: &str,
+    package: &str,
+    target: &str,
+    events: &[Event],
+    hash: &str,
+    failure: Option<&str>,
+) -> Result<(), String> {
+    let mut out = String::new();
+    for l in lines {
+        out.push_str(l);
+    }
+    let seq = lines.len();
+    let events_json = serde_json::to_string(events).map_err(|e| e.to_string())?;
+    out.push_str(&format!(
+        "{{\"seq\":{seq},\"t_ns\":0,\"kind\":\"summary\",\"actor\":\"calametra\",\"deterministic\":false,\"data\":{{\"scenario\":"
+    ));
+    push_json_str(&mut out, scenario);
+    out.push_str(",\"package\":");
+    push_json_str(&mut out, package);
+    out.push_str(",\"target\":");
+    push_json_str(&mut out, target);
+    out.push_str(",\"hash\":");
+    push_json_str(&mut out, hash);
+    if let Some(f) = failure {
+        out.push_str(",\"failure\":");
+        push_json_str(&mut out, f);
+    }
+    out.push_str(",\"events\":");
+    out.push_str(&events_json);
+    out.push_str("}}\n");
+    write_atomic(path, out.as_bytes()).map_err(|e| e.to_string())
+}
+
+/// One failure signature seen by this test binary.
+#[derive(Clone, Debug)]
+pub struct SignatureEntry {
+    /// Shortest minimal run seen.
+    pub shortest: usize,
+    /// Its story.
+    pub story: String,
+    /// Whether it is a model gap.
+    pub model_gap: bool,
+    /// The trials that hit it.
+    pub trials: Vec<String>,
+}
+
+static SUMMARY: Mutex<BTreeMap<String, SignatureEntry>> = Mutex::new(BTreeMap::new());
+
+/// Records a failing trial under its signature.
+pub fn note_failure(signature: &str, trial: &str, events: &[Event], model_gap: bool) {
+    let Ok(mut m) = SUMMARY.lock() else { return };
+    let e = m.entry(signature.to_string()).or_insert_with(|| SignatureEntry {
+        shortest: usize::MAX,
+        story: String::new(),
+        model_gap,
+        trials: Vec::new(),
+    });
+    if events.len() < e.shortest {
+        e.shortest = events.len();
+        e.story = story(events);
+    }
+    e.trials.push(trial.to_string());
+    e.trials.sort();
+}
+
+/// The summary of failure signatures, or None when nothing failed.
+pub fn summary() -> Option<String> {
+    let m = SUMMARY.lock().ok()?;
+    if m.is_empty() {
+        return None;
+    }
+    let mut s = format!("\ncalametra: {} failure signature(s)\n", m.len());
+    for (sig, e) in m.iter() {
+        let tag = if e.model_gap { " [model gap]" } else { "" };
+        s.push_str(&format!("  {sig}{tag}\n"));
+        s.push_str(&format!("    shortest run: {} events: {}\n", e.shortest, e.story));
+        s.push_str(&format!("    trials ({}): {}\n", e.trials.len(), e.trials.join(", ")));
+    }
+    Some(s)
+}

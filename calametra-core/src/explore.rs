@@ -12,7 +12,7 @@ use crate::sim::{run, Failure, RunConfig, RunResult, Sim};
 /// A run of a scenario that exploration may try.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Probe {
-    /// The default run.
+    /// Seed 0 with no faults and no externals: the run every site is found in.
     Baseline,
     /// One fault at one site.
     Site {
@@ -35,13 +35,19 @@ impl Probe {
         }
     }
 
+    fn baseline(c: &mut RunConfig) {
+        c.source = Source::Seeded(0);
+        c.fault_set = FaultSet::None;
+        c.place_externals = false;
+    }
+
     /// The run configuration of this probe, on top of `base`.
     pub fn config(&self, base: &RunConfig) -> RunConfig {
         let mut c = base.clone();
         match self {
-            Probe::Baseline => c.source = Source::Default,
+            Probe::Baseline => Self::baseline(&mut c),
             Probe::Site { site, fault } => {
-                c.source = Source::Default;
+                Self::baseline(&mut c);
                 c.faults.faults.insert(site.clone(), fault.clone());
             }
             Probe::Seed(s) => c.source = Source::Seeded(*s),

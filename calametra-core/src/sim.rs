@@ -42,6 +42,8 @@ pub struct RunConfig {
     pub record_sites: bool,
     /// Scheduling points over which a seeded run places externals.
     pub horizon: u64,
+    /// Whether a seeded run places the scenario's externals (the baseline does not).
+    pub place_externals: bool,
     /// The scenario's spec.
     pub spec: Option<Arc<Spec>>,
 }
@@ -57,6 +59,7 @@ impl Default for RunConfig {
             keep_trace: false,
             record_sites: false,
             horizon: 64,
+            place_externals: true,
             spec: None,
         }
     }
@@ -385,6 +388,7 @@ fn place_externals(sim: &Sim) -> Vec<(u64, usize)> {
     let mut placed = Vec::new();
     match &sim.config.source {
         Source::Default => {}
+        Source::Seeded(_) if !sim.config.place_externals => {}
         Source::Seeded(_) => {
             for i in 0..sim.externals.len() {
                 if let Some(p) = w.core.decide.schedule_below(sim.config.horizon.max(1)) {

@@ -195,9 +195,12 @@ impl Scenario {
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .or_else(|| {
-                std::env::current_exe()
-                    .ok()
-                    .and_then(|e| e.ancestors().nth(3).map(Path::to_path_buf))
+                // The test binary lives somewhere under the target directory, which cargo
+                // marks with CACHEDIR.TAG.
+                let exe = std::env::current_exe().ok()?;
+                exe.ancestors()
+                    .find(|a| a.join("CACHEDIR.TAG").is_file())
+                    .map(Path::to_path_buf)
             })
             .unwrap_or_else(|| Path::new(self.def.manifest_dir).join("target"));
         regress::scenario_dir(&target.join("calametra").join("traces"), &self.path)
@@ -392,7 +395,9 @@ impl Scenario {
                 return Ok(());
             }
             let what = match &r.failure {
-                Some(f) if same_sig => format!("it fails the same way ({f}) but the trace hash differs"),
+                Some(f) if same_sig => {
+                    format!("it fails the same way ({f}) but the trace hash differs")
+                }
                 Some(f) => format!("it now fails differently: {f}"),
                 None => "it no longer fails".into(),
             };
@@ -411,11 +416,19 @@ impl Scenario {
                 let how = if same_sig && same_hash {
                     "reproduced byte-exactly".to_string()
                 } else if same_sig {
-                    format!("same signature, but the trace hash is {} (recorded {})", r.hash, reg.trace_hash)
+                    format!(
+                        "same signature, but the trace hash is {} (recorded {})",
+                        r.hash, reg.trace_hash
+                    )
                 } else {
                     "a different failure now".to_string()
                 };
-                report::note_failure(&f.signature(), &self.trial(&format!("regression::{}", reg.id)), &reg.events, f.is_model_gap());
+                report::note_failure(
+                    &f.signature(),
+                    &self.trial(&format!("regression::{}", reg.id)),
+                    &reg.events,
+                    f.is_model_gap(),
+                );
                 Err(format!(
                     "saved failure still fails ({how}): {f}\nminimal events: {}\nfile: {}\nreplay: {}",
                     reg.story,
@@ -453,8 +466,16 @@ impl Scenario {
 #[allow(clippy::type_complexity)]
 pub fn load_replayable(
     path: &Path,
-) -> Result<(Vec<Event>, String, Option<Vec<calametra_core::trace::Record>>), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+) -> Result<
+    (
+        Vec<Event>,
+        String,
+        Option<Vec<calametra_core::trace::Record>>,
+    ),
+    String,
+> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     let whole: Option<serde_json::Value> = serde_json::from_str(&text).ok();
     if whole.as_ref().is_some_and(|v| v.get("format").is_some()) {
         let reg = Regression::parse(path, &text).map_err(|e| e.to_string())?;
@@ -465,12 +486,29 @@ pub fn load_replayable(
         .iter()
         .rev()
         .find(|r| r.kind == "summary")
-        .ok_or_else(|| format!("{}: no `summary` record; expected a trace written by Calametra", path.display()))?;
-    let events: Vec<Event> = serde_json::from_value(summary.data["events"].clone())
-        .map_err(|e| format!("{}:{}: field `data.events`: {e}", path.display(), summary.line_no))?;
+        .ok_or_else(|| {
+            format!(
+                "{}: no `summary` record; expected a trace written by Calametra",
+                path.display()
+            )
+        })?;
+    let events: Vec<Event> =
+        serde_json::from_value(summary.data["events"].clone()).map_err(|e| {
+            format!(
+                "{}:{}: field `data.events`: {e}",
+                path.display(),
+                summary.line_no
+            )
+        })?;
     let hash = summary.data["hash"]
         .as_str()
-        .ok_or_else(|| format!("{}:{}: field `data.hash`: expected a string", path.display(), summary.line_no))?
+        .ok_or_else(|| {
+            format!(
+                "{}:{}: field `data.hash`: expected a string",
+                path.display(),
+                summary.line_no
+            )
+        })?
         .to_string();
     Ok((events, hash, Some(recs)))
 }
@@ -488,9 +526,10 @@ fn trials_for(s: Arc<Scenario>) -> Vec<Trial> {
                         .unwrap_or("?")
                         .to_string();
                     let s2 = s.clone();
-                    trials.push(Trial::test(s.trial(&format!("regression::{id}")), move || {
-                        s2.regression(&f)
-                    }));
+                    trials.push(Trial::test(
+                        s.trial(&format!("regression::{id}")),
+                        move || s2.regression(&f),
+                    ));
                 }
             }
             Err(e) => {
@@ -503,7 +542,9 @@ fn trials_for(s: Arc<Scenario>) -> Vec<Trial> {
     }
     if let Some(file) = s.env.replay_file.clone() {
         let s2 = s.clone();
-        trials.push(Trial::test(s.trial("replay"), move || s2.replay_file(&file)));
+        trials.push(Trial::test(s.trial("replay"), move || {
+            s2.replay_file(&file)
+        }));
     }
     let s2 = s.clone();
     trials.push(Trial::test(s.trial("baseline"), move || s2.baseline()));
@@ -521,7 +562,9 @@ fn trials_for(s: Arc<Scenario>) -> Vec<Trial> {
     }
     for p in sites.into_iter().chain(s.seed_probes()) {
         let s2 = s.clone();
-        trials.push(Trial::test(s.trial(&p.trial_suffix()), move || s2.probe(&p)));
+        trials.push(Trial::test(s.trial(&p.trial_suffix()), move || {
+            s2.probe(&p)
+        }));
     }
     trials
 }
@@ -577,7 +620,9 @@ pub fn main() {
             Ok(s) => trials.extend(trials_for(Arc::new(s))),
             Err(e) => {
                 let path = def.path();
-                trials.push(Trial::test(format!("{path}::baseline"), move || Err(e.into())));
+                trials.push(Trial::test(format!("{path}::baseline"), move || {
+                    Err(e.into())
+                }));
             }
         }
     }

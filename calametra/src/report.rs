@@ -130,12 +130,14 @@ static SUMMARY: Mutex<BTreeMap<String, SignatureEntry>> = Mutex::new(BTreeMap::n
 /// Records a failing trial under its signature.
 pub fn note_failure(signature: &str, trial: &str, events: &[Event], model_gap: bool) {
     let Ok(mut m) = SUMMARY.lock() else { return };
-    let e = m.entry(signature.to_string()).or_insert_with(|| SignatureEntry {
-        shortest: usize::MAX,
-        story: String::new(),
-        model_gap,
-        trials: Vec::new(),
-    });
+    let e = m
+        .entry(signature.to_string())
+        .or_insert_with(|| SignatureEntry {
+            shortest: usize::MAX,
+            story: String::new(),
+            model_gap,
+            trials: Vec::new(),
+        });
     if events.len() < e.shortest {
         e.shortest = events.len();
         e.story = story(events);
@@ -154,8 +156,15 @@ pub fn summary() -> Option<String> {
     for (sig, e) in m.iter() {
         let tag = if e.model_gap { " [model gap]" } else { "" };
         s.push_str(&format!("  {sig}{tag}\n"));
-        s.push_str(&format!("    shortest run: {} events: {}\n", e.shortest, e.story));
-        s.push_str(&format!("    trials ({}): {}\n", e.trials.len(), e.trials.join(", ")));
+        s.push_str(&format!(
+            "    shortest run: {} events: {}\n",
+            e.shortest, e.story
+        ));
+        s.push_str(&format!(
+            "    trials ({}): {}\n",
+            e.trials.len(),
+            e.trials.join(", ")
+        ));
     }
     Some(s)
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the QEMU path of Calametra needs on a fresh Debian bookworm machine:
 # QEMU 10 (qemu-system-x86 from bookworm-backports, which has usb-redir, qemu-xhci and -icount),
-# cpio and gzip for the guest's initramfs. Idempotent, and quick when everything is there.
+# cpio and gzip for the guest's initramfs, kmod (depmod) for its module tree. Idempotent, and quick when everything is there.
 #
 # The backports suite is added by reusing the URI of the machine's own Debian apt source (deb822
 # files under /etc/apt/sources.list.d/ or the one-line /etc/apt/sources.list), so this script
@@ -16,6 +16,7 @@ have_all() {
     command -v gzip >/dev/null 2>&1 || return 1
     command -v dpkg-deb >/dev/null 2>&1 || return 1
     command -v apt-get >/dev/null 2>&1 || return 1
+    [ -x /usr/sbin/depmod ] || [ -x /sbin/depmod ] || return 1
     local v
     v=$(qemu-system-x86_64 --version | head -n1 | sed -n 's/.*version \([0-9]*\)\..*/\1/p')
     [ -n "$v" ] && [ "$v" -ge 10 ] || return 1
@@ -82,9 +83,9 @@ elif ! apt-cache policy qemu-system-x86 2>/dev/null | grep -q bpo; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-log "installing qemu-system-x86 (backports), cpio, gzip"
+log "installing qemu-system-x86 (backports), cpio, gzip, kmod"
 apt-get install -y -qq --no-install-recommends -t bookworm-backports qemu-system-x86 >/dev/null
-apt-get install -y -qq --no-install-recommends cpio gzip >/dev/null
+apt-get install -y -qq --no-install-recommends cpio gzip kmod xz-utils >/dev/null
 
 if ! have_all; then
     log "QEMU was installed but lacks what Calametra needs (version >= 10 with usb-redir)"

@@ -1,0 +1,119 @@
+#!/bin/busybox sh
+# /init of the Calametra guest: mounts proc, sys and devtmpfs, loads the USB host modules in
+# depmod order, runs the probe named on the kernel command line and powers off.
+#
+#   calametra.probe=lsusb|dfu|script   what to run (default lsusb)
+#   calametra.dev=VVVV:PPPP            the device under test (vendor:product, hex)
+#
+# Files the host adds in a second cpio archive appended to the initramfs: /calametra/env
+# (sourced: DFU_ALT, DFU_SIZE, DFU_ARGS), /calametra/image.bin (the DFU image),
+# /calametra/probe.sh (the `script` probe). Console markers the host parses, one per line:
+#   CALAMETRA-ENUMERATED <sysfs name> <vid>:<pid>
+#   CALAMETRA-PROBE-BEGIN name=<probe>
+#   CALAMETRA-PROBE-END rc=<n>
+# Waiting for the device has no deadline here: a guest that never sees it goes quiet, and the
+# host's watchdog ends the run as emulator_blocked (no verdict) rather than this script failing.
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /tmp
+echo "CALAMETRA-INIT"
+
+for m in $(cat /lib/modules/load-order); do
+    insmod "/lib/modules/$m" || echo "CALAMETRA-WARN insmod $m failed"
+done
+
+PROBE=lsusb
+DEV=
+for arg in $(cat /proc/cmdline); do
+    case "$arg" in
+        calametra.probe=*) PROBE=${arg#calametra.probe=} ;;
+        calametra.dev=*) DEV=${arg#calametra.dev=} ;;
+    esac
+done
+[ -f /calametra/env ] && . /calametra/env
+VID=${DEV%%:*}
+PID=${DEV##*:}
+
+# Prints the sysfs name of the configured device VID:PID once it is there.
+find_dev() {
+    for d in /sys/bus/usb/devices/*; do
+        [ -f "$d/idVendor" ] || continue
+        [ "$(cat "$d/idVendor")" = "$VID" ] || continue
+        [ "$(cat "$d/idProduct")" = "$PID" ] || continue
+        [ -n "$(cat "$d/bConfigurationValue" 2>/dev/null)" ] || continue
+        basename "$d"
+        return 0
+    done
+    return 1
+}
+
+wait_dev() {
+    while ! SYSDEV=$(find_dev); do sleep 0.2; done
+    echo "CALAMETRA-ENUMERATED $SYSDEV $VID:$PID"
+}
+
+probe_lsusb() {
+    wait_dev
+    echo "CALAMETRA-DESCRIPTORS-BEGIN"
+    od -An -v -tx1 "/sys/bus/usb/devices/$SYSDEV/descriptors"
+    echo "CALAMETRA-DESCRIPTORS-END"
+    echo "CALAMETRA-LSUSB-BEGIN"
+    lsusb -v -d "$VID:$PID"
+    rc=$?
+    echo "CALAMETRA-LSUSB-END rc=$rc"
+    return $rc
+}
+
+probe_dfu() {
+    wait_dev
+    img=/calametra/image.bin
+    if [ ! -f "$img" ]; then
+        # No image from the host: a fixed 64 KiB pattern.
+        i=0
+        while [ $i -lt 256 ]; do printf '%0255d\n' $i; i=$((i + 1)); done > /tmp/image.bin
+        img=/tmp/image.bin
+    fi
+    size=${DFU_SIZE:-$(wc -c < "$img")}
+    alt=${DFU_ALT:-0}
+    echo "CALAMETRA-DFU-DOWNLOAD-BEGIN size=$size"
+    dfu-util -d "$VID:$PID" -a "$alt" ${DFU_ARGS:-} -D "$img"
+    rc=$?
+    echo "CALAMETRA-DFU-DOWNLOAD-END rc=$rc"
+    [ $rc = 0 ] || return $rc
+    wait_dev
+    echo "CALAMETRA-DFU-UPLOAD-BEGIN"
+    rm -f /tmp/upload.bin
+    dfu-util -d "$VID:$PID" -a "$alt" ${DFU_ARGS:-} -U /tmp/upload.bin -Z "$size"
+    rc=$?
+    echo "CALAMETRA-DFU-UPLOAD-END rc=$rc"
+    [ $rc = 0 ] || return $rc
+    if cmp "$img" /tmp/upload.bin; then
+        echo "CALAMETRA-DFU-MATCH $(md5sum < "$img" | cut -c1-32)"
+        return 0
+    fi
+    echo "CALAMETRA-DFU-MISMATCH $(md5sum < "$img" | cut -c1-32) $(md5sum < /tmp/upload.bin | cut -c1-32)"
+    return 1
+}
+
+probe_script() {
+    if [ ! -f /calametra/probe.sh ]; then
+        echo "CALAMETRA-ERROR the script probe needs /calametra/probe.sh"
+        return 2
+    fi
+    sh /calametra/probe.sh
+}
+
+echo "CALAMETRA-PROBE-BEGIN name=$PROBE"
+case "$PROBE" in
+    lsusb) probe_lsusb ;;
+    dfu) probe_dfu ;;
+    script) probe_script ;;
+    *) echo "CALAMETRA-ERROR unknown probe $PROBE"; false ;;
+esac
+rc=$?
+echo "CALAMETRA-PROBE-END rc=$rc"
+sync
+poweroff -f

@@ -4,7 +4,7 @@
 //! argument.
 
 use proc_macro::TokenStream;
-use proc_macro2::{Span, TokenStream as TokenStream2};
+use proc_macro2::TokenStream as TokenStream2;
 use quote::{quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
@@ -228,8 +228,7 @@ fn parse_args(args: Args) -> syn::Result<Parsed> {
             }
         }
     }
-    if let (Some(s), Some(e)) = (&p.seed, &p.expect) {
-        let _ = s;
+    if let (Some(_), Some(e)) = (&p.seed, &p.expect) {
         return Err(Error::new(
             e.span(),
             "`expect` explores many seeds; it cannot be combined with a pinned `seed`",
@@ -316,7 +315,6 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         Some(s) => quote!(::core::option::Option::Some(#s)),
         None => quote!(::core::option::Option::None),
     };
-    let _ = Span::call_site();
     Ok(quote! {
         #f
 

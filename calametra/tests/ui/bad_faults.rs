@@ -1,0 +1,3 @@
+#[calametra::scenario(faults = sometimes)]
+fn s(sim: &mut Sim) { let _ = sim; }
+calametra::main!();

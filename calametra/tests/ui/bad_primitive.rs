@@ -1,0 +1,3 @@
+#[calametra::scenario(faults = [stall, explode])]
+fn s(sim: &mut Sim) { let _ = sim; }
+calametra::main!();

@@ -1,0 +1,3 @@
+#[calametra::scenario(schedules = "many")]
+fn s(sim: &mut Sim) { let _ = sim; }
+calametra::main!();

@@ -1,0 +1,3 @@
+#[calametra::scenario(virtual_timeout = "soon")]
+fn s(sim: &mut Sim) { let _ = sim; }
+calametra::main!();

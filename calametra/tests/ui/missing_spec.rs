@@ -1,0 +1,3 @@
+#[calametra::scenario(spec = "specs/does-not-exist.json")]
+fn s(sim: &mut Sim) { let _ = sim; }
+calametra::main!();

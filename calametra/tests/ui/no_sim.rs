@@ -1,0 +1,3 @@
+#[calametra::scenario(schedules = 4)]
+fn s() {}
+calametra::main!();

@@ -1,0 +1,3 @@
+#[calametra::scenario(shedules = 4)]
+fn s(sim: &mut Sim) { let _ = sim; }
+calametra::main!();

@@ -88,6 +88,7 @@ pub(crate) struct Tasks {
     pub(crate) slots: Vec<TaskSlot>,
     pub(crate) ready: BTreeSet<usize>,
     queue: Arc<WakeQueue>,
+    scratch: Vec<usize>,
 }
 
 impl Tasks {
@@ -96,6 +97,7 @@ impl Tasks {
             slots: Vec::new(),
             ready: BTreeSet::new(),
             queue: Arc::new(WakeQueue(Mutex::new(Vec::new()))),
+            scratch: Vec::new(),
         }
     }
 
@@ -118,15 +120,20 @@ impl Tasks {
 
     /// Moves woken tasks into the ready set (finished tasks are ignored).
     pub(crate) fn drain_wakes(&mut self) {
-        let woken: Vec<usize> = match self.queue.0.lock() {
-            Ok(mut q) => std::mem::take(&mut *q),
-            Err(_) => Vec::new(),
-        };
-        for id in woken {
+        // Swap buffers so neither side reallocates on every step.
+        if let Ok(mut q) = self.queue.0.lock() {
+            if q.is_empty() {
+                return;
+            }
+            std::mem::swap(&mut *q, &mut self.scratch);
+        }
+        for i in 0..self.scratch.len() {
+            let id = self.scratch[i];
             if self.slots.get(id).is_some_and(|s| !s.done) {
                 self.ready.insert(id);
             }
         }
+        self.scratch.clear();
     }
 
     pub(crate) fn all_required_done(&self) -> bool {

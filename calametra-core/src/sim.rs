@@ -488,7 +488,7 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
             let mut cx = Context::from_waker(&waker);
             let polled = catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx)));
             let mut w = world.borrow_mut();
-            w.core.actor = Rc::from("sim");
+            w.core.actor = w.core.sim_actor.clone();
             match polled {
                 Err(_) => {
                     w.tasks.slots[id].done = true;

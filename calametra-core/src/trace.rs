@@ -56,23 +56,23 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// The builder for a record's `data` object. Keys are written in the order they are added.
 pub struct Data<'a> {
-    buf: &'a mut String,
+    buf: &'a mut Vec<u8>,
     first: bool,
 }
 
 impl<'a> Data<'a> {
     fn key(&mut self, k: &str) {
         if !self.first {
-            self.buf.push(',');
+            self.buf.push(b',');
         }
         self.first = false;
-        push_json_str(self.buf, k);
-        self.buf.push(':');
+        push_json_bytes(self.buf, k);
+        self.buf.push(b':');
     }
     /// A string field.
     pub fn str(&mut self, k: &str, v: &str) -> &mut Self {
         self.key(k);
-        push_json_str(self.buf, v);
+        push_json_bytes(self.buf, v);
         self
     }
     /// An unsigned integer field.
@@ -85,7 +85,7 @@ impl<'a> Data<'a> {
     pub fn i64(&mut self, k: &str, v: i64) -> &mut Self {
         self.key(k);
         if v < 0 {
-            self.buf.push('-');
+            self.buf.push(b'-');
         }
         push_u64(self.buf, v.unsigned_abs());
         self
@@ -93,15 +93,16 @@ impl<'a> Data<'a> {
     /// A boolean field.
     pub fn bool(&mut self, k: &str, v: bool) -> &mut Self {
         self.key(k);
-        self.buf.push_str(if v { "true" } else { "false" });
+        self.buf
+            .extend_from_slice(if v { b"true" } else { b"false" });
         self
     }
     /// Bytes as lowercase hex.
     pub fn hex(&mut self, k: &str, v: &[u8]) -> &mut Self {
         self.key(k);
-        self.buf.push('"');
-        crate::hex::push(self.buf, v);
-        self.buf.push('"');
+        self.buf.push(b'"');
+        push_hex(self.buf, v);
+        self.buf.push(b'"');
         self
     }
     /// Bytes of a payload: hex when short, else length, head and a digest so the hash still
@@ -111,32 +112,54 @@ impl<'a> Data<'a> {
             return self.hex(k, v);
         }
         self.key(k);
-        self.buf.push_str("{\"head\":\"");
-        crate::hex::push(self.buf, &v[..32]);
-        self.buf.push_str("\",\"sha256\":\"");
-        crate::hex::push(self.buf, &Sha256::digest(v)[..16]);
-        self.buf.push_str("\"}");
+        self.buf.extend_from_slice(b"{\"head\":\"");
+        push_hex(self.buf, &v[..32]);
+        self.buf.extend_from_slice(b"\",\"sha256\":\"");
+        push_hex(self.buf, &Sha256::digest(v)[..16]);
+        self.buf.extend_from_slice(b"\"}");
         self
     }
     /// A list of strings.
     pub fn strs<S: AsRef<str>>(&mut self, k: &str, v: &[S]) -> &mut Self {
         self.key(k);
-        self.buf.push('[');
+        self.buf.push(b'[');
         for (i, s) in v.iter().enumerate() {
             if i > 0 {
-                self.buf.push(',');
+                self.buf.push(b',');
             }
-            push_json_str(self.buf, s.as_ref());
+            push_json_bytes(self.buf, s.as_ref());
         }
-        self.buf.push(']');
+        self.buf.push(b']');
         self
     }
     /// A field whose value is already valid JSON (for example from `serde_json::to_string`).
     pub fn raw_json(&mut self, k: &str, json: &str) -> &mut Self {
         self.key(k);
-        self.buf.push_str(json);
+        self.buf.extend_from_slice(json.as_bytes());
         self
     }
+}
+
+fn push_hex(buf: &mut Vec<u8>, bytes: &[u8]) {
+    const D: &[u8; 16] = b"0123456789abcdef";
+    buf.reserve(bytes.len() * 2);
+    for &b in bytes {
+        buf.push(D[(b >> 4) as usize]);
+        buf.push(D[(b & 15) as usize]);
+    }
+}
+
+/// Appends `v` as a JSON string literal (bytes of UTF-8).
+fn push_json_bytes(buf: &mut Vec<u8>, v: &str) {
+    if !v.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        buf.push(b'"');
+        buf.extend_from_slice(v.as_bytes());
+        buf.push(b'"');
+        return;
+    }
+    let mut s = String::new();
+    push_json_str(&mut s, v);
+    buf.extend_from_slice(s.as_bytes());
 }
 
 /// Appends `v` as a JSON string literal.
@@ -159,7 +182,7 @@ pub fn push_json_str(buf: &mut String, v: &str) {
     buf.push('"');
 }
 
-fn push_u64(buf: &mut String, mut v: u64) {
+fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
     let mut tmp = [0u8; 20];
     let mut i = tmp.len();
     loop {
@@ -170,15 +193,14 @@ fn push_u64(buf: &mut String, mut v: u64) {
             break;
         }
     }
-    // Only ASCII digits were written.
-    buf.push_str(std::str::from_utf8(&tmp[i..]).unwrap_or("0"));
+    buf.extend_from_slice(&tmp[i..]);
 }
 
 /// The trace of one run: numbering, hashing, and (on request) the kept lines.
 pub struct Trace {
     seq: u64,
     hasher: Sha256,
-    line: String,
+    line: Vec<u8>,
     kept: Option<Vec<String>>,
     records: u64,
 }
@@ -189,7 +211,7 @@ impl Trace {
         Trace {
             seq: 0,
             hasher: Sha256::new(),
-            line: String::with_capacity(256),
+            line: Vec::with_capacity(256),
             kept: keep.then(Vec::new),
             records: 0,
         }
@@ -206,18 +228,18 @@ impl Trace {
     ) {
         let line = &mut self.line;
         line.clear();
-        line.push_str("{\"seq\":");
+        line.extend_from_slice(b"{\"seq\":");
         push_u64(line, self.seq);
-        line.push_str(",\"t_ns\":");
+        line.extend_from_slice(b",\"t_ns\":");
         push_u64(line, t_ns);
-        line.push_str(",\"kind\":");
-        push_json_str(line, kind);
-        line.push_str(",\"actor\":");
-        push_json_str(line, actor);
-        line.push_str(if deterministic {
-            ",\"deterministic\":true,\"data\":{"
+        line.extend_from_slice(b",\"kind\":");
+        push_json_bytes(line, kind);
+        line.extend_from_slice(b",\"actor\":");
+        push_json_bytes(line, actor);
+        line.extend_from_slice(if deterministic {
+            b",\"deterministic\":true,\"data\":{"
         } else {
-            ",\"deterministic\":false,\"data\":{"
+            b",\"deterministic\":false,\"data\":{"
         });
         {
             let mut d = Data {
@@ -226,14 +248,15 @@ impl Trace {
             };
             fill(&mut d);
         }
-        line.push_str("}}\n");
+        line.extend_from_slice(b"}}\n");
         if deterministic {
-            self.hasher.update(line.as_bytes());
+            self.hasher.update(&line[..]);
             self.seq += 1;
         }
         self.records += 1;
         if let Some(kept) = &mut self.kept {
-            kept.push(line.clone());
+            // Valid UTF-8 by construction: only &str pieces and ASCII were written.
+            kept.push(String::from_utf8_lossy(line).into_owned());
         }
     }
 

@@ -115,6 +115,21 @@ struct Xfer {
     deadline_set: bool,
 }
 
+/// Appends the decimal digits of `n` without the formatting machinery (a hot path).
+fn push_decimal(out: &mut String, mut n: u32) {
+    let mut b = [0u8; 10];
+    let mut i = b.len();
+    loop {
+        i -= 1;
+        b[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(b[i..].iter().map(|&c| c as char));
+}
+
 /// A model gap: a request the device had no evidence for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelGap {
@@ -143,6 +158,8 @@ pub(crate) struct Core {
     pub(crate) marks: BTreeMap<String, u64>,
     pub(crate) gap: Option<ModelGap>,
     pub(crate) actor: Rc<str>,
+    /// The actor name `sim`, allocated once.
+    pub(crate) sim_actor: Rc<str>,
     pub(crate) timing: Timing,
     pub(crate) record_sites: bool,
 }
@@ -169,6 +186,7 @@ impl Core {
             marks: BTreeMap::new(),
             gap: None,
             actor: Rc::from("sim"),
+            sim_actor: Rc::from("sim"),
             timing: Timing::default(),
             record_sites: false,
         }
@@ -216,7 +234,10 @@ impl Core {
                 1
             }
         };
-        let full = format!("{base}#{n}");
+        let mut full = String::with_capacity(base.len() + 4);
+        full.push_str(base);
+        full.push('#');
+        push_decimal(&mut full, n);
         if self.record_sites {
             self.sites.push(Site {
                 name: full.clone(),
@@ -661,24 +682,22 @@ impl World {
     pub(crate) fn submit(&mut self, dev: usize, generation: u32, kind: XKind) -> u64 {
         let (base, site_kind, bytes, ctrl) = match &kind {
             XKind::Control { setup, data } => {
-                let name = match self.devices[dev].dev.request_name(setup) {
-                    Some(n) => n.to_string(),
+                let mut name = String::with_capacity(24);
+                name.push_str("ctrl.");
+                match self.devices[dev].dev.request_name(setup) {
+                    Some(n) => name.push_str(n),
                     None => match setup.standard_name() {
-                        Some(n) => n.to_string(),
-                        None => format!("{:02x}_{:02x}", setup.request_type, setup.request),
+                        Some(n) => name.push_str(n),
+                        None => name
+                            .push_str(&format!("{:02x}_{:02x}", setup.request_type, setup.request)),
                     },
-                };
+                }
                 let len = if setup.is_in() {
                     setup.length as u32
                 } else {
                     data.len() as u32
                 };
-                (
-                    format!("ctrl.{name}"),
-                    SiteKind::Transfer { len },
-                    data.len(),
-                    true,
-                )
+                (name, SiteKind::Transfer { len }, data.len(), true)
             }
             XKind::Out { data, .. } => (
                 "bulk.out".to_string(),
@@ -768,7 +787,9 @@ impl World {
                 return Poll::Pending;
             }
         }
-        x.waker = Some(waker.clone());
+        if !x.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            x.waker = Some(waker.clone());
+        }
         Poll::Pending
     }
 

@@ -775,3 +775,13 @@ fn compare_checks_a_truncated_text_capture_by_its_prefix() {
     assert!(matches!(r.entries[0].verdict, Verdict::Skipped { .. }));
     assert!(r.summary().is_clean());
 }
+
+#[test]
+fn usbmon_text_timestamps_unwrap_past_32_bits() {
+    let text = "\
+a1 4294967000 S Ci:1:002:0 s 80 00 0000 0000 0002 2 <
+a1 100 C Ci:1:002:0 0 2 = 0100
+";
+    let c = Capture::parse("wrap.txt", text.as_bytes()).unwrap();
+    assert_eq!(c.events[1].t_us, (1 << 32) + 100);
+}

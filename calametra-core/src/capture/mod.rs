@@ -225,8 +225,8 @@ impl Capture {
         self.transfers().control
     }
 
-    /// The devices seen, as `(bus, device, control transfers, other transfers)`, ordered by bus
-    /// and address.
+    /// The devices seen, with how many transfers were submitted to each, ordered by bus and
+    /// address.
     pub fn devices(&self) -> Vec<DeviceSeen> {
         let mut seen: std::collections::BTreeMap<(u16, u8), DeviceSeen> = Default::default();
         for e in self.events.iter().filter(|e| e.kind == EventKind::Submit) {

@@ -114,7 +114,7 @@ pub fn parse_packet(
     if link_type == LINKTYPE_USB_LINUX_MMAPPED && xfer == XferType::Isochronous {
         let ndesc = order.u32(p, 60).ok_or_else(|| short(60, "ndesc"))?;
         let room = p.len() - hdr;
-        let need = (ndesc as usize).checked_mul(ISO_DESC).unwrap_or(usize::MAX);
+        let need = (ndesc as usize).saturating_mul(ISO_DESC);
         if need > room {
             return Err(PacketError {
                 offset: 60,

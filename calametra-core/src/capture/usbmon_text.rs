@@ -11,6 +11,8 @@
 //! and up to five descriptors, the length, and a data tag: `=` and data words, or a letter
 //! meaning no data. The kernel prints at most 32 data bytes (`DATA_MAX` in `mon_text.c`), so the
 //! data of a longer transfer is a prefix. Blank lines and lines starting with `#` are skipped.
+//! The kernel's timestamps are 32-bit and wrap every 71 minutes; a backwards jump of more than
+//! half that range is read as a wrap, so times keep increasing.
 
 use super::{Event, EventKind, Src, XferType};
 use crate::error::Error;
@@ -45,6 +47,9 @@ pub fn looks_like_text(b: &[u8]) -> bool {
 
 /// Parses usbmon text into `events`.
 pub(crate) fn parse(src: &Src<'_>, b: &[u8], events: &mut Vec<Event>) -> Result<(), Error> {
+    const WRAP: i64 = 1 << 32;
+    let mut epoch = 0i64;
+    let mut last: Option<i64> = None;
     for (i, raw) in b.split(|&c| c == b'\n').enumerate() {
         let line_no = i + 1;
         let Ok(line) = std::str::from_utf8(raw) else {
@@ -58,7 +63,15 @@ pub(crate) fn parse(src: &Src<'_>, b: &[u8], events: &mut Vec<Event>) -> Result<
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        events.push(parse_line(line, line_no).map_err(|(what, m)| src.line(line_no, what, m))?);
+        let mut ev = parse_line(line, line_no).map_err(|(what, m)| src.line(line_no, what, m))?;
+        if (0..WRAP).contains(&ev.t_us) {
+            if last.is_some_and(|l| l - ev.t_us > WRAP / 2) {
+                epoch = epoch.saturating_add(WRAP);
+            }
+            last = Some(ev.t_us);
+            ev.t_us = ev.t_us.saturating_add(epoch);
+        }
+        events.push(ev);
     }
     Ok(())
 }

@@ -178,6 +178,9 @@ pub struct Entry {
     pub reason: Option<Reason>,
     /// A remark (`compared the 32 captured bytes of 128`).
     pub note: Option<String>,
+    /// Model gaps the model recorded while answering (`request in state`); seen only when the
+    /// host keeps its trace (`RunConfig::keep_trace`).
+    pub model_gaps: Vec<String>,
 }
 
 impl Entry {
@@ -208,6 +211,9 @@ pub struct Summary {
     pub explained: usize,
     /// Differences nobody explained.
     pub unexplained: usize,
+    /// Transfers during which the model recorded a model gap (a request it has no evidence
+    /// for), whatever their verdict.
+    pub model_gaps: usize,
 }
 
 impl Summary {
@@ -222,7 +228,7 @@ impl fmt::Display for Summary {
         write!(
             f,
             "{} control transfers: {} same, {} differ, {} model stalls, {} capture stalls, {} \
-             other, {} skipped; {} explained, {} unexplained",
+             other, {} skipped; {} explained, {} unexplained; {} model gaps",
             self.total,
             self.same,
             self.differ,
@@ -231,7 +237,8 @@ impl fmt::Display for Summary {
             self.other,
             self.skipped,
             self.explained,
-            self.unexplained
+            self.unexplained,
+            self.model_gaps
         )
     }
 }
@@ -272,6 +279,9 @@ impl Report {
             }
             if e.is_unexplained() {
                 s.unexplained += 1;
+            }
+            if !e.model_gaps.is_empty() {
+                s.model_gaps += 1;
             }
         }
         s
@@ -328,6 +338,9 @@ impl fmt::Display for Report {
             }
             if let Some(n) = &e.note {
                 write!(f, " ({n})")?;
+            }
+            for g in &e.model_gaps {
+                write!(f, " [model gap: {g}]")?;
             }
             writeln!(f)?;
             match &e.verdict {
@@ -513,6 +526,7 @@ pub fn compare_with(
             verdict: Verdict::Same,
             reason: None,
             note: None,
+            model_gaps: Vec::new(),
         };
         if let Some(why) = skip {
             entry.verdict = Verdict::Skipped { why };
@@ -520,7 +534,9 @@ pub fn compare_with(
             continue;
         }
         explain.before(host, index, t);
+        let mark = host.lines().len();
         let answer = host.control(t.setup, &t.data);
+        entry.model_gaps = model_gaps(host.lines().get(mark..).unwrap_or(&[]));
         let (verdict, note) = classify(t, &answer);
         if !matches!(verdict, Verdict::Same | Verdict::Skipped { .. }) {
             entry.reason = explain.explain(host, t, &verdict);
@@ -536,6 +552,26 @@ pub fn compare_with(
         other_devices,
         paced: options.pace,
     }
+}
+
+/// The model gaps among trace lines, as `request in state`.
+fn model_gaps(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| l.contains("\"model_gap\""))
+        .filter_map(|l| crate::trace::parse_record(l, 0).ok())
+        .filter(|r| r.kind == "model_gap")
+        .map(|r| {
+            let field = |k: &str| {
+                r.data
+                    .get(k)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("?")
+                    .to_string()
+            };
+            format!("{} in {}", field("request"), field("state"))
+        })
+        .collect()
 }
 
 fn skip_reason(t: &ControlTransfer) -> Option<String> {

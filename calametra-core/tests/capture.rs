@@ -660,7 +660,11 @@ fn compare_against_loopback_shows_every_verdict() {
         ctl(10, 9, 9_500, "c002000000000400", Status::Ok, &[1]), // another device
     ];
     assert_eq!(compare::busiest_device(&transfers), Some((1, 5)));
-    let mut host = DeviceHost::new(Loopback::default(), &RunConfig::default());
+    let keep = RunConfig {
+        keep_trace: true,
+        ..RunConfig::default()
+    };
+    let mut host = DeviceHost::new(Loopback::default(), &keep);
     let mut explain =
         compare::explain_with(|host: &DeviceHost, t: &ControlTransfer, v: &Verdict| {
             let stored = host.device::<Loopback>()?.stored().to_vec();
@@ -690,6 +694,7 @@ fn compare_against_loopback_shows_every_verdict() {
             skipped: 1,
             explained: 1,
             unexplained: 4,
+            model_gaps: 2,
         }
     );
     assert!(!s.is_clean());
@@ -749,7 +754,7 @@ fn compare_against_loopback_shows_every_verdict() {
         lines.last().copied(),
         Some(
             "9 control transfers: 3 same, 2 differ, 1 model stalls, 1 capture stalls, 1 other, \
-             1 skipped; 1 explained, 4 unexplained (bus 1 device 5)"
+             1 skipped; 1 explained, 4 unexplained; 2 model gaps (bus 1 device 5)"
         ),
         "{text}"
     );

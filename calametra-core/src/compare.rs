@@ -1,1 +1,664 @@
-//! Comparing a model with a capture (in progress).
+//! Comparing a model with a capture: each control transfer a real device answered is replayed,
+//! in the capture's order, against the model through [`DeviceHost::control`], and the two
+//! answers are classified (same, differs, model stalls, capture stalls, other, skipped).
+//!
+//! A model may account for a difference through an [`Explain`] hook: a named reason from the
+//! model's state (the capture's monitor is one the model does not have, a hot-plug happened at
+//! a time the model does not see). Explained differences are listed with their reason and
+//! counted apart from unexplained ones; a capture "compares clean" when nothing is unexplained.
+//!
+//! Nothing here reads the wall clock: the model's time moves only through the host, paced (by
+//! default) by the capture's own timestamps.
+
+use crate::capture::{ControlTransfer, Status};
+use crate::host::DeviceHost;
+use crate::usb::{ControlType, Setup, TransferError};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// How to replay a capture.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The device to replay, as `(bus, address)`; `None` picks the device with the most control
+    /// transfers (the lowest bus and address on a tie).
+    pub device: Option<(u16, u8)>,
+    /// Advance the model's virtual clock by the capture's gaps between submissions, so timers
+    /// in the model see the time the real device saw (the clock never goes backwards).
+    pub pace: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            device: None,
+            pace: true,
+        }
+    }
+}
+
+/// A named reason, from the model's state, why a model's answer differs from the capture's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reason {
+    /// A short stable name (`monitor_not_modelled`, `hotplug_before_model`).
+    pub name: String,
+    /// The model state and the capture fact that account for the difference.
+    pub detail: String,
+}
+
+impl Reason {
+    /// A reason with a name and a detail.
+    pub fn new(name: impl Into<String>, detail: impl Into<String>) -> Reason {
+        Reason {
+            name: name.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// What a model supplies to a comparison: names for its requests, actions before a transfer,
+/// and reasons for differences.
+pub trait Explain {
+    /// Called before transfer `index` is replayed, after the clock has been paced; a hook may
+    /// act on the host here (a reset the capture implies, say).
+    fn before(&mut self, host: &mut DeviceHost, index: usize, transfer: &ControlTransfer) {
+        let _ = (host, index, transfer);
+    }
+
+    /// Called for each transfer whose verdict is not [`Verdict::Same`] or
+    /// [`Verdict::Skipped`]; returns the reason from the model's state, or `None` when the
+    /// difference is not explained.
+    fn explain(
+        &mut self,
+        host: &DeviceHost,
+        transfer: &ControlTransfer,
+        verdict: &Verdict,
+    ) -> Option<Reason>;
+
+    /// The request's name in the report (`get_edid`); `None` uses a generic name.
+    fn request_name(&self, setup: &Setup) -> Option<String> {
+        let _ = setup;
+        None
+    }
+}
+
+/// No explanations: every difference counts as unexplained.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoExplanations;
+
+impl Explain for NoExplanations {
+    fn explain(&mut self, _: &DeviceHost, _: &ControlTransfer, _: &Verdict) -> Option<Reason> {
+        None
+    }
+}
+
+/// An [`Explain`] made from a closure (see [`explain_with`]).
+pub struct ExplainFn<F>(F);
+
+/// An [`Explain`] whose `explain` is `f`.
+pub fn explain_with<F>(f: F) -> ExplainFn<F>
+where
+    F: FnMut(&DeviceHost, &ControlTransfer, &Verdict) -> Option<Reason>,
+{
+    ExplainFn(f)
+}
+
+impl<F> Explain for ExplainFn<F>
+where
+    F: FnMut(&DeviceHost, &ControlTransfer, &Verdict) -> Option<Reason>,
+{
+    fn explain(&mut self, host: &DeviceHost, t: &ControlTransfer, v: &Verdict) -> Option<Reason> {
+        (self.0)(host, t, v)
+    }
+}
+
+/// How a model's answer compares with the capture's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Same status, and for IN the same bytes.
+    Same,
+    /// Both completed, with different IN bytes.
+    Differs {
+        /// The capture's bytes (as captured; a prefix when the capture truncated them).
+        capture: Vec<u8>,
+        /// The model's bytes.
+        model: Vec<u8>,
+        /// The first offset where they differ, or where the shorter one ends.
+        first_difference: usize,
+    },
+    /// The capture completed; the model stalled.
+    ModelStalls,
+    /// The capture stalled; the model answered.
+    CaptureStalls {
+        /// What the model answered (empty for OUT).
+        model: Vec<u8>,
+    },
+    /// A status other than ok or stall on either side (a capture error, no completion, a model
+    /// timeout or disconnect).
+    Other {
+        /// The capture's status.
+        capture: Status,
+        /// The model's result, in words.
+        model: String,
+    },
+    /// Not replayed, and why.
+    Skipped {
+        /// Why.
+        why: String,
+    },
+}
+
+impl Verdict {
+    /// A short word for the verdict (`same`, `differs`, `model stalls`).
+    pub fn word(&self) -> &'static str {
+        match self {
+            Verdict::Same => "same",
+            Verdict::Differs { .. } => "differs",
+            Verdict::ModelStalls => "model stalls",
+            Verdict::CaptureStalls { .. } => "capture stalls",
+            Verdict::Other { .. } => "other",
+            Verdict::Skipped { .. } => "skipped",
+        }
+    }
+}
+
+/// One replayed transfer.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// Position among the replayed device's control transfers, from 0.
+    pub index: usize,
+    /// The transfer from the capture.
+    pub transfer: ControlTransfer,
+    /// The request's name (`get_descriptor(device)`, `vendor_87`, or the model's name).
+    pub name: String,
+    /// The model's answer; `None` when skipped.
+    pub model: Option<Result<Vec<u8>, TransferError>>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The model's reason for a difference, when it gave one.
+    pub reason: Option<Reason>,
+    /// A remark (`compared the 32 captured bytes of 128`).
+    pub note: Option<String>,
+    /// Model gaps the model recorded while answering (`request in state`); seen only when the
+    /// host keeps its trace (`RunConfig::keep_trace`).
+    pub model_gaps: Vec<String>,
+}
+
+impl Entry {
+    /// Whether this entry is a difference nobody explained.
+    pub fn is_unexplained(&self) -> bool {
+        !matches!(self.verdict, Verdict::Same | Verdict::Skipped { .. }) && self.reason.is_none()
+    }
+}
+
+/// Counts of a report, for tests and the summary line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Control transfers of the replayed device.
+    pub total: usize,
+    /// Same answer.
+    pub same: usize,
+    /// Different bytes.
+    pub differ: usize,
+    /// The model stalled where the capture did not.
+    pub model_stalls: usize,
+    /// The capture stalled where the model did not.
+    pub capture_stalls: usize,
+    /// Other statuses.
+    pub other: usize,
+    /// Not replayed.
+    pub skipped: usize,
+    /// Differences (of any kind) the model explained.
+    pub explained: usize,
+    /// Differences nobody explained.
+    pub unexplained: usize,
+    /// Transfers during which the model recorded a model gap (a request it has no evidence
+    /// for), whatever their verdict.
+    pub model_gaps: usize,
+}
+
+impl Summary {
+    /// Whether every transfer is the same, skipped for a stated reason, or explained.
+    pub fn is_clean(&self) -> bool {
+        self.unexplained == 0
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} control transfers: {} same, {} differ, {} model stalls, {} capture stalls, {} \
+             other, {} skipped; {} explained, {} unexplained; {} model gaps",
+            self.total,
+            self.same,
+            self.differ,
+            self.model_stalls,
+            self.capture_stalls,
+            self.other,
+            self.skipped,
+            self.explained,
+            self.unexplained,
+            self.model_gaps
+        )
+    }
+}
+
+/// The result of a comparison. `Display` renders it for people: a header, one line a transfer
+/// (index, time, setup, name, verdict), both byte strings under a difference, and the summary.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The replayed device as `(bus, address)`; `None` when the capture had no control
+    /// transfers.
+    pub device: Option<(u16, u8)>,
+    /// The replayed transfers in capture order.
+    pub entries: Vec<Entry>,
+    /// Control transfers of other devices, not replayed, by `(bus, address)`.
+    pub other_devices: BTreeMap<(u16, u8), usize>,
+    /// Whether the clock was paced by the capture.
+    pub paced: bool,
+}
+
+impl Report {
+    /// The counts.
+    pub fn summary(&self) -> Summary {
+        let mut s = Summary {
+            total: self.entries.len(),
+            ..Summary::default()
+        };
+        for e in &self.entries {
+            match e.verdict {
+                Verdict::Same => s.same += 1,
+                Verdict::Differs { .. } => s.differ += 1,
+                Verdict::ModelStalls => s.model_stalls += 1,
+                Verdict::CaptureStalls { .. } => s.capture_stalls += 1,
+                Verdict::Other { .. } => s.other += 1,
+                Verdict::Skipped { .. } => s.skipped += 1,
+            }
+            if e.reason.is_some() && !matches!(e.verdict, Verdict::Same | Verdict::Skipped { .. }) {
+                s.explained += 1;
+            }
+            if e.is_unexplained() {
+                s.unexplained += 1;
+            }
+            if !e.model_gaps.is_empty() {
+                s.model_gaps += 1;
+            }
+        }
+        s
+    }
+
+    /// The entries nobody explained.
+    pub fn unexplained(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().filter(|e| e.is_unexplained())
+    }
+
+    /// The report as text (the same as `Display`).
+    pub fn render(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.device {
+            Some((bus, dev)) => writeln!(
+                f,
+                "replaying bus {bus} device {dev} against the model, in capture order{}",
+                if self.paced {
+                    ", clock paced by the capture"
+                } else {
+                    ""
+                }
+            )?,
+            None => writeln!(f, "the capture has no control transfers")?,
+        }
+        for ((bus, dev), n) in &self.other_devices {
+            writeln!(
+                f,
+                "not replayed: {n} control transfers of bus {bus} device {dev}"
+            )?;
+        }
+        let t0 = self.entries.first().map_or(0, |e| e.transfer.t_us);
+        for e in &self.entries {
+            let dt = e.transfer.t_us.saturating_sub(t0);
+            write!(
+                f,
+                "{:>4} {:>4}.{:06} {}  {:<26} {}",
+                e.index,
+                dt.div_euclid(1_000_000),
+                dt.rem_euclid(1_000_000),
+                setup_words(&e.transfer.setup),
+                e.name,
+                describe(e)
+            )?;
+            if let Some(r) = &e.reason {
+                write!(f, " [explained: {}: {}]", r.name, r.detail)?;
+            } else if e.is_unexplained() {
+                write!(f, " [UNEXPLAINED]")?;
+            }
+            if let Some(n) = &e.note {
+                write!(f, " ({n})")?;
+            }
+            for g in &e.model_gaps {
+                write!(f, " [model gap: {g}]")?;
+            }
+            writeln!(f)?;
+            match &e.verdict {
+                Verdict::Differs {
+                    capture,
+                    model,
+                    first_difference,
+                } => {
+                    writeln!(f, "{}", bytes_line("capture", capture, *first_difference))?;
+                    writeln!(f, "{}", bytes_line("model", model, *first_difference))?;
+                }
+                Verdict::CaptureStalls { model } if !model.is_empty() => {
+                    writeln!(f, "{}", bytes_line("model", model, 0))?;
+                }
+                _ => {}
+            }
+        }
+        write!(f, "{}", self.summary())?;
+        if let Some((bus, dev)) = self.device {
+            write!(f, " (bus {bus} device {dev})")?;
+        }
+        writeln!(f)
+    }
+}
+
+/// The setup as usbmon text prints it: `c0 80 0000 0000 0080`.
+fn setup_words(s: &Setup) -> String {
+    format!(
+        "{:02x} {:02x} {:04x} {:04x} {:04x}",
+        s.request_type, s.request, s.value, s.index, s.length
+    )
+}
+
+fn describe(e: &Entry) -> String {
+    let t = &e.transfer;
+    match &e.verdict {
+        Verdict::Same => match t.status {
+            Status::Stall => "same (both stall)".into(),
+            _ if t.is_in() => format!("same ({} bytes)", t.actual),
+            _ => format!("same (OUT {} bytes)", t.data.len()),
+        },
+        Verdict::Differs {
+            capture,
+            model,
+            first_difference,
+        } => format!(
+            "differs at byte {first_difference} (capture {} bytes, model {} bytes)",
+            if t.truncated {
+                t.actual as usize
+            } else {
+                capture.len()
+            },
+            model.len()
+        ),
+        Verdict::ModelStalls => format!("model stalls; capture: {}", t.status),
+        Verdict::CaptureStalls { model } => {
+            if t.is_in() {
+                format!("capture stalls; model answered {} bytes", model.len())
+            } else {
+                "capture stalls; model accepted".into()
+            }
+        }
+        Verdict::Other { capture, model } => format!("other: capture {capture}, model {model}"),
+        Verdict::Skipped { why } => format!("skipped: {why}"),
+    }
+}
+
+/// One side's bytes; long strings show 64 bytes around the first difference.
+fn bytes_line(label: &str, b: &[u8], at: usize) -> String {
+    const WINDOW: usize = 64;
+    let (start, end) = if b.len() <= WINDOW {
+        (0, b.len())
+    } else {
+        let start = (at / 16 * 16).saturating_sub(16).min(b.len());
+        (start, (start + WINDOW).min(b.len()))
+    };
+    let body = crate::hex::encode(b.get(start..end).unwrap_or(&[]));
+    let from = if start > 0 || end < b.len() {
+        format!(", from byte {start}")
+    } else {
+        String::new()
+    };
+    format!(
+        "{:>11}{label:<7} {} bytes{from}: {}{body}{}",
+        "",
+        b.len(),
+        if start > 0 { "..." } else { "" },
+        if end < b.len() { "..." } else { "" }
+    )
+}
+
+/// A generic name for a request: chapter 9 names (with the descriptor type for
+/// `get_descriptor`), or `vendor_87`, `class_21`.
+pub fn request_name(s: &Setup) -> String {
+    match s.control_type() {
+        Some(ControlType::Standard) => {
+            let base = match (s.standard_name(), s.request) {
+                (Some(n), _) => n.to_string(),
+                // USB 3.x chapter 9 requests the core's table does not name.
+                (None, 0x30) => "set_sel".into(),
+                (None, 0x31) => "set_isoch_delay".into(),
+                (None, r) => format!("standard_{r:02x}"),
+            };
+            if s.request == 6 && s.request_type & 0x80 != 0 {
+                let [ty, idx] = [(s.value >> 8) as u8, s.value as u8];
+                let what = match ty {
+                    1 => "device".to_string(),
+                    2 => "config".to_string(),
+                    3 => format!("string {idx}"),
+                    6 => "qualifier".to_string(),
+                    15 => "bos".to_string(),
+                    other => format!("type {other:#04x}"),
+                };
+                format!("{base}({what})")
+            } else {
+                base
+            }
+        }
+        Some(ControlType::Class) => format!("class_{:02x}", s.request),
+        Some(ControlType::Vendor) => format!("vendor_{:02x}", s.request),
+        None => format!("reserved_{:02x}", s.request),
+    }
+}
+
+/// The device with the most control transfers (the lowest `(bus, address)` on a tie).
+pub fn busiest_device(transfers: &[ControlTransfer]) -> Option<(u16, u8)> {
+    let mut counts: BTreeMap<(u16, u8), usize> = BTreeMap::new();
+    for t in transfers {
+        *counts.entry((t.bus, t.device)).or_default() += 1;
+    }
+    let mut best: Option<((u16, u8), usize)> = None;
+    for (k, n) in counts {
+        if best.is_none_or(|(_, m)| n > m) {
+            best = Some((k, n));
+        }
+    }
+    best.map(|(k, _)| k)
+}
+
+/// Replays `transfers` against the host's model with default [`Options`] and no explanations.
+pub fn compare(transfers: &[ControlTransfer], host: &mut DeviceHost) -> Report {
+    compare_with(transfers, host, &Options::default(), &mut NoExplanations)
+}
+
+/// Replays the control transfers of one device (see [`Options::device`]) against the host's
+/// model, in capture order, and classifies each.
+///
+/// `SET_ADDRESS` is not replayed: the host controller and the bus assign addresses (an xHCI
+/// controller sends it itself, so usbmon often does not even show it). A transfer whose
+/// submission failed on the host (`E`) is not replayed either: the device saw nothing. An OUT
+/// transfer whose data the capture truncated is skipped, since its bytes cannot be sent.
+pub fn compare_with(
+    transfers: &[ControlTransfer],
+    host: &mut DeviceHost,
+    options: &Options,
+    explain: &mut dyn Explain,
+) -> Report {
+    let device = options.device.or_else(|| busiest_device(transfers));
+    let mut other_devices = BTreeMap::new();
+    let mut entries = Vec::new();
+    let start_ns = host.now();
+    let mut t0: Option<i64> = None;
+    for t in transfers {
+        if Some((t.bus, t.device)) != device {
+            *other_devices.entry((t.bus, t.device)).or_insert(0) += 1;
+            continue;
+        }
+        let index = entries.len();
+        let name = explain
+            .request_name(&t.setup)
+            .unwrap_or_else(|| request_name(&t.setup));
+        let skip = skip_reason(t);
+        if options.pace && skip.is_none() {
+            let first = *t0.get_or_insert(t.t_us);
+            let dt_us = u64::try_from(t.t_us.saturating_sub(first)).unwrap_or(0);
+            host.advance_to(start_ns.saturating_add(dt_us.saturating_mul(1000)));
+        }
+        let mut entry = Entry {
+            index,
+            transfer: t.clone(),
+            name,
+            model: None,
+            verdict: Verdict::Same,
+            reason: None,
+            note: None,
+            model_gaps: Vec::new(),
+        };
+        if let Some(why) = skip {
+            entry.verdict = Verdict::Skipped { why };
+            entries.push(entry);
+            continue;
+        }
+        explain.before(host, index, t);
+        let mark = host.lines().len();
+        let answer = host.control(t.setup, &t.data);
+        entry.model_gaps = model_gaps(host.lines().get(mark..).unwrap_or(&[]));
+        let (verdict, note) = classify(t, &answer);
+        if !matches!(verdict, Verdict::Same | Verdict::Skipped { .. }) {
+            entry.reason = explain.explain(host, t, &verdict);
+        }
+        entry.model = Some(answer);
+        entry.verdict = verdict;
+        entry.note = note;
+        entries.push(entry);
+    }
+    Report {
+        device,
+        entries,
+        other_devices,
+        paced: options.pace,
+    }
+}
+
+/// The model gaps among trace lines, as `request in state`.
+fn model_gaps(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| l.contains("\"model_gap\""))
+        .filter_map(|l| crate::trace::parse_record(l, 0).ok())
+        .filter(|r| r.kind == "model_gap")
+        .map(|r| {
+            let field = |k: &str| {
+                r.data
+                    .get(k)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("?")
+                    .to_string()
+            };
+            format!("{} in {}", field("request"), field("state"))
+        })
+        .collect()
+}
+
+fn skip_reason(t: &ControlTransfer) -> Option<String> {
+    let s = &t.setup;
+    if s.request_type == 0x00 && s.request == 5 {
+        return Some(format!(
+            "SET_ADDRESS {} is the host controller's and the bus's business, not the model's",
+            s.value
+        ));
+    }
+    if let Status::SubmitError(e) = t.status {
+        return Some(format!(
+            "the submission failed on the host ({e}); the device saw nothing"
+        ));
+    }
+    if !s.is_in() && t.truncated {
+        return Some(format!(
+            "the capture kept {} of the {} OUT bytes; the request cannot be resent",
+            t.data.len(),
+            s.length
+        ));
+    }
+    None
+}
+
+/// The verdict for one transfer, and a remark.
+pub fn classify(
+    t: &ControlTransfer,
+    model: &Result<Vec<u8>, TransferError>,
+) -> (Verdict, Option<String>) {
+    match (t.status, model) {
+        (Status::Ok, Ok(m)) if t.is_in() => compare_in(t, m),
+        (Status::Ok, Ok(_)) => (Verdict::Same, None),
+        (Status::Ok, Err(TransferError::Stall)) => (Verdict::ModelStalls, None),
+        (Status::Stall, Err(TransferError::Stall)) => (Verdict::Same, None),
+        (Status::Stall, Ok(m)) => (Verdict::CaptureStalls { model: m.clone() }, None),
+        (capture, m) => (
+            Verdict::Other {
+                capture,
+                model: match m {
+                    Ok(d) if t.is_in() => format!("answered {} bytes", d.len()),
+                    Ok(_) => "accepted".into(),
+                    Err(e) => e.to_string(),
+                },
+            },
+            None,
+        ),
+    }
+}
+
+fn compare_in(t: &ControlTransfer, m: &[u8]) -> (Verdict, Option<String>) {
+    let cap = &t.data;
+    let first = cap
+        .iter()
+        .zip(m)
+        .position(|(a, b)| a != b)
+        .unwrap_or(cap.len().min(m.len()));
+    if t.truncated {
+        let note = Some(format!(
+            "compared the {} captured bytes of {}",
+            cap.len(),
+            t.actual
+        ));
+        let prefix_same = m.get(..cap.len()) == Some(cap.as_slice());
+        if prefix_same && m.len() == t.actual as usize {
+            return (Verdict::Same, note);
+        }
+        let first = if prefix_same { cap.len() } else { first };
+        return (
+            Verdict::Differs {
+                capture: cap.clone(),
+                model: m.to_vec(),
+                first_difference: first,
+            },
+            note,
+        );
+    }
+    if cap.as_slice() == m {
+        (Verdict::Same, None)
+    } else {
+        (
+            Verdict::Differs {
+                capture: cap.clone(),
+                model: m.to_vec(),
+                first_difference: first,
+            },
+            None,
+        )
+    }
+}

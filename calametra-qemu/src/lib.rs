@@ -1,1 +1,84 @@
-//! The QEMU bridge (in progress).
+//! The bridge from Calametra device models to a real Linux 6.1 guest under QEMU.
+//!
+//! The data flows through one file per stage: [`proto`] is the usbredir 0.7 wire format;
+//! [`descriptors`] reads what a model says it is; [`bridge`] is the usbredir host that serves the
+//! model to QEMU's `usb-redir` device through a [`calametra_core::host::DeviceHost`], so faults,
+//! transitions, model gaps and the trace hash are those of an in-process run; [`guest`] knows
+//! the disposable guest `guest/build.sh` builds and the probes it runs; [`launcher`] boots it
+//! under TCG with the instruction-count clock and ends a guest that makes no progress as
+//! [`Outcome::EmulatorBlocked`], which is neither a pass nor a failure.
+//!
+//! The entry point for the command line (`calametra qemu --spec ... [--probe ...]`) is
+//! [`run`] (or [`run_with_host`] to read the model afterwards):
+//!
+//! ```no_run
+//! use calametra_core::usb::Loopback;
+//! use calametra_core::RunConfig;
+//! use calametra_qemu::{GuestImage, Probe, QemuConfig};
+//!
+//! let guest = GuestImage::find(std::path::Path::new("target")).expect("run guest/build.sh");
+//! let run = calametra_qemu::run(
+//!     Loopback::default(),
+//!     &RunConfig::default(),
+//!     &Probe::Lsusb,
+//!     &QemuConfig::new(guest),
+//! )
+//! .expect("QEMU started");
+//! println!("{}", run.summary());
+//! ```
+//!
+//! A `Box<dyn Device>` is served through [`Boxed`]. This crate depends on the core, never the
+//! other way round. Nothing here loads kernel modules or touches USB on the host.
+
+#![warn(missing_docs)]
+
+pub mod bridge;
+pub mod descriptors;
+pub mod guest;
+pub mod launcher;
+pub mod proto;
+
+pub use bridge::{Bridge, BridgeError, BridgeOptions};
+pub use guest::{GuestImage, Probe};
+pub use launcher::{run, run_with_host, Outcome, QemuConfig, QemuError, QemuRun, Timings};
+
+use calametra_core::usb::{DevCtx, Device, Reply, Setup};
+use std::any::Any;
+
+/// A boxed device served as a device (the command line builds models from specs at run time).
+pub struct Boxed(pub Box<dyn Device>);
+
+impl Boxed {
+    /// The model inside, when it is a `D`.
+    pub fn get<D: Device>(&self) -> Option<&D> {
+        let any: &dyn Any = &*self.0;
+        any.downcast_ref::<D>()
+    }
+}
+
+impl Device for Boxed {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn control(&mut self, cx: &mut DevCtx<'_>, setup: &Setup, data: &[u8]) -> Reply {
+        self.0.control(cx, setup, data)
+    }
+    fn out(&mut self, cx: &mut DevCtx<'_>, ep: u8, data: &[u8]) -> Reply {
+        self.0.out(cx, ep, data)
+    }
+    fn poll_in(&mut self, cx: &mut DevCtx<'_>, ep: u8, max_len: usize) -> Reply {
+        self.0.poll_in(cx, ep, max_len)
+    }
+    fn on_timer(&mut self, cx: &mut DevCtx<'_>, token: u64) {
+        self.0.on_timer(cx, token)
+    }
+    fn on_reset(&mut self, cx: &mut DevCtx<'_>) {
+        self.0.on_reset(cx)
+    }
+    fn on_disconnect(&mut self, cx: &mut DevCtx<'_>) {
+        self.0.on_disconnect(cx)
+    }
+    fn request_name(&self, setup: &Setup) -> Option<&str> {
+        self.0.request_name(setup)
+    }
+}

@@ -1,1 +1,0 @@
-//! The USB DFU 1.1 model (in progress).

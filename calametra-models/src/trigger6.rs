@@ -1,1 +1,0 @@
-//! The MCT Trigger 6 model (in progress).

@@ -1,0 +1,990 @@
+//! The usbredir host: serves one Calametra device to a usbredir guest (QEMU's `usb-redir`).
+//!
+//! [`Bridge`] is sans-I/O: bytes from the guest go in through [`Bridge::feed`], bytes for the
+//! guest come out of [`Bridge::take_output`], and the launcher moves them over the socket. Every
+//! request reaches the model through a [`DeviceHost`], so faults, transitions, model gaps and
+//! the trace hash are those of an in-process run.
+//!
+//! Time: the model's clock moves by the bus latency of each transfer and, before each guest
+//! request, by a fixed `request_gap_ns`, so the model's view is a function of the sequence of
+//! requests the guest made, not of host timing. Only [`Bridge::idle_tick`] (called by the
+//! launcher when the socket is quiet while an IN is pending) moves it by wall-clock occasion;
+//! such ticks are counted and traced as `deterministic:false`.
+//!
+//! Trace: socket traffic is written as `emulator` records. What the bridge derives from the
+//! model alone (its hello, the descriptors it read, `ep_info`, `interface_info`,
+//! `device_connect`) is deterministic; what carries guest-chosen packet ids or arrives at
+//! host-timed points (every guest packet, every reply, cancels, retries) is
+//! `deterministic:false`. The model's own transfer records are deterministic and hashed.
+
+use crate::descriptors::{self, DeviceInfo};
+use crate::proto::{
+    ep_type, Caps, ControlHeader, Frame, Framer, Packet, ProtoError, Status, HOST_CAPS,
+};
+use calametra_core::clock::Nanos;
+use calametra_core::host::DeviceHost;
+use calametra_core::usb::{Setup, TransferError};
+use std::collections::BTreeMap;
+
+/// How the bridge presents the device and moves the model's clock.
+#[derive(Clone, Debug)]
+pub struct BridgeOptions {
+    /// The speed announced in `device_connect` (`proto::speed`); `None` derives it from the
+    /// device descriptor.
+    pub speed: Option<u8>,
+    /// Virtual time the model's clock advances before each guest request.
+    pub request_gap_ns: Nanos,
+    /// Virtual time one idle tick advances.
+    pub idle_step_ns: Nanos,
+    /// The version string of our hello.
+    pub version: String,
+    /// Interrupt packets streamed per endpoint per round, at most (a model that always has
+    /// data must not starve the socket).
+    pub interrupt_burst: usize,
+}
+
+impl Default for BridgeOptions {
+    fn default() -> Self {
+        BridgeOptions {
+            speed: None,
+            request_gap_ns: 1_000_000,
+            idle_step_ns: 1_000_000,
+            version: format!("calametra usbredir host {}", env!("CARGO_PKG_VERSION")),
+            interrupt_burst: 8,
+        }
+    }
+}
+
+/// Why the bridge cannot serve the device at all.
+#[derive(Debug)]
+pub enum BridgeError {
+    /// The model's descriptors could not be read or parsed.
+    Descriptors(String),
+    /// The guest's byte stream cannot be framed any more.
+    Stream(ProtoError),
+}
+
+impl std::fmt::Display for BridgeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BridgeError::Descriptors(m) => write!(f, "reading the model's descriptors: {m}"),
+            BridgeError::Stream(e) => write!(f, "the guest's usbredir stream is lost: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BridgeError {}
+
+/// Counters for reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Packets received from the guest.
+    pub packets_in: u64,
+    /// Packets sent to the guest.
+    pub packets_out: u64,
+    /// Malformed packets received (skipped).
+    pub malformed: u64,
+    /// Control requests served.
+    pub control: u64,
+    /// Bulk and interrupt requests served.
+    pub data: u64,
+    /// IN requests that NAKed at first and were kept pending.
+    pub naks: u64,
+    /// Requests the model never completed (kept unanswered until cancelled).
+    pub swallowed: u64,
+    /// Idle ticks (host-timed clock advances).
+    pub idle_ticks: u64,
+}
+
+#[derive(Clone, Debug)]
+struct PendingIn {
+    id: u64,
+    endpoint: u8,
+    length: u32,
+    stream_id: u32,
+}
+
+#[derive(Clone, Debug)]
+enum Swallowed {
+    Control(ControlHeader),
+    Bulk { endpoint: u8, stream_id: u32 },
+    Interrupt { endpoint: u8 },
+}
+
+/// A usbredir host serving one device.
+pub struct Bridge {
+    host: DeviceHost,
+    opts: BridgeOptions,
+    caps: Caps,
+    framer: Framer,
+    out: Vec<u8>,
+    info: DeviceInfo,
+    config: u8,
+    alts: BTreeMap<u8, u8>,
+    pending: Vec<PendingIn>,
+    swallowed: BTreeMap<u64, Swallowed>,
+    interrupts: BTreeMap<u8, u64>,
+    connected: bool,
+    hello_sent: bool,
+    stats: Stats,
+    activity: u64,
+}
+
+fn get_descriptor(ty: u8, index: u8, length: u16) -> Setup {
+    Setup {
+        request_type: 0x80,
+        request: 6,
+        value: ((ty as u16) << 8) | index as u16,
+        index: 0,
+        length,
+    }
+}
+
+fn status_of(e: TransferError) -> Status {
+    match e {
+        TransferError::Stall => Status::Stall,
+        TransferError::Cancelled => Status::Cancelled,
+        TransferError::Timeout => Status::Timeout,
+        TransferError::Disconnected | TransferError::Fault => Status::IoError,
+    }
+}
+
+impl Bridge {
+    /// Reads the model's descriptors through `host` (GET_DESCRIPTOR, traced like any transfer)
+    /// and prepares to serve it.
+    pub fn new(mut host: DeviceHost, opts: BridgeOptions) -> Result<Bridge, BridgeError> {
+        let info = read_descriptors(&mut host).map_err(BridgeError::Descriptors)?;
+        let d = info.device.clone();
+        let n = info.configs.len() as u64;
+        host.record("emulator", "usbredir", true, |r| {
+            r.str("event", "descriptors")
+                .hex("device", &d)
+                .u64("configurations", n);
+        });
+        Ok(Bridge {
+            host,
+            opts,
+            caps: Caps::new(HOST_CAPS),
+            framer: Framer::new(),
+            out: Vec::new(),
+            info,
+            config: 0,
+            alts: BTreeMap::new(),
+            pending: Vec::new(),
+            swallowed: BTreeMap::new(),
+            interrupts: BTreeMap::new(),
+            connected: false,
+            hello_sent: false,
+            stats: Stats::default(),
+            activity: 0,
+        })
+    }
+
+    /// The device host (the model, its trace and hash).
+    pub fn host(&self) -> &DeviceHost {
+        &self.host
+    }
+
+    /// The device host, mutably (to disconnect the device, read ground truth).
+    pub fn host_mut(&mut self) -> &mut DeviceHost {
+        &mut self.host
+    }
+
+    /// Gives the device host back.
+    pub fn into_host(self) -> DeviceHost {
+        self.host
+    }
+
+    /// The descriptors read from the model.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The negotiated capabilities.
+    pub fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
+    /// Whether the device is announced to the guest.
+    pub fn is_connected(&self) -> bool {
+        self.connected
+    }
+
+    /// A counter that moves whenever USB traffic crossed the socket (the watchdog's evidence
+    /// of progress).
+    pub fn activity(&self) -> u64 {
+        self.activity
+    }
+
+    /// Whether an IN request or interrupt stream waits on the model (idle ticks help it).
+    pub fn has_pending_input(&self) -> bool {
+        !self.pending.is_empty() || !self.interrupts.is_empty()
+    }
+
+    /// Queues our hello; call once when the connection opens.
+    pub fn start(&mut self) {
+        if self.hello_sent {
+            return;
+        }
+        self.hello_sent = true;
+        let hello = Packet::Hello {
+            version: self.opts.version.clone(),
+            caps: vec![HOST_CAPS],
+        };
+        let v = self.opts.version.clone();
+        self.host.record("emulator", "usbredir", true, |r| {
+            r.str("dir", "out")
+                .str("packet", "hello")
+                .str("version", &v)
+                .u64("caps", HOST_CAPS as u64);
+        });
+        self.send(0, hello, false);
+    }
+
+    /// The bytes queued for the guest, emptied.
+    pub fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Feeds bytes from the guest and serves every whole packet. A malformed packet is traced
+    /// and skipped; only a stream that cannot be framed any more is an error.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<(), BridgeError> {
+        self.framer.push(bytes);
+        loop {
+            let frame = match self.framer.next(&self.caps, false) {
+                None => return Ok(()),
+                Some(Err(e)) => {
+                    let m = e.to_string();
+                    self.host.record("emulator", "usbredir", false, |r| {
+                        r.str("event", "stream_lost").str("error", &m);
+                    });
+                    return Err(BridgeError::Stream(e));
+                }
+                Some(Ok(f)) => f,
+            };
+            self.stats.packets_in += 1;
+            self.activity += 1;
+            self.serve(frame);
+        }
+    }
+
+    /// Disconnects the device (the model is unplugged) and tells the guest.
+    pub fn disconnect(&mut self) {
+        self.host.disconnect();
+        self.check_attached();
+    }
+
+    /// Moves the model's clock by one idle step and offers pending INs again. The launcher
+    /// calls this when the socket has been quiet for a while and an IN waits; the number of
+    /// calls depends on host timing, so each is traced `deterministic:false` and counted.
+    pub fn idle_tick(&mut self) {
+        if !self.has_pending_input() {
+            return;
+        }
+        self.stats.idle_ticks += 1;
+        let t = self.host.now() + self.opts.idle_step_ns;
+        self.host.record("emulator", "usbredir", false, |r| {
+            r.str("event", "idle_tick").u64("to_ns", t);
+        });
+        self.host.advance_to(t);
+        self.retry_pending();
+    }
+
+    fn send(&mut self, id: u64, p: Packet, trace: bool) {
+        if trace {
+            let name = p.name();
+            let detail = describe(&p);
+            self.host.record("emulator", "usbredir", false, |r| {
+                r.str("dir", "out")
+                    .str("packet", name)
+                    .u64("id", id)
+                    .str("detail", &detail);
+            });
+        }
+        self.out.extend_from_slice(&p.encode(id, &self.caps));
+        self.stats.packets_out += 1;
+    }
+
+    /// Sends ep_info and interface_info for the active configuration (deterministic records:
+    /// their content follows from the model's descriptors and the requests it served).
+    fn send_tables(&mut self) {
+        let alts = self.alts.clone();
+        let (ep, ifs) = self
+            .info
+            .tables(self.config, |i| alts.get(&i).copied().unwrap_or(0));
+        let types: Vec<String> = (0..32)
+            .filter(|&i| ep.ty[i] != ep_type::INVALID)
+            .map(|i| {
+                format!(
+                    "{:02x}:{}:{}",
+                    crate::proto::index_ep(i),
+                    ep.ty[i],
+                    ep.max_packet_size[i]
+                )
+            })
+            .collect();
+        let config = self.config as u64;
+        let count = ifs.count as u64;
+        self.host.record("emulator", "usbredir", true, |r| {
+            r.str("dir", "out")
+                .str("packet", "ep_info+interface_info")
+                .u64("configuration", config)
+                .strs("endpoints", &types)
+                .u64("interfaces", count);
+        });
+        self.send(0, Packet::EpInfo(Box::new(ep)), false);
+        self.send(0, Packet::InterfaceInfo(Box::new(ifs)), false);
+    }
+
+    fn announce(&mut self) {
+        let speed = self.opts.speed.unwrap_or_else(|| self.info.default_speed());
+        let dc = self.info.connect(speed);
+        self.send_tables();
+        let (vid, pid) = (dc.vendor_id, dc.product_id);
+        self.host.record("emulator", "usbredir", true, |r| {
+            r.str("dir", "out")
+                .str("packet", "device_connect")
+                .u64("speed", speed as u64)
+                .str("device", &format!("{vid:04x}:{pid:04x}"));
+        });
+        self.send(0, Packet::DeviceConnect(dc), false);
+        self.connected = true;
+    }
+
+    fn check_attached(&mut self) {
+        if self.connected && !self.host.is_attached() {
+            self.connected = false;
+            self.pending.clear();
+            self.interrupts.clear();
+            self.host.record("emulator", "usbredir", true, |r| {
+                r.str("dir", "out").str("packet", "device_disconnect");
+            });
+            self.send(0, Packet::DeviceDisconnect, false);
+        }
+    }
+
+    fn serve(&mut self, frame: Frame) {
+        let Frame { ty, id, packet } = frame;
+        let packet = match packet {
+            Ok(p) => p,
+            Err(e) => {
+                self.stats.malformed += 1;
+                let m = e.to_string();
+                let name = crate::proto::type_name(ty);
+                self.host.record("emulator", "usbredir", false, |r| {
+                    r.str("dir", "in")
+                        .str("packet", name)
+                        .u64("id", id)
+                        .str("error", &m);
+                });
+                return;
+            }
+        };
+        let detail = describe(&packet);
+        let name = packet.name();
+        self.host.record("emulator", "usbredir", false, |r| {
+            r.str("dir", "in")
+                .str("packet", name)
+                .u64("id", id)
+                .str("detail", &detail);
+        });
+        match packet {
+            Packet::Hello { caps, .. } => {
+                if self.caps.peer.is_some() {
+                    return; // a second hello is ignored
+                }
+                self.caps.peer = Some(caps.first().copied().unwrap_or(0));
+                self.start();
+                let negotiated = HOST_CAPS & self.caps.peer.unwrap_or(0);
+                self.host.record("emulator", "usbredir", false, |r| {
+                    r.str("event", "caps").u64("negotiated", negotiated as u64);
+                });
+                if self.host.is_attached() {
+                    self.announce();
+                }
+            }
+            Packet::Reset => {
+                self.pending.clear();
+                self.interrupts.clear();
+                self.host.reset();
+                self.config = 0;
+                self.alts.clear();
+                self.check_attached();
+            }
+            Packet::SetConfiguration { configuration } => {
+                self.gap();
+                self.pending.clear();
+                self.interrupts.clear();
+                let setup = Setup {
+                    request_type: 0x00,
+                    request: 9,
+                    value: configuration as u16,
+                    index: 0,
+                    length: 0,
+                };
+                let r = self.host.control(setup, &[]);
+                self.stats.control += 1;
+                let status = match r {
+                    Ok(_) => {
+                        self.config = configuration;
+                        self.alts.clear();
+                        self.send_tables();
+                        Status::Success
+                    }
+                    Err(e) => status_of(e),
+                };
+                self.send(
+                    id,
+                    Packet::ConfigurationStatus {
+                        status,
+                        configuration: self.config,
+                    },
+                    true,
+                );
+                self.check_attached();
+            }
+            Packet::GetConfiguration => {
+                self.gap();
+                let setup = Setup {
+                    request_type: 0x80,
+                    request: 8,
+                    value: 0,
+                    index: 0,
+                    length: 1,
+                };
+                self.stats.control += 1;
+                let (status, configuration) = match self.host.control(setup, &[]) {
+                    Ok(v) if v.len() == 1 => (Status::Success, v[0]),
+                    Ok(_) => (Status::IoError, self.config),
+                    Err(e) => (status_of(e), self.config),
+                };
+                self.send(
+                    id,
+                    Packet::ConfigurationStatus {
+                        status,
+                        configuration,
+                    },
+                    true,
+                );
+                self.check_attached();
+            }
+            Packet::SetAltSetting { interface, alt } => {
+                self.gap();
+                self.pending.clear();
+                let setup = Setup {
+                    request_type: 0x01,
+                    request: 11,
+                    value: alt as u16,
+                    index: interface as u16,
+                    length: 0,
+                };
+                self.stats.control += 1;
+                let status = match self.host.control(setup, &[]) {
+                    Ok(_) => {
+                        self.alts.insert(interface, alt);
+                        self.send_tables();
+                        Status::Success
+                    }
+                    Err(e) => status_of(e),
+                };
+                let alt = self.alts.get(&interface).copied().unwrap_or(0);
+                self.send(
+                    id,
+                    Packet::AltSettingStatus {
+                        status,
+                        interface,
+                        alt,
+                    },
+                    true,
+                );
+                self.check_attached();
+            }
+            Packet::GetAltSetting { interface } => {
+                self.gap();
+                let setup = Setup {
+                    request_type: 0x81,
+                    request: 10,
+                    value: 0,
+                    index: interface as u16,
+                    length: 1,
+                };
+                self.stats.control += 1;
+                let known = self.alts.get(&interface).copied().unwrap_or(0);
+                let (status, alt) = match self.host.control(setup, &[]) {
+                    Ok(v) if v.len() == 1 => (Status::Success, v[0]),
+                    Ok(_) => (Status::IoError, known),
+                    Err(e) => (status_of(e), known),
+                };
+                self.send(
+                    id,
+                    Packet::AltSettingStatus {
+                        status,
+                        interface,
+                        alt,
+                    },
+                    true,
+                );
+                self.check_attached();
+            }
+            Packet::StartInterruptReceiving { endpoint } => {
+                self.interrupts.entry(endpoint).or_insert(0);
+                self.send(
+                    id,
+                    Packet::InterruptReceivingStatus {
+                        status: Status::Success,
+                        endpoint,
+                    },
+                    true,
+                );
+                self.retry_pending();
+            }
+            Packet::StopInterruptReceiving { endpoint } => {
+                self.interrupts.remove(&endpoint);
+                self.send(
+                    id,
+                    Packet::InterruptReceivingStatus {
+                        status: Status::Success,
+                        endpoint,
+                    },
+                    true,
+                );
+            }
+            Packet::StartIsoStream { endpoint, .. } | Packet::StopIsoStream { endpoint } => {
+                self.send(
+                    id,
+                    Packet::IsoStreamStatus {
+                        status: Status::Inval,
+                        endpoint,
+                    },
+                    true,
+                );
+            }
+            Packet::AllocBulkStreams {
+                endpoints,
+                no_streams,
+            } => {
+                self.send(
+                    id,
+                    Packet::BulkStreamsStatus {
+                        endpoints,
+                        no_streams,
+                        status: Status::Inval,
+                    },
+                    true,
+                );
+            }
+            Packet::FreeBulkStreams { endpoints } => {
+                self.send(
+                    id,
+                    Packet::BulkStreamsStatus {
+                        endpoints,
+                        no_streams: 0,
+                        status: Status::Inval,
+                    },
+                    true,
+                );
+            }
+            Packet::StartBulkReceiving {
+                stream_id,
+                endpoint,
+                ..
+            }
+            | Packet::StopBulkReceiving {
+                stream_id,
+                endpoint,
+            } => {
+                self.send(
+                    id,
+                    Packet::BulkReceivingStatus {
+                        stream_id,
+                        endpoint,
+                        status: Status::Inval,
+                    },
+                    true,
+                );
+            }
+            Packet::CancelDataPacket => self.cancel(id),
+            Packet::Control { header, data } => {
+                self.gap();
+                self.control(id, header, &data);
+                self.check_attached();
+                self.retry_pending();
+            }
+            Packet::Bulk {
+                endpoint,
+                length,
+                stream_id,
+                data,
+                ..
+            } => {
+                self.gap();
+                self.stats.data += 1;
+                if endpoint & 0x80 != 0 {
+                    self.pending.push(PendingIn {
+                        id,
+                        endpoint,
+                        length,
+                        stream_id,
+                    });
+                    // Older requests on the same endpoint go first.
+                    self.retry_pending();
+                    if self.pending.iter().any(|p| p.id == id) {
+                        self.stats.naks += 1;
+                        self.host.record("emulator", "usbredir", false, |r| {
+                            r.str("event", "nak").u64("id", id);
+                        });
+                    }
+                } else {
+                    let r = self.host.out(endpoint, &data);
+                    self.reply_out(id, endpoint, stream_id, r, false);
+                }
+                self.check_attached();
+                self.retry_pending();
+            }
+            Packet::Interrupt { endpoint, data, .. } => {
+                // Interrupt OUT (QEMU completes it at once and ignores our status).
+                self.gap();
+                self.stats.data += 1;
+                let r = self.host.out(endpoint, &data);
+                self.reply_out(id, endpoint, 0, r, true);
+                self.check_attached();
+                self.retry_pending();
+            }
+            Packet::FilterFilter { .. }
+            | Packet::FilterReject
+            | Packet::DeviceDisconnectAck
+            | Packet::Iso { .. }
+            | Packet::BufferedBulk { .. } => {}
+            // Host-to-guest packet types arriving from the guest: traced above, ignored.
+            Packet::DeviceConnect(_)
+            | Packet::DeviceDisconnect
+            | Packet::InterfaceInfo(_)
+            | Packet::EpInfo(_)
+            | Packet::ConfigurationStatus { .. }
+            | Packet::AltSettingStatus { .. }
+            | Packet::IsoStreamStatus { .. }
+            | Packet::InterruptReceivingStatus { .. }
+            | Packet::BulkStreamsStatus { .. }
+            | Packet::BulkReceivingStatus { .. } => {}
+        }
+    }
+
+    /// Advances the model's clock by the fixed per-request gap (see the module docs).
+    fn gap(&mut self) {
+        let t = self.host.now() + self.opts.request_gap_ns;
+        self.host.advance_to(t);
+    }
+
+    fn control(&mut self, id: u64, header: ControlHeader, data: &[u8]) {
+        self.stats.control += 1;
+        let setup = Setup {
+            request_type: header.requesttype,
+            request: header.request,
+            value: header.value,
+            index: header.index,
+            length: header.length,
+        };
+        match self.host.control(setup, data) {
+            Ok(v) => {
+                let (length, data) = if setup.is_in() {
+                    (v.len() as u16, v)
+                } else {
+                    (data.len() as u16, Vec::new())
+                };
+                self.send(
+                    id,
+                    Packet::Control {
+                        header: ControlHeader {
+                            status: Status::Success,
+                            length,
+                            ..header
+                        },
+                        data,
+                    },
+                    true,
+                );
+            }
+            Err(TransferError::Timeout) => {
+                // The model never completed it: like a real device, it stays unanswered until
+                // the guest gives up and cancels it.
+                self.stats.swallowed += 1;
+                self.swallowed.insert(id, Swallowed::Control(header));
+                self.host.record("emulator", "usbredir", false, |r| {
+                    r.str("event", "unanswered").u64("id", id);
+                });
+            }
+            Err(e) => {
+                self.send(
+                    id,
+                    Packet::Control {
+                        header: ControlHeader {
+                            status: status_of(e),
+                            length: 0,
+                            ..header
+                        },
+                        data: Vec::new(),
+                    },
+                    true,
+                );
+            }
+        }
+    }
+
+    fn reply_out(
+        &mut self,
+        id: u64,
+        endpoint: u8,
+        stream_id: u32,
+        r: Result<usize, TransferError>,
+        interrupt: bool,
+    ) {
+        let (status, length) = match r {
+            Ok(n) => (Status::Success, n as u32),
+            Err(TransferError::Timeout) => {
+                self.stats.swallowed += 1;
+                let s = if interrupt {
+                    Swallowed::Interrupt { endpoint }
+                } else {
+                    Swallowed::Bulk {
+                        endpoint,
+                        stream_id,
+                    }
+                };
+                self.swallowed.insert(id, s);
+                return;
+            }
+            Err(e) => (status_of(e), 0),
+        };
+        let p = if interrupt {
+            Packet::Interrupt {
+                endpoint,
+                status,
+                length: length as u16,
+                data: Vec::new(),
+            }
+        } else {
+            Packet::Bulk {
+                endpoint,
+                status,
+                length,
+                stream_id,
+                data: Vec::new(),
+            }
+        };
+        self.send(id, p, true);
+    }
+
+    /// Polls pending IN request `i` once; replies and removes it when the model answered.
+    fn poll_pending(&mut self, i: usize) -> bool {
+        let Some(p) = self.pending.get(i).cloned() else {
+            return false;
+        };
+        let r = self.host.poll_in(p.endpoint, p.length as usize, false);
+        let Some(r) = r else {
+            return false;
+        };
+        self.pending.remove(i);
+        let (status, data) = match r {
+            Ok(d) => (Status::Success, d),
+            Err(e) => (status_of(e), Vec::new()),
+        };
+        self.send(
+            p.id,
+            Packet::Bulk {
+                endpoint: p.endpoint,
+                status,
+                length: data.len() as u32,
+                stream_id: p.stream_id,
+                data,
+            },
+            true,
+        );
+        true
+    }
+
+    /// Offers every pending IN and interrupt stream to the model once more, in order.
+    fn retry_pending(&mut self) {
+        if !self.connected {
+            return;
+        }
+        let mut i = 0;
+        while i < self.pending.len() {
+            if !self.poll_pending(i) {
+                i += 1;
+            }
+        }
+        let eps: Vec<u8> = self.interrupts.keys().copied().collect();
+        for ep in eps {
+            let alts = self.alts.clone();
+            let (tables, _) = self
+                .info
+                .tables(self.config, |n| alts.get(&n).copied().unwrap_or(0));
+            let max = tables.max_packet_size[crate::proto::ep_index(ep)].max(8) as usize;
+            for _ in 0..self.opts.interrupt_burst {
+                let Some(r) = self.host.poll_in(ep, max, true) else {
+                    break;
+                };
+                let Some(seq) = self.interrupts.get_mut(&ep) else {
+                    break;
+                };
+                let id = *seq;
+                *seq += 1;
+                let (status, data) = match r {
+                    Ok(d) => (Status::Success, d),
+                    Err(e) => (status_of(e), Vec::new()),
+                };
+                let failed = status != Status::Success;
+                self.send(
+                    id,
+                    Packet::Interrupt {
+                        endpoint: ep,
+                        status,
+                        length: data.len() as u16,
+                        data,
+                    },
+                    true,
+                );
+                if failed {
+                    self.interrupts.remove(&ep);
+                    break;
+                }
+            }
+        }
+        self.check_attached();
+    }
+
+    fn cancel(&mut self, id: u64) {
+        if let Some(i) = self.pending.iter().position(|p| p.id == id) {
+            let p = self.pending.remove(i);
+            self.send(
+                id,
+                Packet::Bulk {
+                    endpoint: p.endpoint,
+                    status: Status::Cancelled,
+                    length: 0,
+                    stream_id: p.stream_id,
+                    data: Vec::new(),
+                },
+                true,
+            );
+            return;
+        }
+        let reply = match self.swallowed.remove(&id) {
+            Some(Swallowed::Control(header)) => Packet::Control {
+                header: ControlHeader {
+                    status: Status::Cancelled,
+                    length: 0,
+                    ..header
+                },
+                data: Vec::new(),
+            },
+            Some(Swallowed::Bulk {
+                endpoint,
+                stream_id,
+            }) => Packet::Bulk {
+                endpoint,
+                status: Status::Cancelled,
+                length: 0,
+                stream_id,
+                data: Vec::new(),
+            },
+            Some(Swallowed::Interrupt { endpoint }) => Packet::Interrupt {
+                endpoint,
+                status: Status::Cancelled,
+                length: 0,
+                data: Vec::new(),
+            },
+            None => return, // already answered
+        };
+        self.send(id, reply, true);
+    }
+}
+
+/// A short human description of a packet for `emulator` records.
+pub fn describe(p: &Packet) -> String {
+    match p {
+        Packet::Hello { version, caps } => format!("{version:?} caps {caps:x?}"),
+        Packet::Control { header: h, data } => format!(
+            "setup {:02x} {:02x} {:04x} {:04x} {:04x} status {} data {}",
+            h.requesttype,
+            h.request,
+            h.value,
+            h.index,
+            h.length,
+            h.status.name(),
+            data.len()
+        ),
+        Packet::Bulk {
+            endpoint,
+            status,
+            length,
+            data,
+            ..
+        } => format!(
+            "ep {endpoint:02x} len {length} status {} data {}",
+            status.name(),
+            data.len()
+        ),
+        Packet::Interrupt {
+            endpoint,
+            status,
+            data,
+            ..
+        } => format!(
+            "ep {endpoint:02x} status {} data {}",
+            status.name(),
+            data.len()
+        ),
+        Packet::SetConfiguration { configuration } => format!("configuration {configuration}"),
+        Packet::ConfigurationStatus {
+            status,
+            configuration,
+        } => format!("{} configuration {configuration}", status.name()),
+        Packet::SetAltSetting { interface, alt } => format!("interface {interface} alt {alt}"),
+        Packet::GetAltSetting { interface } => format!("interface {interface}"),
+        Packet::AltSettingStatus {
+            status,
+            interface,
+            alt,
+        } => format!("{} interface {interface} alt {alt}", status.name()),
+        Packet::StartInterruptReceiving { endpoint }
+        | Packet::StopInterruptReceiving { endpoint } => format!("ep {endpoint:02x}"),
+        Packet::InterruptReceivingStatus { status, endpoint } => {
+            format!("{} ep {endpoint:02x}", status.name())
+        }
+        Packet::FilterFilter { rules } => rules.clone(),
+        _ => String::new(),
+    }
+}
+
+/// Reads the device descriptor and every configuration through the device host.
+fn read_descriptors(host: &mut DeviceHost) -> Result<DeviceInfo, String> {
+    let dev = host
+        .control(get_descriptor(1, 0, 18), &[])
+        .map_err(|e| format!("GET_DESCRIPTOR(device) failed: {e}"))?;
+    let device = descriptors::parse_device(&dev)?;
+    let n = device[17];
+    let mut configs = Vec::new();
+    for i in 0..n {
+        let head = host
+            .control(get_descriptor(2, i, 9), &[])
+            .map_err(|e| format!("GET_DESCRIPTOR(configuration {i}, 9) failed: {e}"))?;
+        if head.len() < 4 {
+            return Err(format!(
+                "configuration {i}: expected 9 bytes, the model returned {}",
+                head.len()
+            ));
+        }
+        let total = u16::from_le_bytes([head[2], head[3]]);
+        let raw = host
+            .control(get_descriptor(2, i, total), &[])
+            .map_err(|e| format!("GET_DESCRIPTOR(configuration {i}, {total}) failed: {e}"))?;
+        configs.push(descriptors::parse_config(&raw)?);
+    }
+    Ok(DeviceInfo { device, configs })
+}

@@ -1,0 +1,245 @@
+//! The guest a run boots: where `guest/build.sh` left it, what the probe adds to it, and the
+//! console markers its `/init` prints.
+//!
+//! The cached initramfs is never rewritten: a run's probe files (the DFU image, a script, the
+//! settings) go into a second, uncompressed cpio archive appended after it, which the kernel
+//! unpacks over the first. Nothing here starts QEMU.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The kernel and initramfs `guest/build.sh` built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestImage {
+    /// The directory (`target/guest/<key>`).
+    pub dir: PathBuf,
+    /// `vmlinuz`.
+    pub kernel: PathBuf,
+    /// `initramfs.cpio.gz`.
+    pub initramfs: PathBuf,
+}
+
+impl GuestImage {
+    /// The guest in `dir`, when its files are there.
+    pub fn at(dir: &Path) -> Result<GuestImage, String> {
+        let g = GuestImage {
+            dir: dir.to_path_buf(),
+            kernel: dir.join("vmlinuz"),
+            initramfs: dir.join("initramfs.cpio.gz"),
+        };
+        for f in [&g.kernel, &g.initramfs] {
+            if !f.is_file() {
+                return Err(format!(
+                    "{} is missing; build the guest with guest/build.sh",
+                    f.display()
+                ));
+            }
+        }
+        Ok(g)
+    }
+
+    /// The guest `guest/build.sh` last built under `target_dir` (`<target_dir>/guest/current`),
+    /// or the one `CALAMETRA_GUEST_DIR` names.
+    pub fn find(target_dir: &Path) -> Result<GuestImage, String> {
+        match std::env::var_os("CALAMETRA_GUEST_DIR") {
+            Some(d) => GuestImage::at(Path::new(&d)),
+            None => GuestImage::at(&target_dir.join("guest").join("current")),
+        }
+    }
+}
+
+/// What the guest runs once the device is there (`calametra.probe=<name>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// `lsusb -v -d vid:pid` after enumeration, with the raw descriptors the kernel read.
+    Lsusb,
+    /// dfu-util downloads `image`, uploads it back and compares.
+    Dfu {
+        /// The firmware image.
+        image: Vec<u8>,
+        /// The DFU alternate setting (`-a`).
+        alt: u8,
+    },
+    /// An arbitrary `sh` script (it can use `$VID`, `$PID`, `wait_dev` is not available: poll
+    /// `/sys/bus/usb/devices` yourself).
+    Script(String),
+}
+
+impl Probe {
+    /// The name on the kernel command line.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Probe::Lsusb => "lsusb",
+            Probe::Dfu { .. } => "dfu",
+            Probe::Script(_) => "script",
+        }
+    }
+
+    /// The files this probe adds under `/calametra` in the guest.
+    pub fn files(&self) -> Vec<(String, Vec<u8>)> {
+        match self {
+            Probe::Lsusb => Vec::new(),
+            Probe::Dfu { image, alt } => vec![
+                ("calametra/image.bin".into(), image.clone()),
+                (
+                    "calametra/env".into(),
+                    format!("DFU_ALT={alt}\nDFU_SIZE={}\n", image.len()).into_bytes(),
+                ),
+            ],
+            Probe::Script(s) => vec![("calametra/probe.sh".into(), s.clone().into_bytes())],
+        }
+    }
+}
+
+/// Appends one newc entry.
+fn entry(out: &mut Vec<u8>, ino: u32, name: &str, mode: u32, data: &[u8]) {
+    let namesize = name.len() + 1;
+    let fields = [
+        ino,
+        mode,
+        0,
+        0,
+        if mode & 0o040000 != 0 { 2 } else { 1 },
+        0,
+        data.len() as u32,
+        0,
+        0,
+        0,
+        0,
+        namesize as u32,
+        0,
+    ];
+    out.extend_from_slice(b"070701");
+    for f in fields {
+        out.extend_from_slice(format!("{f:08x}").as_bytes());
+    }
+    out.extend_from_slice(name.as_bytes());
+    out.push(0);
+    while out.len() % 4 != 0 {
+        out.push(0);
+    }
+    out.extend_from_slice(data);
+    while out.len() % 4 != 0 {
+        out.push(0);
+    }
+}
+
+/// A cpio archive (newc, uncompressed) holding `files` (paths relative to `/`, regular files,
+/// mode 0755 so scripts run) and their parent directories.
+pub fn cpio(files: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut dirs: Vec<String> = Vec::new();
+    for (path, _) in files {
+        let mut p = Path::new(path).parent();
+        while let Some(d) = p {
+            let s = d.to_string_lossy().into_owned();
+            if !s.is_empty() && !dirs.contains(&s) {
+                dirs.push(s);
+            }
+            p = d.parent();
+        }
+    }
+    dirs.sort();
+    let mut ino = 0x4000_0000u32;
+    for d in &dirs {
+        ino += 1;
+        entry(&mut out, ino, d, 0o040755, &[]);
+    }
+    for (path, data) in files {
+        ino += 1;
+        entry(&mut out, ino, path, 0o100755, data);
+    }
+    entry(&mut out, 0, "TRAILER!!!", 0, &[]);
+    out
+}
+
+/// Writes the run's initrd: the cached initramfs, zero padding to a 4-byte boundary, then the
+/// probe's archive (the kernel unpacks concatenated archives in order).
+pub fn write_initrd(base: &Path, probe: &Probe, to: &Path) -> io::Result<()> {
+    let mut bytes = std::fs::read(base)?;
+    let files = probe.files();
+    if !files.is_empty() {
+        while bytes.len() % 4 != 0 {
+            bytes.push(0);
+        }
+        bytes.extend_from_slice(&cpio(&files));
+    }
+    std::fs::write(to, bytes)
+}
+
+/// Console markers printed by the guest's `/init`.
+pub mod marker {
+    /// `/init` started.
+    pub const INIT: &str = "CALAMETRA-INIT";
+    /// `CALAMETRA-ENUMERATED <sysfs name> <vid>:<pid>`.
+    pub const ENUMERATED: &str = "CALAMETRA-ENUMERATED";
+    /// `CALAMETRA-PROBE-BEGIN name=<probe>`.
+    pub const PROBE_BEGIN: &str = "CALAMETRA-PROBE-BEGIN";
+    /// `CALAMETRA-PROBE-END rc=<n>`.
+    pub const PROBE_END: &str = "CALAMETRA-PROBE-END";
+}
+
+/// The `rc` of a `CALAMETRA-PROBE-END rc=<n>` line.
+pub fn probe_end_rc(line: &str) -> Option<i32> {
+    let rest = line.trim().strip_prefix(marker::PROBE_END)?;
+    rest.trim().strip_prefix("rc=")?.trim().parse().ok()
+}
+
+/// The bytes between the `CALAMETRA-DESCRIPTORS-BEGIN` and `-END` lines (`od -An -tx1`
+/// output), or `None` when the console has no such block or it is not hex.
+pub fn descriptor_dump(console: &[String]) -> Option<Vec<u8>> {
+    let start = console
+        .iter()
+        .position(|l| l.trim() == "CALAMETRA-DESCRIPTORS-BEGIN")?;
+    let mut out = Vec::new();
+    for l in &console[start + 1..] {
+        if l.trim() == "CALAMETRA-DESCRIPTORS-END" {
+            return Some(out);
+        }
+        for w in l.split_whitespace() {
+            out.push(u8::from_str_radix(w, 16).ok()?);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpio_entries_are_newc_and_aligned() {
+        let a = cpio(&[("calametra/probe.sh".into(), b"echo hi\n".to_vec())]);
+        assert!(a.starts_with(b"070701"));
+        assert_eq!(a.len() % 4, 0);
+        let text = String::from_utf8_lossy(&a);
+        assert!(text.contains("calametra\0"));
+        assert!(text.contains("calametra/probe.sh\0"));
+        assert!(text.contains("echo hi\n"));
+        assert!(text.contains("TRAILER!!!"));
+        // The file entry: mode 0100755, size 8, name size 19.
+        let at = text.find("calametra/probe.sh").unwrap() - 110;
+        let h = &text[at..at + 110];
+        assert_eq!(&h[14..22], "000081ed");
+        assert_eq!(&h[54..62], "00000008");
+        assert_eq!(&h[94..102], "00000013");
+    }
+
+    #[test]
+    fn markers_parse() {
+        assert_eq!(probe_end_rc("CALAMETRA-PROBE-END rc=0"), Some(0));
+        assert_eq!(probe_end_rc("CALAMETRA-PROBE-END rc=127\r"), Some(127));
+        assert_eq!(probe_end_rc("CALAMETRA-PROBE-BEGIN name=x"), None);
+        let c: Vec<String> = [
+            "x",
+            "CALAMETRA-DESCRIPTORS-BEGIN",
+            " 12 01 00 02",
+            " ff",
+            "CALAMETRA-DESCRIPTORS-END",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(descriptor_dump(&c), Some(vec![0x12, 1, 0, 2, 0xff]));
+    }
+}

@@ -1,0 +1,667 @@
+//! The QEMU launcher: boots the guest under TCG with the instruction-count clock, serves the
+//! device to its `usb-redir` over a unix socket, captures the serial console line by line, and
+//! runs the `emulator_blocked` watchdog.
+//!
+//! This module reads the wall clock, on purpose and only here: the watchdog and the benchmark
+//! timings are about the host. Wall-clock facts never enter a deterministic trace record.
+//!
+//! Why console lines are `deterministic:false`: with `-icount` and a fixed `-rtc` a guest alone
+//! prints the same bytes run after run, but usb-redir replies reach the guest at points that
+//! depend on host scheduling (the socket is serviced by QEMU's main loop, not by the
+//! instruction count), so kernel timestamps and the interleaving of messages vary.
+
+use crate::bridge::{Bridge, BridgeError, BridgeOptions, Stats};
+use crate::guest::{self, marker, GuestImage, Probe};
+use calametra_core::host::DeviceHost;
+use calametra_core::trace::TraceHash;
+use calametra_core::usb::Device;
+use calametra_core::RunConfig;
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+/// How a guest run ended. `EmulatorBlocked` is neither a pass nor a failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The probe ended with `rc=0`.
+    Passed,
+    /// The probe ended with a non-zero `rc`, or the guest stopped before the probe ended.
+    Failed {
+        /// The probe's exit code, when it printed one.
+        rc: Option<i32>,
+        /// What happened.
+        reason: String,
+    },
+    /// The model was asked something it has no evidence for (its own outcome, never a pass).
+    ModelGap {
+        /// The first `model_gap` trace record's data.
+        gap: String,
+    },
+    /// The guest made no progress (no console output, no USB traffic) within its budget, or
+    /// ran past the total budget; QEMU was killed. No verdict.
+    EmulatorBlocked {
+        /// Which budget ran out and what the guest did last.
+        reason: String,
+    },
+}
+
+impl Outcome {
+    /// `passed`, `failed`, `model_gap` or `emulator_blocked`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed { .. } => "failed",
+            Outcome::ModelGap { .. } => "model_gap",
+            Outcome::EmulatorBlocked { .. } => "emulator_blocked",
+        }
+    }
+
+    /// Whether this outcome is a verdict (pass or fail) at all.
+    pub fn is_verdict(&self) -> bool {
+        matches!(self, Outcome::Passed | Outcome::Failed { .. })
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Passed => f.write_str("passed"),
+            Outcome::Failed { rc, reason } => match rc {
+                Some(rc) => write!(f, "failed (rc={rc}): {reason}"),
+                None => write!(f, "failed: {reason}"),
+            },
+            Outcome::ModelGap { gap } => write!(f, "model gap: {gap}"),
+            Outcome::EmulatorBlocked { reason } => write!(f, "emulator_blocked: {reason}"),
+        }
+    }
+}
+
+/// Where QEMU and the guest are, and the run's budgets.
+#[derive(Clone, Debug)]
+pub struct QemuConfig {
+    /// The QEMU binary.
+    pub qemu: PathBuf,
+    /// The guest to boot.
+    pub guest: GuestImage,
+    /// Guest memory in MiB.
+    pub memory_mib: u32,
+    /// `-icount shift=N`: one instruction is 2^N ns of guest time.
+    pub icount_shift: u8,
+    /// `-rtc base=...`.
+    pub rtc_base: String,
+    /// The watchdog: wall time without console output or USB traffic before the run ends as
+    /// `emulator_blocked`.
+    pub no_progress: Duration,
+    /// The whole run's wall-time budget (also `emulator_blocked` when it runs out).
+    pub budget: Duration,
+    /// Extra kernel command-line words.
+    pub extra_append: String,
+    /// How the device is presented.
+    pub bridge: BridgeOptions,
+    /// Wall time the socket must be quiet before an idle tick moves the model's clock.
+    pub idle_after: Duration,
+}
+
+impl QemuConfig {
+    /// Defaults for `guest`: `qemu-system-x86_64` from `PATH`, 512 MiB, shift 5, the fixed RTC,
+    /// a 60 s watchdog and a 300 s budget.
+    pub fn new(guest: GuestImage) -> QemuConfig {
+        QemuConfig {
+            qemu: PathBuf::from("qemu-system-x86_64"),
+            guest,
+            memory_mib: 512,
+            icount_shift: 5,
+            rtc_base: "2026-01-01T00:00:00".into(),
+            no_progress: Duration::from_secs(60),
+            budget: Duration::from_secs(300),
+            extra_append: String::new(),
+            bridge: BridgeOptions::default(),
+            idle_after: Duration::from_millis(20),
+        }
+    }
+
+    /// The QEMU command for a run whose socket and initrd are `socket` and `initrd`.
+    pub fn command(&self, socket: &Path, initrd: &Path, append: &str) -> Command {
+        let mut c = Command::new(&self.qemu);
+        c.args(["-machine", "q35", "-accel", "tcg"])
+            .arg("-icount")
+            .arg(format!("shift={},sleep=off,align=off", self.icount_shift))
+            .arg("-rtc")
+            .arg(format!("base={},clock=vm", self.rtc_base))
+            .arg("-m")
+            .arg(self.memory_mib.to_string())
+            .args(["-smp", "1", "-nographic", "-nodefaults", "-serial", "stdio"])
+            .args(["-no-reboot", "-device", "qemu-xhci,id=xhci"])
+            .arg("-chardev")
+            .arg(format!("socket,id=usbredir0,path={}", socket.display()))
+            .args([
+                "-device",
+                "usb-redir,chardev=usbredir0,id=redir0,bus=xhci.0",
+            ])
+            .arg("-kernel")
+            .arg(&self.guest.kernel)
+            .arg("-initrd")
+            .arg(initrd)
+            .arg("-append")
+            .arg(append);
+        c
+    }
+}
+
+/// What went wrong before a run could give an outcome.
+#[derive(Debug)]
+pub enum QemuError {
+    /// Preparing the run's files or socket failed.
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        error: std::io::Error,
+    },
+    /// QEMU did not start, or exited before connecting to the socket.
+    Qemu(String),
+    /// The bridge could not serve the device.
+    Bridge(BridgeError),
+}
+
+impl std::fmt::Display for QemuError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QemuError::Io { what, error } => write!(f, "{what}: {error}"),
+            QemuError::Qemu(m) => write!(f, "QEMU: {m}"),
+            QemuError::Bridge(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for QemuError {}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> QemuError {
+    let what = what.into();
+    move |error| QemuError::Io { what, error }
+}
+
+/// Wall-clock facts of a run, for people and BENCHMARKS.md (never hashed).
+#[derive(Clone, Debug, Default)]
+pub struct Timings {
+    /// From QEMU's start to the guest's `CALAMETRA-ENUMERATED` line.
+    pub enumerated: Option<Duration>,
+    /// From `CALAMETRA-ENUMERATED` to `CALAMETRA-PROBE-END`.
+    pub probe: Option<Duration>,
+    /// The whole run.
+    pub total: Duration,
+}
+
+/// Everything a guest run produced.
+#[derive(Clone, Debug)]
+pub struct QemuRun {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The guest's console, line by line (escape sequences and `\r` removed).
+    pub console: Vec<String>,
+    /// The trace (JSON Lines, each ending in `\n`): the model's transfers, `emulator` and
+    /// `guest` records.
+    pub trace: Vec<String>,
+    /// The trace hash: the deterministic records (the model's transfers and what the bridge
+    /// derived from them).
+    pub hash: TraceHash,
+    /// Deterministic records hashed.
+    pub records: u64,
+    /// Bridge counters.
+    pub stats: Stats,
+    /// Wall-clock timings.
+    pub timings: Timings,
+    /// QEMU's exit code (`None` when killed).
+    pub exit: Option<i32>,
+    /// QEMU's stderr.
+    pub qemu_stderr: String,
+    /// The QEMU command line.
+    pub command: String,
+}
+
+impl QemuRun {
+    /// A one-screen summary: outcome, timings, hash, the last console lines.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "outcome: {}\ntrace hash: {} ({} records)\nenumerated after: {:?}, probe: {:?}, total: {:.1?}\nusbredir: {:?}\n",
+            self.outcome, self.hash, self.records, self.timings.enumerated, self.timings.probe, self.timings.total, self.stats
+        );
+        let from = self.console.len().saturating_sub(25);
+        for l in &self.console[from..] {
+            s.push_str("  | ");
+            s.push_str(l);
+            s.push('\n');
+        }
+        if !self.qemu_stderr.trim().is_empty() {
+            s.push_str("qemu stderr:\n");
+            s.push_str(&self.qemu_stderr);
+        }
+        s
+    }
+
+    /// Console lines between `begin` and the next line starting with `end` (exclusive).
+    pub fn console_block(&self, begin: &str, end: &str) -> Vec<String> {
+        let Some(i) = self.console.iter().position(|l| l.starts_with(begin)) else {
+            return Vec::new();
+        };
+        self.console[i + 1..]
+            .iter()
+            .take_while(|l| !l.starts_with(end))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Removes ANSI escape sequences and carriage returns from a console line.
+pub fn clean_line(raw: &[u8]) -> String {
+    let s = String::from_utf8_lossy(raw);
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => {
+                // ESC [ ... final byte, or ESC + one char.
+                if chars.peek() == Some(&'[') {
+                    chars.next();
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                } else {
+                    chars.next();
+                }
+            }
+            '\r' => {}
+            c if (c as u32) < 0x20 && c != '\t' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn read_lines(src: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(src);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match r.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    if tx.send(clean_line(&buf)).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+static RUN_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A scratch directory removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Kills QEMU if the run unwinds.
+struct Guard(Option<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Boots the guest with `device` on its USB bus, runs `probe`, and returns the run and the
+/// device host (to read the model's ground truth afterwards). `config` gives the fault plan
+/// and choice source of the model's side; its trace is always kept.
+pub fn run_with_host<D: Device>(
+    device: D,
+    config: &RunConfig,
+    probe: &Probe,
+    qemu: &QemuConfig,
+) -> Result<(QemuRun, DeviceHost), QemuError> {
+    let start = Instant::now();
+    let cfg = RunConfig {
+        keep_trace: true,
+        ..config.clone()
+    };
+    let host = DeviceHost::new(device, &cfg);
+    let mut bridge = Bridge::new(host, qemu.bridge.clone()).map_err(QemuError::Bridge)?;
+
+    let n = RUN_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("calametra-qemu-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+    let scratch = Scratch(dir.clone());
+    let socket = dir.join("usbredir.sock");
+    let initrd = dir.join("initrd.img");
+    guest::write_initrd(&qemu.guest.initramfs, probe, &initrd)
+        .map_err(io(format!("writing {}", initrd.display())))?;
+    let listener =
+        UnixListener::bind(&socket).map_err(io(format!("binding {}", socket.display())))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(io("making the socket non-blocking"))?;
+
+    let (vid, pid) = (bridge.info().vendor_id(), bridge.info().product_id());
+    let append = format!(
+        "console=ttyS0 quiet panic=-1 usbcore.autosuspend=-1 calametra.probe={} calametra.dev={vid:04x}:{pid:04x} {}",
+        probe.name(),
+        qemu.extra_append
+    );
+    let mut cmd = qemu.command(&socket, &initrd, append.trim());
+    let command = format!("{cmd:?}");
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| QemuError::Qemu(format!("cannot start {}: {e}", qemu.qemu.display())))?;
+    let console_rx = child.stdout.take().map(read_lines);
+    let stderr_rx = child.stderr.take().map(read_lines);
+    let mut guard = Guard(Some(child));
+    bridge.host_mut().record("emulator", "qemu", false, |r| {
+        r.str("event", "start").str("command", &command);
+    });
+
+    // QEMU connects to us while it starts.
+    let stream = loop {
+        match listener.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => return Err(io("accepting QEMU's connection")(e)),
+        }
+        let exited = guard.0.as_mut().and_then(|c| c.try_wait().ok().flatten());
+        if exited.is_some() || start.elapsed() > Duration::from_secs(30) {
+            let err: Vec<String> = stderr_rx.iter().flat_map(|r| r.try_iter()).collect();
+            return Err(QemuError::Qemu(format!(
+                "did not connect to the usbredir socket ({}): {}",
+                match exited {
+                    Some(s) => format!("exited with {s}"),
+                    None => "30 s passed".into(),
+                },
+                err.join("\n")
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let outcome = serve(&mut bridge, stream, &mut guard, console_rx, qemu, start);
+    let (outcome_kind, console, timings, exit) = outcome;
+    let stderr: Vec<String> = stderr_rx.iter().flat_map(|r| r.try_iter()).collect();
+    drop(scratch);
+
+    let host = bridge.host();
+    let trace: Vec<String> = host.lines().to_vec();
+    let gap = trace
+        .iter()
+        .find(|l| l.contains("\"kind\":\"model_gap\""))
+        .map(|l| {
+            l.split("\"data\":")
+                .nth(1)
+                .unwrap_or(l)
+                .trim_end()
+                .trim_end_matches('}')
+                .to_string()
+                + "}"
+        });
+    let outcome = match (outcome_kind, gap) {
+        (o @ Outcome::EmulatorBlocked { .. }, _) => o,
+        (_, Some(gap)) => Outcome::ModelGap { gap },
+        (o, None) => o,
+    };
+    let (hash, records) = host.hash();
+    let run = QemuRun {
+        outcome,
+        console,
+        trace,
+        hash,
+        records,
+        stats: bridge.stats().clone(),
+        timings: Timings {
+            total: start.elapsed(),
+            ..timings
+        },
+        exit,
+        qemu_stderr: stderr.join("\n"),
+        command,
+    };
+    Ok((run, bridge.into_host()))
+}
+
+/// Boots the guest with `device`, runs `probe` and returns what happened.
+pub fn run<D: Device>(
+    device: D,
+    config: &RunConfig,
+    probe: &Probe,
+    qemu: &QemuConfig,
+) -> Result<QemuRun, QemuError> {
+    run_with_host(device, config, probe, qemu).map(|(r, _)| r)
+}
+
+type Served = (Outcome, Vec<String>, Timings, Option<i32>);
+
+/// The run loop: socket <-> bridge, console -> trace, watchdog.
+fn serve(
+    bridge: &mut Bridge,
+    mut stream: UnixStream,
+    guard: &mut Guard,
+    console_rx: Option<Receiver<String>>,
+    qemu: &QemuConfig,
+    start: Instant,
+) -> Served {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(2)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
+    bridge.start();
+    let mut console = Vec::new();
+    let mut timings = Timings::default();
+    let mut enumerated_at = None;
+    let mut probe_rc: Option<i32> = None;
+    let mut ended_at: Option<Instant> = None;
+    let mut socket_open = true;
+    let mut last_progress = Instant::now();
+    let mut last_traffic = Instant::now();
+    let mut last_activity = bridge.activity();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut blocked: Option<String> = None;
+    let mut stream_error: Option<String> = None;
+    loop {
+        // Socket: guest -> bridge -> guest.
+        if socket_open {
+            let out = bridge.take_output();
+            if !out.is_empty() && stream.write_all(&out).is_err() {
+                socket_open = false;
+            }
+            match stream.read(&mut buf) {
+                Ok(0) => socket_open = false,
+                Ok(n) => {
+                    last_traffic = Instant::now();
+                    if let Err(e) = bridge.feed(&buf[..n]) {
+                        stream_error = Some(e.to_string());
+                        socket_open = false;
+                    }
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if last_traffic.elapsed() >= qemu.idle_after && bridge.has_pending_input() {
+                        bridge.idle_tick();
+                        last_traffic = Instant::now();
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => socket_open = false,
+            }
+            let out = bridge.take_output();
+            if !out.is_empty() && stream.write_all(&out).is_err() {
+                socket_open = false;
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if bridge.activity() != last_activity {
+            last_activity = bridge.activity();
+            last_progress = Instant::now();
+        }
+        // Console lines.
+        if let Some(rx) = &console_rx {
+            for line in rx.try_iter() {
+                last_progress = Instant::now();
+                bridge.host_mut().record("guest", "guest", false, |r| {
+                    r.str("line", &line);
+                });
+                if line.starts_with(marker::ENUMERATED) && enumerated_at.is_none() {
+                    enumerated_at = Some(Instant::now());
+                    timings.enumerated = Some(start.elapsed());
+                }
+                if let Some(rc) = guest::probe_end_rc(&line) {
+                    probe_rc = Some(rc);
+                    ended_at = Some(Instant::now());
+                    timings.probe = enumerated_at.map(|t| t.elapsed());
+                }
+                console.push(line);
+            }
+        }
+        // QEMU exited?
+        let status = guard.0.as_mut().and_then(|c| c.try_wait().ok().flatten());
+        if let Some(status) = status {
+            // Drain what the console thread still holds.
+            if let Some(rx) = &console_rx {
+                let deadline = Instant::now() + Duration::from_millis(500);
+                while let Ok(line) =
+                    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                {
+                    if let Some(rc) = guest::probe_end_rc(&line) {
+                        probe_rc = Some(rc);
+                    }
+                    bridge.host_mut().record("guest", "guest", false, |r| {
+                        r.str("line", &line);
+                    });
+                    console.push(line);
+                }
+            }
+            guard.0 = None;
+            let code = status.code();
+            bridge.host_mut().record("emulator", "qemu", false, |r| {
+                r.str("event", "exit")
+                    .i64("code", code.map(i64::from).unwrap_or(-1));
+            });
+            let outcome = match probe_rc {
+                Some(0) => Outcome::Passed,
+                Some(rc) => Outcome::Failed {
+                    rc: Some(rc),
+                    reason: format!("the probe exited with {rc}"),
+                },
+                None => Outcome::Failed {
+                    rc: None,
+                    reason: match &stream_error {
+                        Some(e) => format!("QEMU exited ({status}) before the probe ended; {e}"),
+                        None => format!("QEMU exited ({status}) before the probe ended"),
+                    },
+                },
+            };
+            return (outcome, console, timings, code);
+        }
+        // After the probe ended the guest powers off; give it a moment.
+        if let Some(t) = ended_at {
+            if t.elapsed() > Duration::from_secs(20) {
+                kill(guard);
+                let rc = probe_rc.unwrap_or(-1);
+                let outcome = if rc == 0 {
+                    Outcome::Passed
+                } else {
+                    Outcome::Failed {
+                        rc: Some(rc),
+                        reason: format!("the probe exited with {rc} (QEMU did not power off)"),
+                    }
+                };
+                return (outcome, console, timings, None);
+            }
+            continue;
+        }
+        // The watchdog.
+        if last_progress.elapsed() > qemu.no_progress {
+            blocked = Some(format!(
+                "no console output and no USB traffic for {:?} (last line: {:?}; usbredir {:?})",
+                qemu.no_progress,
+                console.last().cloned().unwrap_or_default(),
+                bridge.stats()
+            ));
+        } else if start.elapsed() > qemu.budget {
+            blocked = Some(format!(
+                "the run's budget of {:?} ran out (last line: {:?})",
+                qemu.budget,
+                console.last().cloned().unwrap_or_default()
+            ));
+        }
+        if let Some(reason) = blocked.take() {
+            let r = reason.clone();
+            bridge
+                .host_mut()
+                .record("emulator", "watchdog", false, |d| {
+                    d.str("event", "emulator_blocked").str("reason", &r);
+                });
+            kill(guard);
+            return (Outcome::EmulatorBlocked { reason }, console, timings, None);
+        }
+    }
+}
+
+fn kill(guard: &mut Guard) {
+    if let Some(mut c) = guard.0.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn console_lines_lose_escapes() {
+        assert_eq!(
+            clean_line(b"\x1bc\x1b[?7l\x1b[2JCALAMETRA-INIT\r\n"),
+            "CALAMETRA-INIT"
+        );
+        assert_eq!(
+            clean_line(b"[    1.0] usb 1-1: new\r\n"),
+            "[    1.0] usb 1-1: new"
+        );
+    }
+
+    #[test]
+    fn the_command_has_the_deterministic_clock() {
+        let g = GuestImage {
+            dir: "/g".into(),
+            kernel: "/g/vmlinuz".into(),
+            initramfs: "/g/initramfs.cpio.gz".into(),
+        };
+        let c = QemuConfig::new(g).command(Path::new("/s"), Path::new("/i"), "quiet");
+        let args: Vec<String> = c
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let joined = args.join(" ");
+        assert!(
+            joined.contains("-icount shift=5,sleep=off,align=off"),
+            "{joined}"
+        );
+        assert!(joined.contains("-rtc base=2026-01-01T00:00:00,clock=vm"));
+        assert!(joined.contains("-accel tcg"));
+        assert!(joined.contains("usb-redir,chardev=usbredir0,id=redir0,bus=xhci.0"));
+        assert!(joined.contains("socket,id=usbredir0,path=/s"));
+        assert!(joined.contains("-m 512"));
+    }
+}

@@ -38,6 +38,11 @@
 pub use calametra_core::*;
 pub use calametra_macros::scenario;
 
+#[cfg(feature = "cli")]
+pub mod cli;
+#[cfg(feature = "cli")]
+mod cli_models;
+pub mod export;
 pub mod harness;
 pub mod report;
 

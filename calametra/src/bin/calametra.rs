@@ -1,2 +1,5 @@
-//! The `calametra` command-line tool (in progress).
-fn main() {}
+//! The `calametra` command-line tool; see `calametra --help`.
+
+fn main() -> std::process::ExitCode {
+    calametra::cli::main()
+}

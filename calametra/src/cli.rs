@@ -1,0 +1,289 @@
+//! The `calametra` command-line tool: `replay`, `diff`, `show`, `export`, `compare`, `qemu`.
+//!
+//! Every command reads real files and reports a bad one with a clear message naming the file
+//! and exits non-zero; nothing here panics on input.
+
+use crate::export;
+use crate::harness::load_replayable;
+use calametra_core::choices::story;
+use calametra_core::regress::Regression;
+use calametra_core::trace::{first_divergence, read_jsonl, render_divergence, Record};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+calametra: deterministic testing of device drivers
+
+usage:
+  calametra replay FILE                      rerun a regression file or a trace; byte-exact or a failure
+  calametra diff A.jsonl B.jsonl [--context N]
+                                             first divergent record of two traces
+  calametra show FILE                        the minimal story of a failure (regression or trace)
+  calametra export FILE (--chrome OUT.json | --html OUT.html)
+                                             a Perfetto/Chrome trace or a self-contained HTML timeline
+  calametra compare --capture CAPTURE --spec SPEC [--device BUS:ADDR]
+                                             replay a real capture's control transfers against a model
+  calametra qemu --spec SPEC [--probe NAME] [--script FILE]
+                                             serve a model to a Linux guest under QEMU
+";
+
+/// A CLI failure: the message, and the exit code (2 for usage, 1 for a failed check).
+pub struct CliError(pub String, pub u8);
+
+fn usage(msg: &str) -> CliError {
+    CliError(format!("{msg}\n\n{USAGE}"), 2)
+}
+
+fn fail(msg: impl Into<String>) -> CliError {
+    CliError(msg.into(), 1)
+}
+
+/// Runs the tool with `args` (without the program name), printing to stdout.
+pub fn run(args: &[String]) -> Result<(), CliError> {
+    let Some((cmd, rest)) = args.split_first() else {
+        return Err(usage("no command given"));
+    };
+    match cmd.as_str() {
+        "replay" => replay(rest),
+        "diff" => diff(rest),
+        "show" => show(rest),
+        "export" => export_cmd(rest),
+        "compare" => crate::cli_models::compare(rest),
+        "qemu" => crate::cli_models::qemu(rest),
+        "-h" | "--help" | "help" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => Err(usage(&format!("unknown command `{other}`"))),
+    }
+}
+
+/// The binary's main.
+pub fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError(msg, code)) => {
+            eprintln!("calametra: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// `--name value` options and positional arguments.
+pub(crate) struct Opts {
+    pub(crate) positional: Vec<String>,
+    pub(crate) named: BTreeMap<String, String>,
+}
+
+pub(crate) fn parse_opts(args: &[String], valued: &[&str]) -> Result<Opts, CliError> {
+    let mut o = Opts {
+        positional: Vec::new(),
+        named: BTreeMap::new(),
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if let Some(name) = a.strip_prefix("--") {
+            if !valued.contains(&name) {
+                return Err(usage(&format!("unknown option `{a}`")));
+            }
+            let v = it
+                .next()
+                .ok_or_else(|| usage(&format!("`{a}` needs a value")))?;
+            o.named.insert(name.to_string(), v.clone());
+        } else {
+            o.positional.push(a.clone());
+        }
+    }
+    Ok(o)
+}
+
+fn one_file(o: &Opts, what: &str) -> Result<PathBuf, CliError> {
+    match o.positional.as_slice() {
+        [f] => Ok(PathBuf::from(f)),
+        [] => Err(usage(&format!("{what} needs a FILE"))),
+        _ => Err(usage(&format!("{what} takes one FILE"))),
+    }
+}
+
+fn records(path: &Path) -> Result<Vec<Record>, CliError> {
+    read_jsonl(path).map_err(|e| fail(e.to_string()))
+}
+
+fn replay(args: &[String]) -> Result<(), CliError> {
+    let o = parse_opts(args, &["cargo"])?;
+    let file = one_file(&o, "replay")?;
+    let (events, hash, _) = load_replayable(&file).map_err(fail)?;
+    let (scenario, package, target) = replay_target(&file)?;
+    let abs = std::fs::canonicalize(&file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
+    let cargo = o
+        .named
+        .get("cargo")
+        .cloned()
+        .unwrap_or_else(|| std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let trial = format!("{scenario}::replay");
+    println!(
+        "replaying {} ({} events: {}), expecting {hash}",
+        file.display(),
+        events.len(),
+        story(&events)
+    );
+    println!("$ {cargo} test -p {package} --test {target} -- --exact {trial}");
+    let status = std::process::Command::new(&cargo)
+        .args(["test", "-p", &package, "--test", &target, "--", "--exact", &trial])
+        .env("CALAMETRA_REPLAY_FILE", &abs)
+        .status()
+        .map_err(|e| fail(format!("cannot run `{cargo}`: {e}")))?;
+    if status.success() {
+        println!("replay is byte-exact: {hash}");
+        Ok(())
+    } else {
+        Err(fail(format!(
+            "replay of {} failed (see the trial's output above)",
+            file.display()
+        )))
+    }
+}
+
+/// The scenario, package and test target a regression or trace file names.
+fn replay_target(file: &Path) -> Result<(String, String, String), CliError> {
+    let text = std::fs::read_to_string(file).map_err(|e| fail(format!("{}: cannot read: {e}", file.display())))?;
+    if let Ok(reg) = Regression::parse(file, &text) {
+        return Ok((reg.scenario, reg.package, reg.target));
+    }
+    let recs = records(file)?;
+    let s = recs
+        .iter()
+        .rev()
+        .find(|r| r.kind == "summary")
+        .ok_or_else(|| fail(format!("{}: no `summary` record; not a trace written by Calametra", file.display())))?;
+    let get = |k: &str| {
+        s.data[k]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| fail(format!("{}:{}: field `data.{k}`: expected a string", file.display(), s.line_no)))
+    };
+    Ok((get("scenario")?, get("package")?, get("target")?))
+}
+
+fn kind_counts(r: &[Record]) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for x in r.iter().filter(|x| x.deterministic) {
+        *m.entry(x.kind.clone()).or_insert(0) += 1;
+    }
+    m
+}
+
+fn diff(args: &[String]) -> Result<(), CliError> {
+    let o = parse_opts(args, &["context"])?;
+    let [a, b] = o.positional.as_slice() else {
+        return Err(usage("diff needs two trace files"));
+    };
+    let context: usize = match o.named.get("context") {
+        Some(c) => c
+            .parse()
+            .map_err(|_| usage(&format!("--context `{c}`: expected a number of records")))?,
+        None => 10,
+    };
+    let (ra, rb) = (records(Path::new(a))?, records(Path::new(b))?);
+    let (ca, cb) = (kind_counts(&ra), kind_counts(&rb));
+    let mut kinds: Vec<&String> = ca.keys().chain(cb.keys()).collect();
+    kinds.sort();
+    kinds.dedup();
+    println!("records per kind ({a} | {b}):");
+    for k in kinds {
+        println!(
+            "  {k:<12} {:>6} | {:<6}",
+            ca.get(k).copied().unwrap_or(0),
+            cb.get(k).copied().unwrap_or(0)
+        );
+    }
+    match first_divergence(&ra, &rb) {
+        None => {
+            println!("the deterministic records are identical");
+            Ok(())
+        }
+        Some(d) => {
+            print!("{}", render_divergence(&ra, &d, context));
+            Err(CliError("the traces diverge".into(), 1))
+        }
+    }
+}
+
+fn show(args: &[String]) -> Result<(), CliError> {
+    let o = parse_opts(args, &[])?;
+    let file = one_file(&o, "show")?;
+    let text = std::fs::read_to_string(&file).map_err(|e| fail(format!("{}: cannot read: {e}", file.display())))?;
+    let whole: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+    if whole.as_ref().is_some_and(|v| v.get("format").is_some()) {
+        let r = Regression::parse(&file, &text).map_err(|e| fail(e.to_string()))?;
+        println!("{}", r.failure);
+        println!("scenario:  {}", r.scenario);
+        println!("signature: {}", r.signature);
+        println!("found by:  {} (base seed {})", r.found_by, r.base_seed);
+        println!("story:     {}", r.story);
+        for (i, e) in r.events.iter().enumerate() {
+            println!("  {:>2}. {e}", i + 1);
+        }
+        println!("trace hash: {}", r.trace_hash);
+        println!(
+            "replay:    cargo test -p {} --test {} -- --exact {}::regression::{}",
+            r.package, r.target, r.scenario, r.id
+        );
+        return Ok(());
+    }
+    let recs = records(&file)?;
+    let (events, hash, _) = load_replayable(&file).map_err(fail)?;
+    if let Some(s) = recs.iter().rev().find(|r| r.kind == "summary") {
+        if let Some(f) = s.data.get("failure").and_then(|v| v.as_str()) {
+            println!("{f}");
+        }
+        if let Some(sc) = s.data.get("scenario").and_then(|v| v.as_str()) {
+            println!("scenario: {sc}");
+        }
+    }
+    println!("story:    {}", story(&events));
+    println!("trace hash: {hash}");
+    println!("records:");
+    for (k, n) in kind_counts(&recs) {
+        println!("  {k:<12} {n}");
+    }
+    println!("what happened:");
+    for r in recs.iter().filter(|r| {
+        matches!(
+            r.kind.as_str(),
+            "transfer" | "fault" | "external" | "invariant" | "mark" | "model_gap" | "end"
+        )
+    }) {
+        println!("  #{:<5} {:>12} ns  {:<10} {}", r.seq, r.t_ns, r.actor, export::label(r));
+    }
+    Ok(())
+}
+
+fn export_cmd(args: &[String]) -> Result<(), CliError> {
+    let o = parse_opts(args, &["chrome", "html"])?;
+    let file = one_file(&o, "export")?;
+    if o.named.is_empty() {
+        return Err(usage("export needs --chrome OUT.json or --html OUT.html"));
+    }
+    let recs = records(&file)?;
+    let write = |out: &str, text: String| {
+        calametra_core::regress::write_atomic(Path::new(out), text.as_bytes())
+            .map_err(|e| fail(e.to_string()))
+    };
+    if let Some(out) = o.named.get("chrome") {
+        write(out, export::chrome(&recs))?;
+        println!("wrote {out} (open it in Perfetto or chrome://tracing)");
+    }
+    if let Some(out) = o.named.get("html") {
+        let title = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("trace")
+            .to_string();
+        write(out, export::html(&recs, &title))?;
+        println!("wrote {out}");
+    }
+    Ok(())
+}

@@ -1,0 +1,96 @@
+//! The commands that need the shipped models and the QEMU bridge (`compare`, `qemu`), behind
+//! the `cli` feature so that the library alone does not link them.
+
+use crate::cli::{parse_opts, CliError};
+use calametra_core::capture::Capture;
+use calametra_core::compare::{compare_with, NoExplanations, Options};
+use calametra_core::host::DeviceHost;
+use calametra_core::sim::RunConfig;
+use calametra_core::spec::Spec;
+use calametra_core::usb::Device;
+use std::path::Path;
+
+/// The model a spec describes, by its `format`.
+pub fn model_for(spec: &Spec) -> Result<Box<dyn Device>, String> {
+    match spec.str("format").map_err(|e| e.to_string())? {
+        "calametra.spec.trigger6" => calametra_models::trigger6::Trigger6::try_from_spec(spec)
+            .map(|m| Box::new(m) as Box<dyn Device>)
+            .map_err(|e| e.to_string()),
+        "calametra.spec.dfu" => calametra_models::dfu::Dfu::try_from_spec(spec)
+            .map(|m| Box::new(m) as Box<dyn Device>)
+            .map_err(|e| e.to_string()),
+        other => Err(format!(
+            "{}: field `format`: `{other}` is not a model this tool knows; expected calametra.spec.trigger6 or calametra.spec.dfu",
+            spec.path().display()
+        )),
+    }
+}
+
+fn host_for(spec: &Spec, config: &RunConfig) -> Result<DeviceHost, String> {
+    struct Boxed(Box<dyn Device>);
+    impl Device for Boxed {
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn control(&mut self, cx: &mut calametra_core::usb::DevCtx<'_>, s: &calametra_core::usb::Setup, d: &[u8]) -> calametra_core::usb::Reply {
+            self.0.control(cx, s, d)
+        }
+        fn out(&mut self, cx: &mut calametra_core::usb::DevCtx<'_>, ep: u8, d: &[u8]) -> calametra_core::usb::Reply {
+            self.0.out(cx, ep, d)
+        }
+        fn poll_in(&mut self, cx: &mut calametra_core::usb::DevCtx<'_>, ep: u8, n: usize) -> calametra_core::usb::Reply {
+            self.0.poll_in(cx, ep, n)
+        }
+        fn on_timer(&mut self, cx: &mut calametra_core::usb::DevCtx<'_>, t: u64) {
+            self.0.on_timer(cx, t)
+        }
+        fn on_reset(&mut self, cx: &mut calametra_core::usb::DevCtx<'_>) {
+            self.0.on_reset(cx)
+        }
+        fn on_disconnect(&mut self, cx: &mut calametra_core::usb::DevCtx<'_>) {
+            self.0.on_disconnect(cx)
+        }
+        fn request_name(&self, s: &calametra_core::usb::Setup) -> Option<&str> {
+            self.0.request_name(s)
+        }
+    }
+    Ok(DeviceHost::new(Boxed(model_for(spec)?), config))
+}
+
+/// `calametra compare --capture FILE --spec SPEC [--device BUS:ADDR]`.
+pub fn compare(args: &[String]) -> Result<(), CliError> {
+    let o = parse_opts(args, &["capture", "spec", "device"])?;
+    let (Some(cap), Some(spec)) = (o.named.get("capture"), o.named.get("spec")) else {
+        return Err(CliError("compare needs --capture FILE and --spec SPEC".into(), 2));
+    };
+    let device = match o.named.get("device") {
+        None => None,
+        Some(d) => {
+            let (b, a) = d
+                .split_once(':')
+                .ok_or_else(|| CliError(format!("--device `{d}`: expected BUS:ADDR"), 2))?;
+            Some((
+                b.parse().map_err(|_| CliError(format!("--device `{d}`: bad bus"), 2))?,
+                a.parse().map_err(|_| CliError(format!("--device `{d}`: bad address"), 2))?,
+            ))
+        }
+    };
+    let spec = Spec::load(Path::new(spec)).map_err(|e| CliError(e.to_string(), 1))?;
+    let capture = Capture::load(cap).map_err(|e| CliError(e.to_string(), 1))?;
+    let mut host = host_for(&spec, &RunConfig { keep_trace: true, ..RunConfig::default() })
+        .map_err(|e| CliError(e, 1))?;
+    let options = Options { device, ..Options::default() };
+    let report = compare_with(&capture.control_transfers(), &mut host, &options, &mut NoExplanations);
+    print!("{}", report.render());
+    if report.summary().is_clean() {
+        Ok(())
+    } else {
+        Err(CliError("the model differs from the capture (unexplained differences above)".into(), 1))
+    }
+}
+
+/// `calametra qemu --spec SPEC [--probe NAME] [--script FILE]`.
+pub fn qemu(args: &[String]) -> Result<(), CliError> {
+    let _ = parse_opts(args, &["spec", "probe", "script"])?;
+    Err(CliError("qemu: not wired yet".into(), 1))
+}

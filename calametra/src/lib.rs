@@ -36,6 +36,11 @@
 #![warn(missing_docs)]
 
 pub use calametra_core::*;
+
+/// The README's examples, compiled as doctests so they cannot drift from the code.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
 pub use calametra_macros::scenario;
 
 #[cfg(feature = "cli")]

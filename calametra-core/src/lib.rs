@@ -26,6 +26,7 @@ pub mod regress;
 pub mod shrink;
 pub mod sim;
 pub mod spec;
+pub mod sync;
 pub mod trace;
 pub mod usb;
 pub mod world;

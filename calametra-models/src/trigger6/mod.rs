@@ -1,0 +1,58 @@
+//! The MCT Trigger 6 graphics function of a j5create JCD543 dock (USB 0711:5601 rev 10.10),
+//! modelled from a real capture and a real monitor's EDID (`specs/trigger6-jcd543.json`).
+//!
+//! The files follow the data: [`facts`] reads the spec, [`timing`] the 32-byte timing records,
+//! [`bulk`] the DMA and video framing and the interrupt packets, [`vram`] the sparse video RAM,
+//! [`model`] the device itself, and [`invariants`] the checks that compare the model's ground
+//! truth with a driver's beliefs.
+//!
+//! ```no_run
+//! use calametra_core::spec::Spec;
+//! use calametra_models::trigger6::Trigger6;
+//! let bytes = std::fs::read("specs/trigger6-jcd543.json").unwrap();
+//! let spec = Spec::parse("specs/trigger6-jcd543.json", &bytes).unwrap();
+//! let dock = Trigger6::try_from_spec(&spec).unwrap();
+//! assert_eq!(dock.vram_size(), 58 << 20);
+//! ```
+
+pub mod bulk;
+pub mod facts;
+pub mod invariants;
+pub mod model;
+pub mod timing;
+pub mod vram;
+
+pub use bulk::PixelFormat;
+pub use invariants::{Connection, DriverView, FlipBelief, RamWrite};
+pub use model::{FlipInfo, FlipState, Frame, Sabotage, Trigger6};
+pub use timing::Timing;
+
+/// Coverage marks the model records (`DevCtx::mark`).
+pub mod marks {
+    /// The monitor was unplugged while the last status reply for its output said connected:
+    /// whoever holds that reply holds a stale one.
+    pub const STALE_STATUS_AFTER_DISCONNECT: &str = "StaleStatusAfterDisconnect";
+    /// A flip and a modeset of the same output overlapped (a flip pending or shown between a
+    /// `set_mode` and its `finalise`).
+    pub const FLIP_DURING_MODESET: &str = "FlipDuringModeset";
+    /// A display payload arrived in more than one fragment or bulk transfer.
+    pub const FRAGMENTED_FRAME: &str = "FragmentedFrame";
+    /// Every mark, in a fixed order.
+    pub const ALL: [&str; 3] = [
+        STALE_STATUS_AFTER_DISCONNECT,
+        FLIP_DURING_MODESET,
+        FRAGMENTED_FRAME,
+    ];
+}
+
+/// The invariant names, as scenarios declare them.
+pub mod names {
+    /// [`Trigger6::flip_state_matches_ram`](super::Trigger6::flip_state_matches_ram).
+    pub const FLIP_STATE_MATCHES_RAM: &str = "flip_state_matches_ram";
+    /// [`Trigger6::status_matches_connection`](super::Trigger6::status_matches_connection).
+    pub const STATUS_MATCHES_CONNECTION: &str = "status_matches_connection";
+    /// [`Trigger6::modeset_has_valid_timing`](super::Trigger6::modeset_has_valid_timing).
+    pub const MODESET_HAS_VALID_TIMING: &str = "modeset_has_valid_timing";
+    /// [`Trigger6::ram_writes_in_bounds`](super::Trigger6::ram_writes_in_bounds).
+    pub const RAM_WRITES_IN_BOUNDS: &str = "ram_writes_in_bounds";
+}

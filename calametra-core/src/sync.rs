@@ -56,13 +56,17 @@ impl<T> Mutex<T> {
 impl<T> Deref for MutexGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        self.inner.as_deref().expect("guard holds the value until dropped")
+        self.inner
+            .as_deref()
+            .expect("guard holds the value until dropped")
     }
 }
 
 impl<T> DerefMut for MutexGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
-        self.inner.as_deref_mut().expect("guard holds the value until dropped")
+        self.inner
+            .as_deref_mut()
+            .expect("guard holds the value until dropped")
     }
 }
 
@@ -89,19 +93,25 @@ mod tests {
         for seed in 0..40 {
             let log = Rc::new(RefCell::new(Vec::new()));
             let l2 = log.clone();
-            let r = run(RunConfig { source: Source::Seeded(seed), ..RunConfig::default() }, &move |sim| {
-                let m = Rc::new(Mutex::new(0u32));
-                for name in ["a", "b"] {
-                    let (m, log) = (m.clone(), l2.clone());
-                    sim.spawn(name, async move {
-                        let mut g = m.lock().await;
-                        let before = *g;
-                        crate::exec::yield_now().await; // held across a scheduling point
-                        *g = before + 1;
-                        log.borrow_mut().push(name);
-                    });
-                }
-            });
+            let r = run(
+                RunConfig {
+                    source: Source::Seeded(seed),
+                    ..RunConfig::default()
+                },
+                &move |sim| {
+                    let m = Rc::new(Mutex::new(0u32));
+                    for name in ["a", "b"] {
+                        let (m, log) = (m.clone(), l2.clone());
+                        sim.spawn(name, async move {
+                            let mut g = m.lock().await;
+                            let before = *g;
+                            crate::exec::yield_now().await; // held across a scheduling point
+                            *g = before + 1;
+                            log.borrow_mut().push(name);
+                        });
+                    }
+                },
+            );
             assert!(r.failure.is_none(), "{:?}", r.failure);
             assert_eq!(log.borrow().len(), 2);
             orders.insert(log.borrow().clone());

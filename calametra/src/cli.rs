@@ -131,7 +131,9 @@ fn replay(args: &[String]) -> Result<(), CliError> {
     );
     println!("$ {cargo} test -p {package} --test {target} -- --exact {trial}");
     let status = std::process::Command::new(&cargo)
-        .args(["test", "-p", &package, "--test", &target, "--", "--exact", &trial])
+        .args([
+            "test", "-p", &package, "--test", &target, "--", "--exact", &trial,
+        ])
         .env("CALAMETRA_REPLAY_FILE", &abs)
         .status()
         .map_err(|e| fail(format!("cannot run `{cargo}`: {e}")))?;
@@ -148,7 +150,8 @@ fn replay(args: &[String]) -> Result<(), CliError> {
 
 /// The scenario, package and test target a regression or trace file names.
 fn replay_target(file: &Path) -> Result<(String, String, String), CliError> {
-    let text = std::fs::read_to_string(file).map_err(|e| fail(format!("{}: cannot read: {e}", file.display())))?;
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| fail(format!("{}: cannot read: {e}", file.display())))?;
     if let Ok(reg) = Regression::parse(file, &text) {
         return Ok((reg.scenario, reg.package, reg.target));
     }
@@ -157,12 +160,20 @@ fn replay_target(file: &Path) -> Result<(String, String, String), CliError> {
         .iter()
         .rev()
         .find(|r| r.kind == "summary")
-        .ok_or_else(|| fail(format!("{}: no `summary` record; not a trace written by Calametra", file.display())))?;
+        .ok_or_else(|| {
+            fail(format!(
+                "{}: no `summary` record; not a trace written by Calametra",
+                file.display()
+            ))
+        })?;
     let get = |k: &str| {
-        s.data[k]
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| fail(format!("{}:{}: field `data.{k}`: expected a string", file.display(), s.line_no)))
+        s.data[k].as_str().map(str::to_string).ok_or_else(|| {
+            fail(format!(
+                "{}:{}: field `data.{k}`: expected a string",
+                file.display(),
+                s.line_no
+            ))
+        })
     };
     Ok((get("scenario")?, get("package")?, get("target")?))
 }
@@ -214,7 +225,8 @@ fn diff(args: &[String]) -> Result<(), CliError> {
 fn show(args: &[String]) -> Result<(), CliError> {
     let o = parse_opts(args, &[])?;
     let file = one_file(&o, "show")?;
-    let text = std::fs::read_to_string(&file).map_err(|e| fail(format!("{}: cannot read: {e}", file.display())))?;
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| fail(format!("{}: cannot read: {e}", file.display())))?;
     let whole: Option<serde_json::Value> = serde_json::from_str(&text).ok();
     if whole.as_ref().is_some_and(|v| v.get("format").is_some()) {
         let r = Regression::parse(&file, &text).map_err(|e| fail(e.to_string()))?;
@@ -256,7 +268,13 @@ fn show(args: &[String]) -> Result<(), CliError> {
             "transfer" | "fault" | "external" | "invariant" | "mark" | "model_gap" | "end"
         )
     }) {
-        println!("  #{:<5} {:>12} ns  {:<10} {}", r.seq, r.t_ns, r.actor, export::label(r));
+        println!(
+            "  #{:<5} {:>12} ns  {:<10} {}",
+            r.seq,
+            r.t_ns,
+            r.actor,
+            export::label(r)
+        );
     }
     Ok(())
 }

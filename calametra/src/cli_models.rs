@@ -32,13 +32,28 @@ fn host_for(spec: &Spec, config: &RunConfig) -> Result<DeviceHost, String> {
         fn name(&self) -> &str {
             self.0.name()
         }
-        fn control(&mut self, cx: &mut calametra_core::usb::DevCtx<'_>, s: &calametra_core::usb::Setup, d: &[u8]) -> calametra_core::usb::Reply {
+        fn control(
+            &mut self,
+            cx: &mut calametra_core::usb::DevCtx<'_>,
+            s: &calametra_core::usb::Setup,
+            d: &[u8],
+        ) -> calametra_core::usb::Reply {
             self.0.control(cx, s, d)
         }
-        fn out(&mut self, cx: &mut calametra_core::usb::DevCtx<'_>, ep: u8, d: &[u8]) -> calametra_core::usb::Reply {
+        fn out(
+            &mut self,
+            cx: &mut calametra_core::usb::DevCtx<'_>,
+            ep: u8,
+            d: &[u8],
+        ) -> calametra_core::usb::Reply {
             self.0.out(cx, ep, d)
         }
-        fn poll_in(&mut self, cx: &mut calametra_core::usb::DevCtx<'_>, ep: u8, n: usize) -> calametra_core::usb::Reply {
+        fn poll_in(
+            &mut self,
+            cx: &mut calametra_core::usb::DevCtx<'_>,
+            ep: u8,
+            n: usize,
+        ) -> calametra_core::usb::Reply {
             self.0.poll_in(cx, ep, n)
         }
         fn on_timer(&mut self, cx: &mut calametra_core::usb::DevCtx<'_>, t: u64) {
@@ -61,7 +76,10 @@ fn host_for(spec: &Spec, config: &RunConfig) -> Result<DeviceHost, String> {
 pub fn compare(args: &[String]) -> Result<(), CliError> {
     let o = parse_opts(args, &["capture", "spec", "device"])?;
     let (Some(cap), Some(spec)) = (o.named.get("capture"), o.named.get("spec")) else {
-        return Err(CliError("compare needs --capture FILE and --spec SPEC".into(), 2));
+        return Err(CliError(
+            "compare needs --capture FILE and --spec SPEC".into(),
+            2,
+        ));
     };
     let device = match o.named.get("device") {
         None => None,
@@ -70,22 +88,41 @@ pub fn compare(args: &[String]) -> Result<(), CliError> {
                 .split_once(':')
                 .ok_or_else(|| CliError(format!("--device `{d}`: expected BUS:ADDR"), 2))?;
             Some((
-                b.parse().map_err(|_| CliError(format!("--device `{d}`: bad bus"), 2))?,
-                a.parse().map_err(|_| CliError(format!("--device `{d}`: bad address"), 2))?,
+                b.parse()
+                    .map_err(|_| CliError(format!("--device `{d}`: bad bus"), 2))?,
+                a.parse()
+                    .map_err(|_| CliError(format!("--device `{d}`: bad address"), 2))?,
             ))
         }
     };
     let spec = Spec::load(Path::new(spec)).map_err(|e| CliError(e.to_string(), 1))?;
     let capture = Capture::load(cap).map_err(|e| CliError(e.to_string(), 1))?;
-    let mut host = host_for(&spec, &RunConfig { keep_trace: true, ..RunConfig::default() })
-        .map_err(|e| CliError(e, 1))?;
-    let options = Options { device, ..Options::default() };
-    let report = compare_with(&capture.control_transfers(), &mut host, &options, &mut NoExplanations);
+    let mut host = host_for(
+        &spec,
+        &RunConfig {
+            keep_trace: true,
+            ..RunConfig::default()
+        },
+    )
+    .map_err(|e| CliError(e, 1))?;
+    let options = Options {
+        device,
+        ..Options::default()
+    };
+    let report = compare_with(
+        &capture.control_transfers(),
+        &mut host,
+        &options,
+        &mut NoExplanations,
+    );
     print!("{}", report.render());
     if report.summary().is_clean() {
         Ok(())
     } else {
-        Err(CliError("the model differs from the capture (unexplained differences above)".into(), 1))
+        Err(CliError(
+            "the model differs from the capture (unexplained differences above)".into(),
+            1,
+        ))
     }
 }
 

@@ -81,7 +81,11 @@ pub fn chrome(records: &[Record]) -> String {
         let mut cat = String::new();
         push_json_str(&mut cat, &r.kind);
         let ts = r.t_ns as f64 / 1000.0;
-        let cname = if is_alarm(r) { ",\"cname\":\"terrible\"" } else { "" };
+        let cname = if is_alarm(r) {
+            ",\"cname\":\"terrible\""
+        } else {
+            ""
+        };
         push(
             &mut out,
             format!(
@@ -229,7 +233,10 @@ mod tests {
     fn html_embeds_escaped_data() {
         let h = html(&sample(), "t6 <stale>");
         assert!(h.contains("t6 &lt;stale>"));
-        assert!(!h.contains("x</script>"), "a lane name cannot close the script");
+        assert!(
+            !h.contains("x</script>"),
+            "a lane name cannot close the script"
+        );
         assert!(h.contains("\"alarm\":true"));
     }
 }

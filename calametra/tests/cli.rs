@@ -12,8 +12,15 @@ use std::process::Command;
 use std::time::Duration;
 
 fn tool(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_calametra")).args(args).output().expect("run calametra");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_calametra"))
+        .args(args)
+        .output()
+        .expect("run calametra");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!text.contains("panicked"), "{text}");
     (out.status.code().unwrap_or(-1), text)
 }
@@ -24,7 +31,17 @@ fn scenario(sim: &mut Sim) {
     sim.spawn("driver", async move {
         for _ in 0..3 {
             let _ = iface
-                .control_in(ControlIn { control_type: ControlType::Vendor, recipient: Recipient::Device, request: 2, value: 0, index: 0, length: 4 }, Duration::from_millis(5))
+                .control_in(
+                    ControlIn {
+                        control_type: ControlType::Vendor,
+                        recipient: Recipient::Device,
+                        request: 2,
+                        value: 0,
+                        index: 0,
+                        length: 4,
+                    },
+                    Duration::from_millis(5),
+                )
                 .await;
             sleep(Duration::from_micros(calametra::exec::data_below(100))).await;
         }
@@ -32,9 +49,26 @@ fn scenario(sim: &mut Sim) {
 }
 
 fn trace_file(dir: &Path, name: &str, seed: u64) -> PathBuf {
-    let r = run(RunConfig { source: Source::Seeded(seed), keep_trace: true, ..RunConfig::default() }, &scenario);
+    let r = run(
+        RunConfig {
+            source: Source::Seeded(seed),
+            keep_trace: true,
+            ..RunConfig::default()
+        },
+        &scenario,
+    );
     let p = dir.join(name);
-    write_trace(&p, &r.lines, "cli::scenario", "calametra", "cli", &r.events, &r.hash.to_string(), None).unwrap();
+    write_trace(
+        &p,
+        &r.lines,
+        "cli::scenario",
+        "calametra",
+        "cli",
+        &r.events,
+        &r.hash.to_string(),
+        None,
+    )
+    .unwrap();
     p
 }
 
@@ -47,20 +81,45 @@ fn diff_show_and_export_on_real_traces() {
     let (code, out) = tool(&["diff", a.to_str().unwrap(), a2.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("identical"));
-    let (code, out) = tool(&["diff", a.to_str().unwrap(), b.to_str().unwrap(), "--context", "3"]);
+    let (code, out) = tool(&[
+        "diff",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--context",
+        "3",
+    ]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("first divergent record") && out.contains("fields that differ: t_ns"), "{out}");
-    assert!(out.contains("transfer") && out.contains("records per kind"), "{out}");
+    assert!(
+        out.contains("first divergent record") && out.contains("fields that differ: t_ns"),
+        "{out}"
+    );
+    assert!(
+        out.contains("transfer") && out.contains("records per kind"),
+        "{out}"
+    );
     let (code, out) = tool(&["show", a.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("trace hash: sha256:") && out.contains("ctrl.load#3 ok"), "{out}");
+    assert!(
+        out.contains("trace hash: sha256:") && out.contains("ctrl.load#3 ok"),
+        "{out}"
+    );
     let chrome = dir.path().join("a.chrome.json");
     let html = dir.path().join("a.html");
-    let (code, out) = tool(&["export", a.to_str().unwrap(), "--chrome", chrome.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    let (code, out) = tool(&[
+        "export",
+        a.to_str().unwrap(),
+        "--chrome",
+        chrome.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{out}");
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&chrome).unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&chrome).unwrap()).unwrap();
     assert!(v["traceEvents"].as_array().unwrap().len() > 5);
-    assert!(std::fs::read_to_string(&html).unwrap().contains("data-rendered"));
+    assert!(std::fs::read_to_string(&html)
+        .unwrap()
+        .contains("data-rendered"));
 }
 
 #[test]
@@ -76,27 +135,55 @@ fn bad_files_are_clear_errors() {
     let garbage = dir.path().join("garbage.jsonl");
     std::fs::write(&garbage, "{\"seq\":\"x\"}\n").unwrap();
     let wrong_version = dir.path().join("reg.json");
-    std::fs::write(&wrong_version, r#"{"format":"calametra.regression","version":99}"#).unwrap();
+    std::fs::write(
+        &wrong_version,
+        r#"{"format":"calametra.regression","version":99}"#,
+    )
+    .unwrap();
 
     for (args, needle) in [
-        (vec!["show", truncated.to_str().unwrap()], "truncated record"),
-        (vec!["diff", good.to_str().unwrap(), truncated.to_str().unwrap()], "truncated record"),
-        (vec!["export", empty.to_str().unwrap(), "--html", "/dev/null"], "empty trace"),
+        (
+            vec!["show", truncated.to_str().unwrap()],
+            "truncated record",
+        ),
+        (
+            vec!["diff", good.to_str().unwrap(), truncated.to_str().unwrap()],
+            "truncated record",
+        ),
+        (
+            vec!["export", empty.to_str().unwrap(), "--html", "/dev/null"],
+            "empty trace",
+        ),
         (vec!["show", empty.to_str().unwrap()], "empty"),
         (vec!["show", missing.to_str().unwrap()], "missing.jsonl"),
-        (vec!["diff", missing.to_str().unwrap(), good.to_str().unwrap()], "cannot open"),
+        (
+            vec!["diff", missing.to_str().unwrap(), good.to_str().unwrap()],
+            "cannot open",
+        ),
         (vec!["show", garbage.to_str().unwrap()], "field `seq`"),
-        (vec!["show", wrong_version.to_str().unwrap()], "field `version`"),
-        (vec!["replay", wrong_version.to_str().unwrap()], "field `version`"),
+        (
+            vec!["show", wrong_version.to_str().unwrap()],
+            "field `version`",
+        ),
+        (
+            vec!["replay", wrong_version.to_str().unwrap()],
+            "field `version`",
+        ),
         (vec!["replay", missing.to_str().unwrap()], "missing.jsonl"),
     ] {
         let (code, out) = tool(&args);
         assert_ne!(code, 0, "{args:?}: {out}");
-        assert!(out.contains(needle), "{args:?}: expected `{needle}` in: {out}");
+        assert!(
+            out.contains(needle),
+            "{args:?}: expected `{needle}` in: {out}"
+        );
     }
     let (code, out) = tool(&["frobnicate"]);
     assert_eq!(code, 2);
-    assert!(out.contains("unknown command") && out.contains("usage"), "{out}");
+    assert!(
+        out.contains("unknown command") && out.contains("usage"),
+        "{out}"
+    );
     let (code, out) = tool(&["export", good.to_str().unwrap()]);
     assert_eq!(code, 2, "{out}");
 }

@@ -339,3 +339,24 @@ fn two_processes_writing_the_same_regression_leave_one_complete_file() {
     let v: serde_json::Value = serde_json::from_str(&text).expect("complete, valid JSON");
     assert_eq!(v["events"].as_array().unwrap().len(), 3);
 }
+
+#[test]
+fn an_unwritable_regression_directory_prints_the_case_in_full() {
+    let tmp = tempfile::tempdir().unwrap();
+    let blocker = tmp.path().join("not-a-dir");
+    std::fs::write(&blocker, "a file where the directory should be").unwrap();
+    let (_, list) = run(bin("planted").arg("--list"));
+    let seed = list.lines().filter_map(|l| l.strip_suffix(": test")).find(|n| n.starts_with("status_long::seed::")).unwrap().to_string();
+    let (ok, out) = run(bin("planted").args(["--exact", &seed]).env("CALAMETRA_REGRESSIONS", blocker.join("regs")));
+    assert!(!ok);
+    assert!(out.contains("regression: NOT WRITTEN") && out.contains("not-a-dir"), "{out}");
+    assert!(out.contains("the case in full, so it is not lost:") && out.contains("\"format\": \"calametra.regression\""), "{out}");
+}
+
+#[test]
+fn a_fault_schedule_file_applies_to_every_trial() {
+    let (ok, out) = run(bin("demo").args(["--exact", "status_scheduled_stall::baseline"]));
+    assert!(ok, "{out}");
+    let (_, list) = run(bin("demo").arg("--list"));
+    assert!(list.contains("status_scheduled_stall::seed::"), "{list}");
+}

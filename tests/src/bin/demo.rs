@@ -39,6 +39,31 @@ fn status_fixed(sim: &mut Sim) {
     status_scenario(sim, false, 6);
 }
 
+/// A fault schedule named by the scenario: every trial runs with the second status read
+/// stalled, and the invariant checks that the driver saw exactly that.
+#[calametra::scenario(schedules = 4, fault_schedule = "../specs/faults/status-stall-second-read.json")]
+fn status_scheduled_stall(sim: &mut Sim) {
+    let dev = sim.attach(calametra_tests::StatusDevice::new(false));
+    let iface = dev.interface();
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let s2 = seen.clone();
+    sim.spawn("driver", async move {
+        for _ in 0..3 {
+            let r = iface
+                .control_in(ControlIn { control_type: ControlType::Vendor, recipient: Recipient::Device, request: 0x87, value: 0, index: 0, length: 1 }, Duration::from_millis(5))
+                .await;
+            s2.borrow_mut().push(r.err());
+        }
+    });
+    sim.invariant("second_read_stalled", move |_| {
+        let s = seen.borrow();
+        match s.get(1) {
+            None | Some(Some(TransferError::Stall)) => Ok(()),
+            Some(other) => Err(format!("second read ended {other:?}, the schedule says stall")),
+        }
+    });
+}
+
 mod nested {
     use calametra::prelude::*;
 

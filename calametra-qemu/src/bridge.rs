@@ -41,6 +41,11 @@ pub struct BridgeOptions {
     /// Interrupt packets streamed per endpoint per round, at most (a model that always has
     /// data must not starve the socket).
     pub interrupt_burst: usize,
+    /// Announce the device only when [`Bridge::plug_in`] is called, not right after the hello.
+    /// The launcher plugs the device in when the guest's `/init` starts, so the firmware
+    /// (SeaBIOS enumerates USB devices too) never talks to the model and the model serves
+    /// Linux alone.
+    pub defer_connect: bool,
 }
 
 impl Default for BridgeOptions {
@@ -51,6 +56,7 @@ impl Default for BridgeOptions {
             idle_step_ns: 1_000_000,
             version: format!("calametra usbredir host {}", env!("CARGO_PKG_VERSION")),
             interrupt_burst: 8,
+            defer_connect: false,
         }
     }
 }
@@ -128,6 +134,7 @@ pub struct Bridge {
     hello_sent: bool,
     stats: Stats,
     activity: u64,
+    plugged: bool,
 }
 
 fn get_descriptor(ty: u8, index: u8, length: u16) -> Setup {
@@ -163,7 +170,6 @@ impl Bridge {
         });
         Ok(Bridge {
             host,
-            opts,
             caps: Caps::new(HOST_CAPS),
             framer: Framer::new(),
             out: Vec::new(),
@@ -177,6 +183,8 @@ impl Bridge {
             hello_sent: false,
             stats: Stats::default(),
             activity: 0,
+            plugged: !opts.defer_connect,
+            opts,
         })
     }
 
@@ -224,6 +232,18 @@ impl Bridge {
     /// Whether an IN request or interrupt stream waits on the model (idle ticks help it).
     pub fn has_pending_input(&self) -> bool {
         !self.pending.is_empty() || !self.interrupts.is_empty()
+    }
+
+    /// Plugs the device in: announces it now if the guest's hello has arrived, else as soon as
+    /// it does. Only needed with `defer_connect`.
+    pub fn plug_in(&mut self) {
+        if self.plugged {
+            return;
+        }
+        self.plugged = true;
+        if self.caps.peer.is_some() && self.host.is_attached() && !self.connected {
+            self.announce();
+        }
     }
 
     /// Queues our hello; call once when the connection opens.
@@ -404,7 +424,7 @@ impl Bridge {
                 self.host.record("emulator", "usbredir", false, |r| {
                     r.str("event", "caps").u64("negotiated", negotiated as u64);
                 });
-                if self.host.is_attached() {
+                if self.host.is_attached() && self.plugged {
                     self.announce();
                 }
             }

@@ -179,10 +179,16 @@ pub mod marker {
     pub const PROBE_END: &str = "CALAMETRA-PROBE-END";
 }
 
-/// The `rc` of a `CALAMETRA-PROBE-END rc=<n>` line.
+/// The `rc` of a `CALAMETRA-PROBE-END rc=<n>` line (the marker may follow other text on the
+/// line: firmware and kernel output do not always end in a newline).
 pub fn probe_end_rc(line: &str) -> Option<i32> {
-    let rest = line.trim().strip_prefix(marker::PROBE_END)?;
-    rest.trim().strip_prefix("rc=")?.trim().parse().ok()
+    let at = line.find(marker::PROBE_END)?;
+    let rest = line[at + marker::PROBE_END.len()..].trim_start();
+    let digits = rest.strip_prefix("rc=")?;
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit() && c != '-')
+        .unwrap_or(digits.len());
+    digits[..end].parse().ok()
 }
 
 /// The bytes between the `CALAMETRA-DESCRIPTORS-BEGIN` and `-END` lines (`od -An -tx1`
@@ -230,6 +236,7 @@ mod tests {
         assert_eq!(probe_end_rc("CALAMETRA-PROBE-END rc=0"), Some(0));
         assert_eq!(probe_end_rc("CALAMETRA-PROBE-END rc=127\r"), Some(127));
         assert_eq!(probe_end_rc("CALAMETRA-PROBE-BEGIN name=x"), None);
+        assert_eq!(probe_end_rc("Booting..CALAMETRA-PROBE-END rc=3 x"), Some(3));
         let c: Vec<String> = [
             "x",
             "CALAMETRA-DESCRIPTORS-BEGIN",

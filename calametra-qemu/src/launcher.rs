@@ -99,7 +99,8 @@ pub struct QemuConfig {
     pub budget: Duration,
     /// Extra kernel command-line words.
     pub extra_append: String,
-    /// How the device is presented.
+    /// How the device is presented. With `defer_connect` (the default here) the device is
+    /// plugged in when the guest prints `CALAMETRA-INIT`.
     pub bridge: BridgeOptions,
     /// Wall time the socket must be quiet before an idle tick moves the model's clock.
     pub idle_after: Duration,
@@ -118,7 +119,10 @@ impl QemuConfig {
             no_progress: Duration::from_secs(60),
             budget: Duration::from_secs(300),
             extra_append: String::new(),
-            bridge: BridgeOptions::default(),
+            bridge: BridgeOptions {
+                defer_connect: true,
+                ..BridgeOptions::default()
+            },
             idle_after: Duration::from_millis(20),
         }
     }
@@ -521,7 +525,10 @@ fn serve(
                 bridge.host_mut().record("guest", "guest", false, |r| {
                     r.str("line", &line);
                 });
-                if line.starts_with(marker::ENUMERATED) && enumerated_at.is_none() {
+                if line.contains(marker::INIT) {
+                    bridge.plug_in();
+                }
+                if line.contains(marker::ENUMERATED) && enumerated_at.is_none() {
                     enumerated_at = Some(Instant::now());
                     timings.enumerated = Some(start.elapsed());
                 }

@@ -209,7 +209,7 @@ fn a_device_that_stops_answering_is_emulator_blocked_not_a_verdict() {
                 .insert(format!("ctrl.{name}#{n}"), Fault::Timeout);
         }
     }
-    qemu.no_progress = Duration::from_secs(15);
+    qemu.no_progress = Duration::from_secs(30);
     qemu.budget = Duration::from_secs(150);
     let started = std::time::Instant::now();
     let run = calametra_qemu::run(
@@ -234,7 +234,7 @@ fn a_device_that_stops_answering_is_emulator_blocked_not_a_verdict() {
         run.stats.swallowed > 0,
         "the guest's requests went unanswered"
     );
-    assert!(run.console.iter().any(|l| l.starts_with("CALAMETRA-INIT")));
+    assert!(run.console.iter().any(|l| l.contains("CALAMETRA-INIT")));
     assert!(!run
         .console
         .iter()

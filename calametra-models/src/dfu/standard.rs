@@ -1,0 +1,114 @@
+//! Chapter 9 (standard) requests of the DFU model, answered from the spec's exact bytes: the
+//! descriptor set follows the mode (run-time in appIDLE/appDETACH, DFU mode otherwise).
+//!
+//! Standard requests never change the DFU state. A request the spec gives no evidence for is a
+//! model gap (and a stall); requests USB 2.0 tells a full-speed device to refuse (the device
+//! qualifier, remote wakeup on a device without it) are plain stalls.
+
+use super::device::Dfu;
+use super::spec::DFU_FUNCTIONAL;
+use calametra_core::usb::{DevCtx, Reply, Setup};
+
+const GET_STATUS: u8 = 0;
+const CLEAR_FEATURE: u8 = 1;
+const SET_FEATURE: u8 = 3;
+const SET_ADDRESS: u8 = 5;
+const GET_DESCRIPTOR: u8 = 6;
+const GET_CONFIGURATION: u8 = 8;
+const SET_CONFIGURATION: u8 = 9;
+const GET_INTERFACE: u8 = 10;
+const SET_INTERFACE: u8 = 11;
+
+impl Dfu {
+    /// A standard request.
+    pub(super) fn standard(&mut self, cx: &mut DevCtx<'_>, setup: &Setup) -> Reply {
+        let iface = self.spec.interface as u16;
+        match (setup.request_type, setup.request) {
+            (0x80 | 0x81, GET_DESCRIPTOR) => self.get_descriptor(cx, setup),
+            (0x00, SET_ADDRESS) if setup.value <= 127 && setup.index == 0 => {
+                self.address = setup.value as u8;
+                Reply::Ack
+            }
+            (0x80, GET_CONFIGURATION) => Reply::Data(vec![self.configuration]),
+            (0x00, SET_CONFIGURATION) if setup.value <= 1 => {
+                self.configuration = setup.value as u8;
+                Reply::Ack
+            }
+            // USB 2.0 9.4.7: any other configuration value is a request error.
+            (0x00, SET_CONFIGURATION) => Reply::Stall,
+            (0x81, GET_INTERFACE) if setup.index == iface => Reply::Data(vec![0]),
+            (0x01, SET_INTERFACE) if setup.index == iface && setup.value == 0 => Reply::Ack,
+            // One alternate setting: any other is a request error (USB 2.0 9.4.10).
+            (0x01, SET_INTERFACE) if setup.index == iface => Reply::Stall,
+            // Bus-powered, no remote wakeup: every status word is zero.
+            (0x80, GET_STATUS) => Reply::Data(vec![0, 0]),
+            (0x81, GET_STATUS) if setup.index == iface => Reply::Data(vec![0, 0]),
+            (0x82, GET_STATUS) if setup.index & 0x7f == 0 => Reply::Data(vec![0, 0]),
+            // ENDPOINT_HALT on the default pipe: nothing to clear or set.
+            (0x02, CLEAR_FEATURE | SET_FEATURE) if setup.value == 0 && setup.index & 0x7f == 0 => {
+                Reply::Ack
+            }
+            // DEVICE_REMOTE_WAKEUP on a device whose configuration does not offer it.
+            (0x00, CLEAR_FEATURE | SET_FEATURE) if setup.value == 1 => Reply::Stall,
+            _ => {
+                let name = setup.standard_name().unwrap_or("standard request");
+                cx.model_gap(
+                    &format!(
+                        "{name} (bmRequestType {:#04x}, wValue {:#06x}, wIndex {:#06x})",
+                        setup.request_type, setup.value, setup.index
+                    ),
+                    self.state().spec_name(),
+                );
+                Reply::Stall
+            }
+        }
+    }
+
+    fn get_descriptor(&mut self, cx: &mut DevCtx<'_>, setup: &Setup) -> Reply {
+        let (ty, index) = ((setup.value >> 8) as u8, setup.value as u8);
+        let set = self.descriptors();
+        let bytes = match (ty, index) {
+            (1, 0) => set.device.clone(),
+            (2, 0) => set.configuration.clone(),
+            (2, _) => return Reply::Stall, // one configuration
+            (3, 0) => {
+                let ids = &self.spec.language_ids;
+                let mut v = vec![(ids.len() + 2) as u8, 3];
+                v.extend_from_slice(ids);
+                v
+            }
+            (3, i) => match self.spec.strings.get(&i) {
+                Some(text) => string_descriptor(text),
+                None => return Reply::Stall,
+            },
+            // DFU 1.1 4.1.3/4.2.4: the functional descriptor may be read on its own.
+            (DFU_FUNCTIONAL, 0) => set.functional.clone(),
+            // A full-speed-only device refuses these (USB 2.0 9.6.2, 9.6.4).
+            (6 | 7, _) => return Reply::Stall,
+            // bcdUSB 0x0200: no BOS descriptor (it needs 0x0201 or later).
+            (0x0f, _) => return Reply::Stall,
+            _ => {
+                cx.model_gap(
+                    &format!("get_descriptor type {ty:#04x} index {index}"),
+                    self.state().spec_name(),
+                );
+                return Reply::Stall;
+            }
+        };
+        let mut bytes = bytes;
+        bytes.truncate(setup.length as usize);
+        Reply::Data(bytes)
+    }
+}
+
+/// A string descriptor: bLength, type 3, UTF-16LE text.
+fn string_descriptor(text: &str) -> Vec<u8> {
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let mut v = Vec::with_capacity(2 + units.len() * 2);
+    v.push((2 + units.len() * 2) as u8);
+    v.push(3);
+    for u in units {
+        v.extend_from_slice(&u.to_le_bytes());
+    }
+    v
+}

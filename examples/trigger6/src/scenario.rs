@@ -1,0 +1,81 @@
+//! The standard scenario: the JCD543 model from the embedded spec with an HP X27q plugged into
+//! its HDMI output, the driver's two tasks, the `unplug` external, and the four invariants.
+//!
+//! This is what the harness attribute wraps:
+//! `#[calametra::scenario(spec = "specs/trigger6-jcd543.json", schedules = .., faults = transport)]`
+//! around [`scenario`]. Only the scenario is simulation-specific; the driver is not.
+
+use crate::driver::{Beliefs, Driver};
+use calametra_core::spec::Spec;
+use calametra_core::world::DeviceHandle;
+use calametra_core::Sim;
+use calametra_models::trigger6::{names, Trigger6};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// The spec's path as the attribute names it (relative to the workspace root).
+pub const SPEC_PATH: &str = "specs/trigger6-jcd543.json";
+
+/// The spec's bytes, embedded at compile time.
+pub const SPEC_JSON: &[u8] = include_bytes!("../../../specs/trigger6-jcd543.json");
+
+/// The embedded spec, parsed. Panics only if the embedded file is malformed, which the crate's
+/// tests rule out.
+pub fn spec() -> Spec {
+    match Spec::parse(SPEC_PATH, SPEC_JSON) {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// What [`build`] attached and spawned, for tests that look at the model or the beliefs.
+#[derive(Clone)]
+pub struct Handles {
+    /// The dock.
+    pub dock: DeviceHandle<Trigger6>,
+    /// The driver's beliefs.
+    pub beliefs: Rc<RefCell<Beliefs>>,
+}
+
+/// The standard scenario (see the module docs).
+pub fn scenario(sim: &mut Sim) {
+    build(sim);
+}
+
+/// Builds the standard scenario and returns its handles:
+///
+/// - attaches [`Trigger6`] from the embedded spec (monitors start disconnected, as in the
+///   capture) and plugs the HP X27q into output 0, which queues a hotplug interrupt;
+/// - spawns the driver's interrupt listener (daemon `irq`) and main sequence (task `driver`);
+/// - declares the external `unplug` (the monitor leaves output 0; exploration places it);
+/// - declares `flip_state_matches_ram`, `status_matches_connection`,
+///   `modeset_has_valid_timing` and `ram_writes_in_bounds`, each comparing the model with the
+///   driver's [`Beliefs::view`].
+pub fn build(sim: &mut Sim) -> Handles {
+    let dock = sim.attach(Trigger6::from_spec(&spec()));
+    sim.with_world(|w| w.with_model(dock, |m, cx| m.plug_monitor(cx, 0)));
+    let driver = Driver::new(dock.interface());
+    let beliefs = driver.beliefs();
+    sim.spawn_daemon("irq", driver.clone().irq_loop());
+    sim.spawn("driver", driver.run());
+    sim.external("unplug", move |w| {
+        w.with_model(dock, |m, cx| m.unplug_monitor(cx, 0));
+    });
+    let b = beliefs.clone();
+    sim.invariant(names::FLIP_STATE_MATCHES_RAM, move |w| {
+        w.model(dock).flip_state_matches_ram(&b.borrow().view())
+    });
+    let b = beliefs.clone();
+    sim.invariant(names::STATUS_MATCHES_CONNECTION, move |w| {
+        w.model(dock).status_matches_connection(&b.borrow().view())
+    });
+    let b = beliefs.clone();
+    sim.invariant(names::MODESET_HAS_VALID_TIMING, move |w| {
+        w.model(dock).modeset_has_valid_timing(&b.borrow().view())
+    });
+    let b = beliefs.clone();
+    sim.invariant(names::RAM_WRITES_IN_BOUNDS, move |w| {
+        w.model(dock).ram_writes_in_bounds(&b.borrow().view())
+    });
+    Handles { dock, beliefs }
+}

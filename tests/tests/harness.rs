@@ -346,11 +346,25 @@ fn an_unwritable_regression_directory_prints_the_case_in_full() {
     let blocker = tmp.path().join("not-a-dir");
     std::fs::write(&blocker, "a file where the directory should be").unwrap();
     let (_, list) = run(bin("planted").arg("--list"));
-    let seed = list.lines().filter_map(|l| l.strip_suffix(": test")).find(|n| n.starts_with("status_long::seed::")).unwrap().to_string();
-    let (ok, out) = run(bin("planted").args(["--exact", &seed]).env("CALAMETRA_REGRESSIONS", blocker.join("regs")));
+    let seed = list
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .find(|n| n.starts_with("status_long::seed::"))
+        .unwrap()
+        .to_string();
+    let (ok, out) = run(bin("planted")
+        .args(["--exact", &seed])
+        .env("CALAMETRA_REGRESSIONS", blocker.join("regs")));
     assert!(!ok);
-    assert!(out.contains("regression: NOT WRITTEN") && out.contains("not-a-dir"), "{out}");
-    assert!(out.contains("the case in full, so it is not lost:") && out.contains("\"format\": \"calametra.regression\""), "{out}");
+    assert!(
+        out.contains("regression: NOT WRITTEN") && out.contains("not-a-dir"),
+        "{out}"
+    );
+    assert!(
+        out.contains("the case in full, so it is not lost:")
+            && out.contains("\"format\": \"calametra.regression\""),
+        "{out}"
+    );
 }
 
 #[test]

@@ -41,7 +41,10 @@ fn status_fixed(sim: &mut Sim) {
 
 /// A fault schedule named by the scenario: every trial runs with the second status read
 /// stalled, and the invariant checks that the driver saw exactly that.
-#[calametra::scenario(schedules = 4, fault_schedule = "../specs/faults/status-stall-second-read.json")]
+#[calametra::scenario(
+    schedules = 4,
+    fault_schedule = "../specs/faults/status-stall-second-read.json"
+)]
 fn status_scheduled_stall(sim: &mut Sim) {
     let dev = sim.attach(calametra_tests::StatusDevice::new(false));
     let iface = dev.interface();
@@ -50,7 +53,17 @@ fn status_scheduled_stall(sim: &mut Sim) {
     sim.spawn("driver", async move {
         for _ in 0..3 {
             let r = iface
-                .control_in(ControlIn { control_type: ControlType::Vendor, recipient: Recipient::Device, request: 0x87, value: 0, index: 0, length: 1 }, Duration::from_millis(5))
+                .control_in(
+                    ControlIn {
+                        control_type: ControlType::Vendor,
+                        recipient: Recipient::Device,
+                        request: 0x87,
+                        value: 0,
+                        index: 0,
+                        length: 1,
+                    },
+                    Duration::from_millis(5),
+                )
                 .await;
             s2.borrow_mut().push(r.err());
         }
@@ -59,7 +72,9 @@ fn status_scheduled_stall(sim: &mut Sim) {
         let s = seen.borrow();
         match s.get(1) {
             None | Some(Some(TransferError::Stall)) => Ok(()),
-            Some(other) => Err(format!("second read ended {other:?}, the schedule says stall")),
+            Some(other) => Err(format!(
+                "second read ended {other:?}, the schedule says stall"
+            )),
         }
     });
 }

@@ -11,8 +11,9 @@
 //! default) by the capture's own timestamps.
 
 use crate::capture::{ControlTransfer, Status};
+use crate::clock::Nanos;
 use crate::host::DeviceHost;
-use crate::usb::{ControlType, Setup, TransferError};
+use crate::usb::{ControlType, DevCtx, Device, Reply, Setup, TransferError};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -23,8 +24,13 @@ pub struct Options {
     /// transfers (the lowest bus and address on a tie).
     pub device: Option<(u16, u8)>,
     /// Advance the model's virtual clock by the capture's gaps between submissions, so timers
-    /// in the model see the time the real device saw (the clock never goes backwards).
+    /// in the model see the time the real device saw (the clock never goes backwards): a
+    /// transfer submitted at capture time `t` is replayed at
+    /// [`capture_to_virtual`]`(origin, t)` after the host's time when the comparison starts.
     pub pace: bool,
+    /// The capture time (microseconds) that maps to the start of the comparison; `None` takes
+    /// the first replayed transfer's submission time. [`Scripted`] events use the same origin.
+    pub origin_us: Option<i64>,
 }
 
 impl Default for Options {
@@ -32,8 +38,17 @@ impl Default for Options {
         Options {
             device: None,
             pace: true,
+            origin_us: None,
         }
     }
+}
+
+/// Virtual nanoseconds from capture time `origin_us` to capture time `t_us` (0 before the
+/// origin): how a paced comparison maps the capture's clock onto the model's.
+pub fn capture_to_virtual(origin_us: i64, t_us: i64) -> Nanos {
+    u64::try_from(t_us.saturating_sub(origin_us))
+        .unwrap_or(0)
+        .saturating_mul(1000)
 }
 
 /// A named reason, from the model's state, why a model's answer differs from the capture's.
@@ -74,9 +89,10 @@ pub trait Explain {
         verdict: &Verdict,
     ) -> Option<Reason>;
 
-    /// The request's name in the report (`get_edid`); `None` uses a generic name.
-    fn request_name(&self, setup: &Setup) -> Option<String> {
-        let _ = setup;
+    /// The request's name in the report (`get_edid`); `None` uses a generic name. A hook
+    /// that knows the model's type can ask it: `host.device::<M>()?.request_name(setup)`.
+    fn request_name(&self, host: &DeviceHost, setup: &Setup) -> Option<String> {
+        let _ = (host, setup);
         None
     }
 }
@@ -502,7 +518,7 @@ pub fn compare_with(
     let mut other_devices = BTreeMap::new();
     let mut entries = Vec::new();
     let start_ns = host.now();
-    let mut t0: Option<i64> = None;
+    let mut t0: Option<i64> = options.origin_us;
     for t in transfers {
         if Some((t.bus, t.device)) != device {
             *other_devices.entry((t.bus, t.device)).or_insert(0) += 1;
@@ -510,13 +526,12 @@ pub fn compare_with(
         }
         let index = entries.len();
         let name = explain
-            .request_name(&t.setup)
+            .request_name(host, &t.setup)
             .unwrap_or_else(|| request_name(&t.setup));
         let skip = skip_reason(t);
         if options.pace && skip.is_none() {
-            let first = *t0.get_or_insert(t.t_us);
-            let dt_us = u64::try_from(t.t_us.saturating_sub(first)).unwrap_or(0);
-            host.advance_to(start_ns.saturating_add(dt_us.saturating_mul(1000)));
+            let origin = *t0.get_or_insert(t.t_us);
+            host.advance_to(start_ns.saturating_add(capture_to_virtual(origin, t.t_us)));
         }
         let mut entry = Entry {
             index,
@@ -660,5 +675,136 @@ fn compare_in(t: &ControlTransfer, m: &[u8]) -> (Verdict, Option<String>) {
             },
             None,
         )
+    }
+}
+
+/// An event off the bus that a capture shows (a monitor plugged in): applied to the model
+/// through its context at a virtual time.
+type Action<D> = Box<dyn FnMut(&mut D, &mut DevCtx<'_>)>;
+
+/// Marks the timer tokens [`Scripted`] uses, so they do not reach the wrapped device.
+const SCRIPT_TOKEN: u64 = 0x5c41_7000_0000_0000;
+
+/// A device with events off the bus at set virtual times: how a comparison replays what the
+/// capture shows happening outside the bus (a monitor plugged in at +34.6 s), so the model is
+/// in the state the real device was in when the next request arrives.
+///
+/// The wrapper delegates every bus event to the device. On the first one it asks for a timer
+/// per scripted event (an event already due runs at once); when a timer fires it writes an
+/// `external` trace record with the event's name and runs the action with the device's
+/// context. Timer tokens with the high bits `0x5c417` are the wrapper's; the device's own
+/// tokens pass through unchanged.
+pub struct Scripted<D> {
+    inner: D,
+    events: Vec<(Nanos, String, Option<Action<D>>)>,
+    armed: bool,
+}
+
+impl<D: Device> Scripted<D> {
+    /// Wraps `device` with no events yet.
+    pub fn new(device: D) -> Scripted<D> {
+        Scripted {
+            inner: device,
+            events: Vec::new(),
+            armed: false,
+        }
+    }
+
+    /// Adds an event named `name` at virtual time `t` (see [`capture_to_virtual`]).
+    pub fn at(
+        mut self,
+        t: Nanos,
+        name: impl Into<String>,
+        action: impl FnMut(&mut D, &mut DevCtx<'_>) + 'static,
+    ) -> Scripted<D> {
+        self.events.push((t, name.into(), Some(Box::new(action))));
+        self
+    }
+
+    /// The wrapped device, to read its ground truth.
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+
+    /// The events that have run, by name, in order of their times.
+    pub fn done(&self) -> Vec<&str> {
+        let mut v: Vec<(Nanos, &str)> = self
+            .events
+            .iter()
+            .filter(|e| e.2.is_none())
+            .map(|e| (e.0, e.1.as_str()))
+            .collect();
+        v.sort();
+        v.into_iter().map(|e| e.1).collect()
+    }
+
+    fn arm(&mut self, cx: &mut DevCtx<'_>) {
+        if self.armed {
+            return;
+        }
+        self.armed = true;
+        for i in 0..self.events.len() {
+            let t = self.events.get(i).map_or(0, |e| e.0);
+            if t <= cx.now() {
+                self.run(cx, i);
+            } else {
+                cx.wake_after(t - cx.now(), SCRIPT_TOKEN | i as u64);
+            }
+        }
+    }
+
+    fn run(&mut self, cx: &mut DevCtx<'_>, i: usize) {
+        let Some((_, name, action)) = self.events.get_mut(i) else {
+            return;
+        };
+        if let Some(mut f) = action.take() {
+            let name = name.clone();
+            cx.record("external", |d| {
+                d.str("name", &name);
+            });
+            f(&mut self.inner, cx);
+        }
+    }
+}
+
+impl<D: Device> Device for Scripted<D> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn control(&mut self, cx: &mut DevCtx<'_>, setup: &Setup, data: &[u8]) -> Reply {
+        self.arm(cx);
+        self.inner.control(cx, setup, data)
+    }
+
+    fn out(&mut self, cx: &mut DevCtx<'_>, ep: u8, data: &[u8]) -> Reply {
+        self.arm(cx);
+        self.inner.out(cx, ep, data)
+    }
+
+    fn poll_in(&mut self, cx: &mut DevCtx<'_>, ep: u8, max_len: usize) -> Reply {
+        self.arm(cx);
+        self.inner.poll_in(cx, ep, max_len)
+    }
+
+    fn on_timer(&mut self, cx: &mut DevCtx<'_>, token: u64) {
+        if token & !0xffff_ffff == SCRIPT_TOKEN {
+            self.run(cx, (token & 0xffff_ffff) as usize);
+        } else {
+            self.inner.on_timer(cx, token);
+        }
+    }
+
+    fn on_reset(&mut self, cx: &mut DevCtx<'_>) {
+        self.arm(cx);
+        self.inner.on_reset(cx);
+    }
+
+    fn on_disconnect(&mut self, cx: &mut DevCtx<'_>) {
+        self.inner.on_disconnect(cx);
+    }
+
+    fn request_name(&self, setup: &Setup) -> Option<&str> {
+        self.inner.request_name(setup)
     }
 }

@@ -790,3 +790,40 @@ a1 100 C Ci:1:002:0 0 2 = 0100
     let c = Capture::parse("wrap.txt", text.as_bytes()).unwrap();
     assert_eq!(c.events[1].t_us, (1 << 32) + 100);
 }
+
+#[test]
+fn scripted_events_reach_the_model_at_capture_time() {
+    // The capture's device changed (its first byte began to read flipped) between 4 and 5 ms.
+    let transfers = vec![
+        ctl(1, 5, 1_000, "4001000000000200", Status::Ok, &[7, 8]),
+        ctl(2, 5, 4_000, "c002000000000400", Status::Ok, &[7, 8]),
+        ctl(3, 5, 5_000, "c002000000000400", Status::Ok, &[0xf8, 8]),
+    ];
+    let origin = transfers[0].t_us;
+    let flip_at = compare::capture_to_virtual(origin, 4_500);
+    assert_eq!(flip_at, 3_500_000);
+    let model = compare::Scripted::new(Loopback::default()).at(flip_at, "flip", |d, _cx| {
+        d.sabotage_flip = true;
+    });
+    let keep = RunConfig {
+        keep_trace: true,
+        ..RunConfig::default()
+    };
+    let mut host = DeviceHost::new(model, &keep);
+    let opts = Options {
+        origin_us: Some(origin),
+        ..Options::default()
+    };
+    let r = compare::compare_with(&transfers, &mut host, &opts, &mut compare::NoExplanations);
+    assert!(r.summary().is_clean(), "{r}");
+    assert_eq!(r.summary().same, 3);
+    let d = host.device::<compare::Scripted<Loopback>>().unwrap();
+    assert_eq!(d.done(), ["flip"]);
+    assert!(d.inner().sabotage_flip);
+    let external = host
+        .lines()
+        .iter()
+        .find(|l| l.contains("\"external\""))
+        .unwrap();
+    assert!(external.contains("\"t_ns\":3500000") && external.contains("\"name\":\"flip\""));
+}

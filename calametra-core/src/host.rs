@@ -51,6 +51,26 @@ impl DeviceHost {
         any.downcast_ref::<D>()
     }
 
+    /// Acts on the device through its context (a monitor plugged at a capture's time, say);
+    /// transfers waiting on it are offered again afterwards. `None` if `D` is not its type.
+    pub fn with_device<D: Device, R>(
+        &mut self,
+        f: impl FnOnce(&mut D, &mut crate::usb::DevCtx<'_>) -> R,
+    ) -> Option<R> {
+        self.device::<D>()?;
+        let h = crate::world::DeviceHandle::<D>::new(self.dev);
+        Some(self.world.with_model(h, f))
+    }
+
+    /// The device's name for a request (as fault sites use it), if it has one.
+    pub fn request_name(&self, setup: &Setup) -> Option<String> {
+        self.world.devices[self.dev]
+            .dev
+            .request_name(setup)
+            .map(str::to_string)
+            .or_else(|| setup.standard_name().map(str::to_string))
+    }
+
     /// The world (for invariants written against `&World`).
     pub fn world(&mut self) -> &mut World {
         &mut self.world

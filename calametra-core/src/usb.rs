@@ -146,6 +146,8 @@ impl Setup {
             10 => "get_interface",
             11 => "set_interface",
             12 => "synch_frame",
+            0x30 => "set_sel",
+            0x31 => "set_isoch_delay",
             _ => return None,
         })
     }

@@ -175,3 +175,8 @@ pub fn status_scenario(sim: &mut Sim, planted_bug: bool, max_ops: usize) {
         }
     });
 }
+
+/// The shipped models' example scenarios, for the soak (filled in as the examples land).
+pub fn model_scenarios() -> Vec<(&'static str, fn(&mut Sim))> {
+    Vec::new()
+}

@@ -179,7 +179,16 @@ cmp /calametra/image.bin /tmp/up.bin && echo CALAMETRA-DFU-MATCH
         .iter()
         .map(|t| (t.from.name().to_string(), t.to.name().to_string()))
         .collect();
-    eprintln!("model transitions: {names:?}");
+    eprintln!(
+        "first model transitions: {:?}",
+        &names[..names.len().min(12)]
+    );
+    // The model's state as dfu-util's second run found it, and its recovery.
+    assert!(text.contains("dfuDNLOAD-IDLE"), "{text}");
+    assert!(
+        text.contains("Aborting previous incomplete transfer"),
+        "{text}"
+    );
     assert!(
         aborted || names.iter().any(|(f, t)| f == "dnload_idle" && t == "idle"),
         "the recovery aborted the half-done download: {names:?}"

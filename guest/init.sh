@@ -36,6 +36,7 @@ done
 [ -f /calametra/env ] && . /calametra/env
 VID=${DEV%%:*}
 PID=${DEV##*:}
+export VID PID
 
 # Prints the sysfs name of the configured device VID:PID once it is there.
 find_dev() {
@@ -67,8 +68,21 @@ probe_lsusb() {
     return $rc
 }
 
+# The class protocol of the device's first interface: 01 run-time DFU, 02 DFU mode.
+dfu_protocol() {
+    cat "/sys/bus/usb/devices/$SYSDEV:1.0/bInterfaceProtocol" 2>/dev/null
+}
+
 probe_dfu() {
     wait_dev
+    if [ "$(dfu_protocol)" = 01 ]; then
+        # Detach in its own dfu-util run: without udevd, libusb in one process never sees the
+        # device come back, so a new process looks for it in DFU mode.
+        echo "CALAMETRA-DFU-DETACH"
+        dfu-util -d "$VID:$PID" -e
+        while ! { SYSDEV=$(find_dev) && [ "$(dfu_protocol)" = 02 ]; }; do sleep 0.2; done
+        echo "CALAMETRA-DFU-MODE $SYSDEV"
+    fi
     img=/calametra/image.bin
     if [ ! -f "$img" ]; then
         # No image from the host: a fixed 64 KiB pattern.

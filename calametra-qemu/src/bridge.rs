@@ -46,6 +46,19 @@ pub struct BridgeOptions {
     /// (SeaBIOS enumerates USB devices too) never talks to the model and the model serves
     /// Linux alone.
     pub defer_connect: bool,
+    /// Coverage marks that mean "the model re-enumerated by itself" (a DFU device with
+    /// bitWillDetach switching modes): when one is reached, the bridge unplugs the device for
+    /// the guest, reads its descriptors again and plugs it back in.
+    pub reenumerate_marks: Vec<String>,
+    /// After each request, let the model's next timer fire before the guest's next request
+    /// (a warp of at most `idle_warp_ns`): the guest is taken to wait as long as the device
+    /// asks (bwPollTimeout, a detach timer). Models with self-timed behaviour need it under
+    /// `-icount sleep=off`, where an idle guest's clock jumps ahead at once. It depends on the
+    /// request sequence only, so the hash stays deterministic.
+    pub warp_after_request: bool,
+    /// Model time one warp may advance at most, in `idle_step_ns` steps; it stops at the first
+    /// step after which the model wrote a trace record (its next timer fired).
+    pub idle_warp_ns: Nanos,
 }
 
 impl Default for BridgeOptions {
@@ -57,6 +70,9 @@ impl Default for BridgeOptions {
             version: format!("calametra usbredir host {}", env!("CARGO_PKG_VERSION")),
             interrupt_burst: 8,
             defer_connect: false,
+            reenumerate_marks: Vec::new(),
+            warp_after_request: false,
+            idle_warp_ns: 50_000_000,
         }
     }
 }
@@ -135,6 +151,12 @@ pub struct Bridge {
     stats: Stats,
     activity: u64,
     plugged: bool,
+    /// Whether the guest configured the device since the last device_connect (resets before
+    /// that are the guest's enumeration of the attach, see `Packet::Reset`).
+    configured_since_connect: bool,
+    /// A re-enumeration waits for the guest's device_disconnect_ack.
+    awaiting_ack: bool,
+    marks_seen: u64,
 }
 
 fn get_descriptor(ty: u8, index: u8, length: u16) -> Setup {
@@ -184,6 +206,9 @@ impl Bridge {
             stats: Stats::default(),
             activity: 0,
             plugged: !opts.defer_connect,
+            configured_since_connect: false,
+            awaiting_ack: false,
+            marks_seen: 0,
             opts,
         })
     }
@@ -232,6 +257,11 @@ impl Bridge {
     /// Whether an IN request or interrupt stream waits on the model (idle ticks help it).
     pub fn has_pending_input(&self) -> bool {
         !self.pending.is_empty() || !self.interrupts.is_empty()
+    }
+
+    /// Whether an idle tick would do anything now.
+    pub fn wants_tick(&self) -> bool {
+        self.connected && self.has_pending_input()
     }
 
     /// Plugs the device in: announces it now if the guest's hello has arrived, else as soon as
@@ -289,7 +319,14 @@ impl Bridge {
             };
             self.stats.packets_in += 1;
             self.activity += 1;
+            let request = frame.ty != crate::proto::ty::HELLO
+                && frame.ty != crate::proto::ty::CANCEL_DATA_PACKET;
             self.serve(frame);
+            if request && self.opts.warp_after_request && self.connected {
+                self.warp();
+                self.retry_pending();
+            }
+            self.check_reenumerated();
         }
     }
 
@@ -303,16 +340,86 @@ impl Bridge {
     /// calls this when the socket has been quiet for a while and an IN waits; the number of
     /// calls depends on host timing, so each is traced `deterministic:false` and counted.
     pub fn idle_tick(&mut self) {
-        if !self.has_pending_input() {
+        if !self.wants_tick() {
             return;
         }
         self.stats.idle_ticks += 1;
-        let t = self.host.now() + self.opts.idle_step_ns;
+        let from = self.host.now();
+        let t = self.warp();
         self.host.record("emulator", "usbredir", false, |r| {
-            r.str("event", "idle_tick").u64("to_ns", t);
+            r.str("event", "idle_tick")
+                .u64("from_ns", from)
+                .u64("to_ns", t);
         });
-        self.host.advance_to(t);
         self.retry_pending();
+        self.check_reenumerated();
+    }
+
+    /// Like QEMU's icount warp for an idle guest: jumps the model to its next event, in
+    /// `idle_step_ns` steps, at most `idle_warp_ns`; returns the new time.
+    fn warp(&mut self) -> Nanos {
+        let from = self.host.now();
+        let (_, before) = self.host.hash();
+        let step = self.opts.idle_step_ns.max(1);
+        let mut t = from;
+        while t < from + self.opts.idle_warp_ns.max(step) {
+            t += step;
+            self.host.advance_to(t);
+            if self.host.hash().1 != before {
+                break;
+            }
+        }
+        t
+    }
+
+    /// Total count of the re-enumeration marks reached so far.
+    fn reenumerate_count(&mut self) -> u64 {
+        if self.opts.reenumerate_marks.is_empty() {
+            return 0;
+        }
+        let marks = self.host.world().marks();
+        self.opts
+            .reenumerate_marks
+            .iter()
+            .map(|m| marks.get(m).copied().unwrap_or(0))
+            .sum()
+    }
+
+    /// Unplugs and replugs the device for the guest when the model re-enumerated by itself.
+    fn check_reenumerated(&mut self) {
+        let n = self.reenumerate_count();
+        if n == self.marks_seen {
+            return;
+        }
+        self.marks_seen = n;
+        if !self.connected || !self.host.is_attached() {
+            return;
+        }
+        self.connected = false;
+        self.pending.clear();
+        self.interrupts.clear();
+        self.swallowed.clear();
+        self.host.record("emulator", "usbredir", true, |r| {
+            r.str("event", "reenumerate")
+                .str("packet", "device_disconnect");
+        });
+        self.send(0, Packet::DeviceDisconnect, false);
+        match read_descriptors(&mut self.host) {
+            Ok(info) => self.info = info,
+            Err(e) => {
+                self.host.record("emulator", "usbredir", true, |r| {
+                    r.str("event", "reenumerate_failed").str("error", &e);
+                });
+                return;
+            }
+        }
+        self.config = 0;
+        self.alts.clear();
+        if self.caps.both(crate::proto::CAP_DEVICE_DISCONNECT_ACK) {
+            self.awaiting_ack = true;
+        } else {
+            self.announce();
+        }
     }
 
     fn send(&mut self, id: u64, p: Packet, trace: bool) {
@@ -374,6 +481,7 @@ impl Bridge {
         });
         self.send(0, Packet::DeviceConnect(dc), false);
         self.connected = true;
+        self.configured_since_connect = false;
     }
 
     fn check_attached(&mut self) {
@@ -431,10 +539,28 @@ impl Bridge {
             Packet::Reset => {
                 self.pending.clear();
                 self.interrupts.clear();
-                self.host.reset();
                 self.config = 0;
                 self.alts.clear();
-                self.check_attached();
+                if !self.configured_since_connect {
+                    // The guest resets the port (Linux: twice) while it enumerates a device
+                    // that was just plugged in; in the simulator attaching covers those resets,
+                    // so the model does not see them (a DFU device would leave DFU mode on
+                    // them). Resets of a configured device (a driver's or dfu-util's) reach it.
+                    self.host.record("emulator", "usbredir", false, |r| {
+                        r.str("event", "attach_reset");
+                    });
+                } else {
+                    self.host.reset();
+                    self.check_attached();
+                }
+            }
+            Packet::DeviceDisconnectAck => {
+                if self.awaiting_ack {
+                    self.awaiting_ack = false;
+                    if self.host.is_attached() {
+                        self.announce();
+                    }
+                }
             }
             Packet::SetConfiguration { configuration } => {
                 self.gap();
@@ -452,6 +578,7 @@ impl Bridge {
                 let status = match r {
                     Ok(_) => {
                         self.config = configuration;
+                        self.configured_since_connect |= configuration != 0;
                         self.alts.clear();
                         self.send_tables();
                         Status::Success
@@ -677,7 +804,6 @@ impl Bridge {
             }
             Packet::FilterFilter { .. }
             | Packet::FilterReject
-            | Packet::DeviceDisconnectAck
             | Packet::Iso { .. }
             | Packet::BufferedBulk { .. } => {}
             // Host-to-guest packet types arriving from the guest: traced above, ignored.

@@ -60,18 +60,32 @@ pub enum Probe {
         /// The DFU alternate setting (`-a`).
         alt: u8,
     },
-    /// An arbitrary `sh` script (it can use `$VID`, `$PID`, `wait_dev` is not available: poll
-    /// `/sys/bus/usb/devices` yourself).
-    Script(String),
+    /// An arbitrary `sh` script run as `sh /calametra/probe.sh`, with extra files (paths
+    /// relative to `/`, for example `calametra/image.bin`). It starts as soon as `/init` has
+    /// loaded the USB modules: wait for the device yourself (poll `/sys/bus/usb/devices`).
+    Script {
+        /// The script.
+        script: String,
+        /// Extra files for it.
+        files: Vec<(String, Vec<u8>)>,
+    },
 }
 
 impl Probe {
+    /// A `script` probe with no extra files (what `calametra qemu --probe <script>` runs).
+    pub fn script(script: impl Into<String>) -> Probe {
+        Probe::Script {
+            script: script.into(),
+            files: Vec::new(),
+        }
+    }
+
     /// The name on the kernel command line.
     pub fn name(&self) -> &'static str {
         match self {
             Probe::Lsusb => "lsusb",
             Probe::Dfu { .. } => "dfu",
-            Probe::Script(_) => "script",
+            Probe::Script { .. } => "script",
         }
     }
 
@@ -86,7 +100,14 @@ impl Probe {
                     format!("DFU_ALT={alt}\nDFU_SIZE={}\n", image.len()).into_bytes(),
                 ),
             ],
-            Probe::Script(s) => vec![("calametra/probe.sh".into(), s.clone().into_bytes())],
+            Probe::Script { script, files } => {
+                let mut v = vec![(
+                    "calametra/probe.sh".to_string(),
+                    script.clone().into_bytes(),
+                )];
+                v.extend(files.iter().cloned());
+                v
+            }
         }
     }
 }

@@ -246,6 +246,16 @@ impl QemuRun {
         s
     }
 
+    /// Writes the trace as JSON Lines to `path` (creating its directory), atomically.
+    pub fn write_trace(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("jsonl.tmp");
+        std::fs::write(&tmp, self.trace.concat())?;
+        std::fs::rename(&tmp, path)
+    }
+
     /// Console lines between `begin` and the next line starting with `end` (exclusive).
     pub fn console_block(&self, begin: &str, end: &str) -> Vec<String> {
         let Some(i) = self.console.iter().position(|l| l.starts_with(begin)) else {
@@ -499,7 +509,7 @@ fn serve(
                     }
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if last_traffic.elapsed() >= qemu.idle_after && bridge.has_pending_input() {
+                    if last_traffic.elapsed() >= qemu.idle_after && bridge.wants_tick() {
                         bridge.idle_tick();
                         last_traffic = Instant::now();
                     }

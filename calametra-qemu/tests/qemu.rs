@@ -135,6 +135,7 @@ fn a_gadget_enumerates_and_lsusb_shows_its_descriptors() {
     )
     .expect("the run starts");
     eprintln!("{}", run.summary());
+    common::keep_trace("a_gadget_enumerates_and_lsusb_shows_its_descriptors", &run);
     assert_eq!(run.outcome, Outcome::Passed, "{}", run.summary());
     assert!(run.command.contains("sleep=off"));
 
@@ -223,6 +224,10 @@ fn a_device_that_stops_answering_is_emulator_blocked_not_a_verdict() {
     )
     .expect("the run starts");
     eprintln!("{}", run.summary());
+    common::keep_trace(
+        "a_device_that_stops_answering_is_emulator_blocked_not_a_verdict",
+        &run,
+    );
     assert!(
         matches!(run.outcome, Outcome::EmulatorBlocked { .. }),
         "{}",

@@ -300,9 +300,10 @@ impl Trigger6 {
         }
         if let Some(w) = view.writes.iter().find(|w| w.addr + w.len > size) {
             return Err(format!(
-                "the driver wrote {:#x} bytes at {:#x}, past the VRAM end {size:#x}{}",
+                "the driver wrote {:#x} bytes at {:#x}, past the VRAM end {size:#x} ({} MiB){}",
                 w.len,
                 w.addr,
+                size >> 20,
                 match view.vram_size {
                     Some(s) => format!(" (it believes the VRAM has {s:#x} bytes)"),
                     None => String::new(),

@@ -1023,6 +1023,12 @@ impl Trigger6 {
     }
 }
 
+impl std::fmt::Debug for Trigger6 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Trigger6({})", self.state_summary())
+    }
+}
+
 impl Device for Trigger6 {
     fn name(&self) -> &str {
         &self.facts.name

@@ -189,3 +189,14 @@ impl Device for Gadget {
         self.configuration = 0;
     }
 }
+
+/// Writes a run's trace to `target/calametra/traces/qemu/<test>.jsonl` and says where.
+pub fn keep_trace(test: &str, run: &calametra_qemu::QemuRun) {
+    let path = target_dir()
+        .join("calametra/traces/qemu")
+        .join(format!("{test}.jsonl"));
+    match run.write_trace(&path) {
+        Ok(()) => eprintln!("trace: {}", path.display()),
+        Err(e) => eprintln!("trace not written to {}: {e}", path.display()),
+    }
+}

@@ -1,0 +1,209 @@
+//! The Trigger 6 driver against the model: the baseline (twice, same hash), the colour bars
+//! decoded from VRAM, the fixed driver over 200 seeds and every single transport fault of its
+//! baseline, and (feature `planted-race`) the race found by some seed.
+//!
+//! What counts as passing a fault trial: no invariant breaks, nothing panics, no model gap, no
+//! deadlock or timeout. The driver may return an error (`TaskError`): after a fault it may give
+//! up, but it must never believe something the dock contradicts.
+
+use calametra_core::choices::{story, Source};
+#[cfg(not(feature = "planted-race"))]
+use calametra_core::fault::{FaultPlan, FaultSet};
+use calametra_core::{run, RunConfig};
+#[cfg(not(feature = "planted-race"))]
+use calametra_core::{Failure, RunResult};
+use calametra_example_trigger6::driver::{frame_len, FB_ADDR, HEIGHT, WIDTH};
+use calametra_example_trigger6::frame::{colour_bars_nv12, fnv1a64, BARS};
+use calametra_example_trigger6::{build, scenario};
+#[cfg(not(feature = "planted-race"))]
+use calametra_models::trigger6::marks;
+#[cfg(feature = "planted-race")]
+use calametra_models::trigger6::names;
+use calametra_models::trigger6::PixelFormat;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Instant;
+
+/// FNV-1a 64 of the 1920x1080 NV12 colour bars (Y plane then UV plane).
+const BARS_CHECKSUM: u64 = 0x03a9_ad85_37ec_0a25;
+
+fn seeded(seed: u64) -> RunConfig {
+    RunConfig {
+        source: Source::Seeded(seed),
+        ..RunConfig::default()
+    }
+}
+
+#[cfg(not(feature = "planted-race"))]
+/// A fault trial passes unless an invariant broke or the run failed in a way a driver error
+/// does not explain (panic, model gap, deadlock, timeout, step limit).
+fn acceptable(r: &RunResult) -> Result<(), String> {
+    match &r.failure {
+        None | Some(Failure::TaskError { .. }) => Ok(()),
+        Some(f) => Err(format!("{f} | events: {}", story(&r.events))),
+    }
+}
+
+#[test]
+fn baseline_passes_and_replays_to_the_same_hash() {
+    let t = Instant::now();
+    let a = run(RunConfig::default(), &scenario);
+    let took = t.elapsed();
+    let b = run(RunConfig::default(), &scenario);
+    assert!(a.failure.is_none(), "{:?}", a.failure);
+    assert_eq!(a.hash, b.hash, "the baseline is deterministic");
+    assert!(a.events.is_empty());
+    eprintln!(
+        "baseline: {} steps, {} records, {} virtual, {took:?} wall",
+        a.steps,
+        a.records,
+        calametra_core::clock::format_ns(a.end_ns)
+    );
+}
+
+#[test]
+fn the_colour_bars_are_what_the_dock_shows() {
+    let seen = Rc::new(RefCell::new(None));
+    let s2 = seen.clone();
+    let r = run(RunConfig::default(), &move |sim| {
+        let h = build(sim);
+        let s2 = s2.clone();
+        sim.invariant("peek", move |w| {
+            if h.beliefs.borrow().fence_done >= 1 && s2.borrow().is_none() {
+                let m = w.model(h.dock);
+                *s2.borrow_mut() = Some((m.shown_frame(0), m.mode(0), m.flip_state(0)));
+            }
+            true
+        });
+    });
+    assert!(r.failure.is_none(), "{:?}", r.failure);
+    let (frame, mode, flips) = seen.borrow_mut().take().expect("a frame was shown");
+    let mode = mode.expect("a mode is set");
+    assert_eq!(
+        (mode.hactive, mode.vactive, mode.refresh_hz, mode.pclk_khz),
+        (1920, 1080, 60, 148_500)
+    );
+    let shown = flips.shown.expect("flip shown");
+    assert_eq!((shown.fence, shown.y_offset, shown.format), (1, FB_ADDR, 6));
+    let f = frame.expect("the shown frame decodes");
+    assert_eq!(
+        (f.width, f.height, f.format),
+        (1920, 1080, PixelFormat::Nv12)
+    );
+    for (i, &(y, cb, cr)) in BARS.iter().enumerate() {
+        for &(x, line) in &[
+            (i as u32 * 240, 0),
+            (i as u32 * 240 + 239, 1079),
+            (i as u32 * 240 + 120, 540),
+        ] {
+            assert_eq!(
+                f.ycbcr(x, line),
+                Some((y, cb, cr)),
+                "bar {i} at ({x}, {line})"
+            );
+        }
+    }
+    let sum = fnv1a64(&[&f.planes[0], &f.planes[1]]);
+    let want = colour_bars_nv12(WIDTH as usize, HEIGHT as usize);
+    assert_eq!(want.len(), frame_len());
+    assert_eq!(sum, fnv1a64(&[&want]), "decoded frame = the driver's bars");
+    assert_eq!(sum, BARS_CHECKSUM, "checksum {sum:#018x}");
+}
+
+#[cfg(not(feature = "planted-race"))]
+#[test]
+fn the_fixed_driver_survives_200_seeds() {
+    let mut unplugged = 0;
+    let mut endings = std::collections::BTreeMap::new();
+    for seed in 0..200 {
+        let seen = Rc::new(RefCell::new(None));
+        let s2 = seen.clone();
+        let r = run(seeded(seed), &move |sim| {
+            let h = build(sim);
+            *s2.borrow_mut() = Some(h.beliefs);
+        });
+        assert!(
+            r.failure.is_none(),
+            "seed {seed}: {:?} | {}",
+            r.failure,
+            story(&r.events)
+        );
+        if r.marks.contains_key(marks::STALE_STATUS_AFTER_DISCONNECT) {
+            unplugged += 1;
+        }
+        let b = seen.borrow_mut().take().expect("built");
+        let phase = format!("{:?}", b.borrow().phase);
+        *endings.entry(phase).or_insert(0) += 1;
+    }
+    assert!(
+        unplugged >= 3,
+        "StaleStatusAfterDisconnect in {unplugged} seeds"
+    );
+    assert_eq!(
+        endings.get("Done"),
+        Some(&200),
+        "every run finished: {endings:?}"
+    );
+    eprintln!("200 seeds: stale-status windows in {unplugged}; phases {endings:?}");
+}
+
+#[cfg(not(feature = "planted-race"))]
+#[test]
+fn the_fixed_driver_survives_every_single_transport_fault() {
+    let base = run(
+        RunConfig {
+            record_sites: true,
+            ..RunConfig::default()
+        },
+        &scenario,
+    );
+    assert!(base.failure.is_none(), "{:?}", base.failure);
+    let mut trials = 0;
+    let mut driver_errors = 0;
+    let mut bad = Vec::new();
+    for site in &base.sites {
+        for fault in FaultSet::Transport.candidates(&site.kind) {
+            let r = run(
+                RunConfig {
+                    faults: FaultPlan::single(&site.name, fault.clone()),
+                    ..RunConfig::default()
+                },
+                &scenario,
+            );
+            trials += 1;
+            if matches!(r.failure, Some(Failure::TaskError { .. })) {
+                driver_errors += 1;
+            }
+            if let Err(e) = acceptable(&r) {
+                bad.push(format!("{}::{fault}: {e}", site.name));
+            }
+        }
+    }
+    assert!(trials > 100, "only {trials} trials");
+    assert!(
+        bad.is_empty(),
+        "{} of {trials} trials failed:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+    eprintln!("{trials} single-fault trials: {driver_errors} ended with a driver error, none broke an invariant");
+}
+
+#[cfg(feature = "planted-race")]
+#[test]
+fn the_planted_race_breaks_status_matches_connection_in_some_seed() {
+    let found = (0..200).find_map(|seed| {
+        let r = run(seeded(seed), &scenario);
+        match &r.failure {
+            Some(f) if f.invariant() == Some(names::STATUS_MATCHES_CONNECTION) => {
+                Some((seed, f.to_string(), story(&r.events)))
+            }
+            Some(f) => panic!("seed {seed} failed otherwise: {f}"),
+            None => None,
+        }
+    });
+    let (seed, message, events) = found.expect("no seed in 0..200 found the planted race");
+    assert!(message.contains("believes Connected"), "{message}");
+    assert!(events.contains("unplug"), "{events}");
+    eprintln!("seed {seed}: {message}\n  events: {events}");
+}

@@ -126,8 +126,58 @@ pub fn compare(args: &[String]) -> Result<(), CliError> {
     }
 }
 
-/// `calametra qemu --spec SPEC [--probe NAME] [--script FILE]`.
+/// `calametra qemu --spec SPEC [--probe lsusb|dfu] [--script FILE] [--image FILE] [--guest DIR]`.
 pub fn qemu(args: &[String]) -> Result<(), CliError> {
-    let _ = parse_opts(args, &["spec", "probe", "script"])?;
-    Err(CliError("qemu: not wired yet".into(), 1))
+    use calametra_qemu::{Boxed, GuestImage, Probe, QemuConfig};
+    let o = parse_opts(args, &["spec", "probe", "script", "image", "guest"])?;
+    let Some(spec) = o.named.get("spec") else {
+        return Err(CliError("qemu needs --spec SPEC".into(), 2));
+    };
+    let spec = Spec::load(Path::new(spec)).map_err(|e| CliError(e.to_string(), 1))?;
+    let model = model_for(&spec).map_err(|e| CliError(e, 1))?;
+    let probe = match (
+        o.named.get("script"),
+        o.named.get("probe").map(String::as_str),
+    ) {
+        (Some(f), _) => Probe::script(
+            std::fs::read_to_string(f)
+                .map_err(|e| CliError(format!("{f}: cannot read: {e}"), 1))?,
+        ),
+        (None, None | Some("lsusb")) => Probe::Lsusb,
+        (None, Some("dfu")) => {
+            let image = match o.named.get("image") {
+                Some(f) => {
+                    std::fs::read(f).map_err(|e| CliError(format!("{f}: cannot read: {e}"), 1))?
+                }
+                // A 64 KiB image whose bytes name their offset.
+                None => (0..65536u32).map(|i| (i ^ (i >> 8)) as u8).collect(),
+            };
+            Probe::Dfu { image, alt: 0 }
+        }
+        (None, Some(other)) => {
+            return Err(CliError(
+                format!("--probe `{other}`: expected lsusb or dfu (or --script FILE)"),
+                2,
+            ))
+        }
+    };
+    let target = Path::new(o.named.get("guest").map(String::as_str).unwrap_or("target"));
+    let guest = GuestImage::find(target).map_err(|e| {
+        CliError(
+            format!("{e}\nbuild the guest first: scripts/install-qemu.sh && guest/build.sh"),
+            1,
+        )
+    })?;
+    let run = calametra_qemu::run(
+        Boxed(model),
+        &RunConfig::default(),
+        &probe,
+        &QemuConfig::new(guest),
+    )
+    .map_err(|e| CliError(e.to_string(), 1))?;
+    println!("{}", run.summary());
+    match run.outcome {
+        calametra_qemu::Outcome::Passed => Ok(()),
+        _ => Err(CliError(format!("guest run ended: {:?}", run.outcome), 1)),
+    }
 }

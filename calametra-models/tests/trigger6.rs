@@ -147,7 +147,7 @@ fn descriptors_and_captured_replies_come_from_the_spec() {
         let i = dev.interface();
         let seen = s2.clone();
         sim.spawn("client", async move {
-            let mut s = seen.borrow_mut();
+            let mut s = Vec::new();
             s.push(i.control_in(std_in(6, 0x0100, 0, 18), T).await);
             s.push(i.control_in(std_in(6, 0x0200, 0, 255), T).await);
             s.push(i.control_in(std_in(6, 0x0f00, 0, 5), T).await);
@@ -158,6 +158,7 @@ fn descriptors_and_captured_replies_come_from_the_spec() {
             s.push(i.control_in(vin(0x87, 0, 0, 1), T).await);
             s.push(i.control_in(vin(0x84, 1, 0, 4), T).await);
             s.push(i.control_in(vin(0x89, 0, 0x400, 128), T).await);
+            *seen.borrow_mut() = s;
         });
     });
     assert!(r.failure.is_none(), "{:?}", r.failure);
@@ -217,7 +218,7 @@ fn modeset_validates_against_the_table_and_edid_needs_a_monitor() {
         let i = dev.interface();
         let seen = s2.clone();
         sim.spawn("client", async move {
-            let mut s = seen.borrow_mut();
+            let mut s = Vec::new();
             // The capture's 4K30 modeset: record 35 with Reduced cleared.
             let cap = calametra_core::hex::decode(
                 "288804001e003011000fb00f5800ca08700878080a00bb02e8031d0301010000",
@@ -229,6 +230,7 @@ fn modeset_validates_against_the_table_and_edid_needs_a_monitor() {
             s.push(i.control_out(vout(0x12, 0, 0, &bad), T).await);
             s.push(i.control_out(vout(0x12, 0, 0, &cap[..16]), T).await);
             s.push(i.control_in(vin(0x80, 0, 0, 128), T).await.map(|_| ()));
+            *seen.borrow_mut() = s;
         });
         sim.invariant("modeset_has_valid_timing", move |w| {
             w.model(dev)

@@ -12,19 +12,21 @@
 //! [`run`] (or [`run_with_host`] to read the model afterwards):
 //!
 //! ```no_run
-//! use calametra_core::usb::Loopback;
+//! use calametra_core::usb::Device;
 //! use calametra_core::RunConfig;
-//! use calametra_qemu::{GuestImage, Probe, QemuConfig};
+//! use calametra_qemu::{Boxed, GuestImage, Probe, QemuConfig};
 //!
-//! let guest = GuestImage::find(std::path::Path::new("target")).expect("run guest/build.sh");
-//! let run = calametra_qemu::run(
-//!     Loopback::default(),
-//!     &RunConfig::default(),
-//!     &Probe::Lsusb,
-//!     &QemuConfig::new(guest),
-//! )
-//! .expect("QEMU started");
-//! println!("{}", run.summary());
+//! fn lsusb(model: Box<dyn Device>) -> Result<(), Box<dyn std::error::Error>> {
+//!     let guest = GuestImage::find(std::path::Path::new("target"))?; // guest/build.sh
+//!     let run = calametra_qemu::run(
+//!         Boxed(model),
+//!         &RunConfig::default(),
+//!         &Probe::Lsusb,
+//!         &QemuConfig::new(guest),
+//!     )?;
+//!     println!("{}", run.summary()); // outcome, timings, trace hash, console tail
+//!     Ok(())
+//! }
 //! ```
 //!
 //! A `Box<dyn Device>` is served through [`Boxed`]. This crate depends on the core, never the

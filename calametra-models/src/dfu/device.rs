@@ -658,6 +658,10 @@ impl Device for Dfu {
                     self.address = 0;
                     self.configuration = 0;
                     cx.mark(marks::WILL_DETACH_TO_APP);
+                } else {
+                    // The detach-attach failed; the device tries again.
+                    let ms = self.spec.reenumerate_ms as u64;
+                    self.arm(cx, Timer::SelfDetach, ms);
                 }
             }
             _ => {}

@@ -11,15 +11,33 @@ use super::state::Status;
 /// CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320, initial value and final XOR 0xFFFFFFFF):
 /// the value `zlib.crc32` and `crc32(1)` print.
 pub fn crc32(data: &[u8]) -> u32 {
+    // Slicing-by-8: eight table lookups per 8 bytes (a 64 KiB image is checked on every
+    // manifestation, thousands of times in an exploration).
+    let t = &CRC_TABLES;
     let mut c = 0xffff_ffffu32;
-    for &b in data {
-        c = CRC_TABLE[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8);
+    let mut chunks = data.chunks_exact(8);
+    for b in &mut chunks {
+        let lo = c ^ u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let hi = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        c = t[7][(lo & 0xff) as usize]
+            ^ t[6][((lo >> 8) & 0xff) as usize]
+            ^ t[5][((lo >> 16) & 0xff) as usize]
+            ^ t[4][(lo >> 24) as usize]
+            ^ t[3][(hi & 0xff) as usize]
+            ^ t[2][((hi >> 8) & 0xff) as usize]
+            ^ t[1][((hi >> 16) & 0xff) as usize]
+            ^ t[0][(hi >> 24) as usize];
+    }
+    for &b in chunks.remainder() {
+        c = t[0][((c ^ b as u32) & 0xff) as usize] ^ (c >> 8);
     }
     !c
 }
 
-const CRC_TABLE: [u32; 256] = {
-    let mut t = [0u32; 256];
+/// `CRC_TABLES[0]` is the classic byte table; `CRC_TABLES[k][i]` is the CRC of byte `i`
+/// followed by `k` zero bytes.
+const CRC_TABLES: [[u32; 256]; 8] = {
+    let mut t = [[0u32; 256]; 8];
     let mut i = 0;
     while i < 256 {
         let mut c = i as u32;
@@ -32,8 +50,18 @@ const CRC_TABLE: [u32; 256] = {
             };
             k += 1;
         }
-        t[i] = c;
+        t[0][i] = c;
         i += 1;
+    }
+    let mut k = 1;
+    while k < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = t[k - 1][i];
+            t[k][i] = t[0][(prev & 0xff) as usize] ^ (prev >> 8);
+            i += 1;
+        }
+        k += 1;
     }
     t
 };
@@ -195,6 +223,26 @@ mod tests {
     fn crc32_matches_zlib() {
         assert_eq!(crc32(b""), 0);
         assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+        assert_eq!(
+            crc32(b"The quick brown fox jumps over the lazy dog"),
+            0x414f_a339
+        );
+        // Every length around the 8-byte stride agrees with the bytewise definition.
+        let data: Vec<u8> = (0..40u32).map(|i| (i * 37 + 11) as u8).collect();
+        for n in 0..data.len() {
+            let mut c = 0xffff_ffffu32;
+            for &b in &data[..n] {
+                c ^= b as u32;
+                for _ in 0..8 {
+                    c = if c & 1 != 0 {
+                        0xedb8_8320 ^ (c >> 1)
+                    } else {
+                        c >> 1
+                    };
+                }
+            }
+            assert_eq!(crc32(&data[..n]), !c, "length {n}");
+        }
         let sealed = seal_image(b"abc");
         assert!(image_complete(ImageCheck::Crc32Trailer, &sealed));
         let mut bad = sealed.clone();

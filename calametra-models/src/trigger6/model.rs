@@ -503,7 +503,7 @@ impl Trigger6 {
             }
             (0x01, 11) if setup.index == 0 && setup.value == 0 => Reply::Ack,
             (0x81, 10) if setup.index == 0 => Self::data(setup, vec![0]),
-            (0x80 | 0x81 | 0x82, 0) => Self::data(setup, vec![0, 0]),
+            (0x80..=0x82, 0) => Self::data(setup, vec![0, 0]),
             // SET_FEATURE U1/U2 enable (in the capture) and endpoint halt; CLEAR_FEATURE.
             (0x00 | 0x02, 1 | 3) => Reply::Ack,
             // USB 3 SET_SEL and SET_ISOCH_DELAY (in the capture).

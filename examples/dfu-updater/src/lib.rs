@@ -1,1 +1,34 @@
-//! DFU updater (in progress).
+//! An async USB DFU 1.1 host updater, the driver that ships, tested with Calametra.
+//!
+//! [`update`] is generic over [`calametra_core::usb::UsbInterface`]: on the simulator it talks to
+//! the DFU model of `calametra-models`; with the `hardware` feature, [`hardware::NusbInterface`]
+//! runs it on a real device through `nusb`. It finds the DFU interface and its functional
+//! descriptor from GET_DESCRIPTOR, detaches a run-time device (which must detach itself:
+//! bitWillDetach, because `UsbInterface` cannot reset the bus), downloads in wTransferSize
+//! blocks polling DFU_GETSTATUS after bwPollTimeout, manifests (tolerant or not), verifies by
+//! upload, and recovers from stalls, timeouts and garbled answers by clearing the device back
+//! to dfuIDLE and starting again.
+//!
+//! [`scenario`] is the Calametra scenario: the model from an embedded spec, the updater with a
+//! 64 KiB image, and the invariants that judge it (see [`scenario`](mod@scenario) for the
+//! acceptance contract).
+//!
+//! ```
+//! use calametra_core::{run, RunConfig};
+//! let r = run(RunConfig::default(), &calametra_example_dfu_updater::scenario);
+//! assert!(r.failure.is_none(), "{:?}", r.failure);
+//! ```
+//!
+//! Feature `planted-bug` plants a bug exploration must find: a failed DFU_GETSTATUS after the
+//! final block is read as "the device reset into the new firmware" and the update reports
+//! success without verifying (see `tests/exploration.rs`).
+
+pub mod descriptors;
+#[cfg(feature = "hardware")]
+pub mod hardware;
+pub mod protocol;
+pub mod scenario;
+pub mod updater;
+
+pub use scenario::{new_image, scenario, scenario_nontolerant, scenario_with};
+pub use updater::{update, Options, Report, UpdateError};

@@ -139,7 +139,7 @@ pub fn detailed_timings(edid: &[u8]) -> Vec<(usize, DetailedTiming)> {
             continue;
         }
         let mut at = (b[2] as usize).max(4);
-        while at + 18 <= BLOCK - 1 {
+        while at + 18 < BLOCK {
             match detailed(&b[at..at + 18]) {
                 Some(t) => v.push((n * BLOCK + at, t)),
                 None => break,

@@ -168,13 +168,18 @@ pub fn qemu(args: &[String]) -> Result<(), CliError> {
             1,
         )
     })?;
-    let run = calametra_qemu::run(
-        Boxed(model),
-        &RunConfig::default(),
-        &probe,
-        &QemuConfig::new(guest),
-    )
-    .map_err(|e| CliError(e.to_string(), 1))?;
+    let mut config = QemuConfig::new(guest);
+    if spec.str("format").ok() == Some("calametra.spec.dfu") {
+        // A DFU device re-enumerates when it detaches, and its poll timeouts are timers.
+        use calametra_models::dfu::marks;
+        config.bridge.reenumerate_marks = vec![
+            marks::WILL_DETACH_TO_DFU.to_string(),
+            marks::WILL_DETACH_TO_APP.to_string(),
+        ];
+        config.bridge.warp_after_request = true;
+    }
+    let run = calametra_qemu::run(Boxed(model), &RunConfig::default(), &probe, &config)
+        .map_err(|e| CliError(e.to_string(), 1))?;
     println!("{}", run.summary());
     match run.outcome {
         calametra_qemu::Outcome::Passed => Ok(()),

@@ -1,0 +1,1 @@
+//! usbd-dfu firmware image (in progress).

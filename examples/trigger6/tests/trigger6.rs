@@ -149,6 +149,28 @@ fn the_fixed_driver_survives_200_seeds() {
 
 #[cfg(not(feature = "planted-race"))]
 #[test]
+fn the_fixed_driver_survives_64_seeds_with_transport_faults() {
+    let mut driver_errors = 0;
+    for seed in 0..64 {
+        let r = run(
+            RunConfig {
+                fault_set: FaultSet::Transport,
+                ..seeded(seed)
+            },
+            &scenario,
+        );
+        if let Err(e) = acceptable(&r) {
+            panic!("seed {seed}: {e}");
+        }
+        if r.failure.is_some() {
+            driver_errors += 1;
+        }
+    }
+    eprintln!("64 seeds with transport faults: {driver_errors} ended with a driver error, none broke an invariant");
+}
+
+#[cfg(not(feature = "planted-race"))]
+#[test]
 fn the_fixed_driver_survives_every_single_transport_fault() {
     let base = run(
         RunConfig {

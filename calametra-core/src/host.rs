@@ -81,6 +81,12 @@ impl DeviceHost {
         self.world.devices[self.dev].attached
     }
 
+    /// The virtual time of the device's next pending event (a timer, a transfer completing),
+    /// so a bridge can jump straight to it.
+    pub fn next_event_time(&self) -> Option<Nanos> {
+        self.world.core.next_time()
+    }
+
     /// Fires every event due at or before `t`, then sets the clock to `t` (never backwards).
     pub fn advance_to(&mut self, t: Nanos) {
         while let Some(next) = self.world.core.next_time() {

@@ -16,7 +16,9 @@ pub fn target_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target")
 }
 
-/// QEMU and the guest, or `None` after printing why the test is skipped.
+/// QEMU and the guest. These tests run only when asked for (`--ignored`), so a missing QEMU or
+/// guest fails the test with what to run, rather than passing it in silence; set
+/// `CALAMETRA_QEMU_OPTIONAL=1` to skip instead (printed as SKIP).
 pub fn qemu_or_skip(test: &str) -> Option<QemuConfig> {
     let qemu = std::env::var("CALAMETRA_QEMU").unwrap_or_else(|_| "qemu-system-x86_64".into());
     let ok = Command::new(&qemu)
@@ -25,8 +27,7 @@ pub fn qemu_or_skip(test: &str) -> Option<QemuConfig> {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !ok {
-        eprintln!("SKIP {test}: `{qemu}` is not runnable; run scripts/install-qemu.sh");
-        return None;
+        return skip(test, &format!("`{qemu}` is not runnable; run scripts/install-qemu.sh"));
     }
     match GuestImage::find(&target_dir()) {
         Ok(g) => {
@@ -34,11 +35,16 @@ pub fn qemu_or_skip(test: &str) -> Option<QemuConfig> {
             c.qemu = qemu.into();
             Some(c)
         }
-        Err(e) => {
-            eprintln!("SKIP {test}: {e}");
-            None
-        }
+        Err(e) => skip(test, &format!("{e}; run guest/build.sh")),
     }
+}
+
+fn skip(test: &str, why: &str) -> Option<QemuConfig> {
+    if std::env::var_os("CALAMETRA_QEMU_OPTIONAL").is_some() {
+        eprintln!("SKIP {test}: {why}");
+        return None;
+    }
+    panic!("{test} needs QEMU and the guest: {why}");
 }
 
 /// pid.codes' test vendor and product.

@@ -635,9 +635,18 @@ impl Trigger6 {
                 Reply::Ack
             }
             (0x40, 0x24) => {
-                // The audio engine state that aud_get_engine_state (0xa4) returns.
-                self.replies
-                    .insert((0xc0, 0xa4, 0, setup.index), data.to_vec());
+                // The audio engine state that aud_get_engine_state (0xa4) returns; its first
+                // word is the engine's Activity (the capture starts it after the modeset).
+                let key = (0xc0, 0xa4, 0, setup.index);
+                let active = |d: &[u8]| d.iter().take(4).any(|b| *b != 0);
+                let was = self.replies.get(&key).is_some_and(|d| active(d));
+                let now = active(data);
+                let machine = if setup.index == 0 { "audio0" } else { "audio1" };
+                let name = |a: bool| if a { "running" } else { "stopped" };
+                if was != now && !cx.transition(machine, name(was), name(now)) {
+                    return Reply::Stall;
+                }
+                self.replies.insert(key, data.to_vec());
                 Reply::Ack
             }
             (0x40, 0x23) => {

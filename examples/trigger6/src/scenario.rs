@@ -19,11 +19,12 @@ pub const SPEC_PATH: &str = "specs/trigger6-jcd543.json";
 /// The spec's bytes, embedded at compile time.
 pub const SPEC_JSON: &[u8] = include_bytes!("../../../specs/trigger6-jcd543.json");
 
-/// The embedded spec, parsed. Panics only if the embedded file is malformed, which the crate's
-/// tests rule out.
+/// The embedded spec, parsed once per process. Panics only if the embedded file is malformed,
+/// which the crate's tests rule out.
 pub fn spec() -> Spec {
-    match Spec::parse(SPEC_PATH, SPEC_JSON) {
-        Ok(s) => s,
+    static SPEC: std::sync::OnceLock<Result<Spec, String>> = std::sync::OnceLock::new();
+    match SPEC.get_or_init(|| Spec::parse(SPEC_PATH, SPEC_JSON).map_err(|e| e.to_string())) {
+        Ok(s) => s.clone(),
         Err(e) => panic!("{e}"),
     }
 }

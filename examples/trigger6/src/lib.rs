@@ -6,7 +6,7 @@
 //!   colour-bar frame over DMA-framed bulk, flips with fences. Its [`driver::Beliefs`] are
 //!   shared (`Rc<RefCell<..>>`) so invariants can compare them with the model.
 //! - [`edid`] and [`frame`]: the EDID reading and the test picture.
-//! - [`scenario`]: the standard scenario ([`scenario::scenario`]) the harness wraps.
+//! - [`mod@scenario`]: the standard scenario ([`scenario()`]) the harness wraps.
 //! - `hardware` (feature `hardware`): the same driver on a real dock through `nusb`.
 //!
 //! Feature `planted-race` plants a race in [`driver::Driver::poll_connection`]: a status reply

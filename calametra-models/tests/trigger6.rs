@@ -66,8 +66,8 @@ fn std_in(request: u8, value: u16, index: u16, length: u16) -> ControlIn {
     }
 }
 
-/// Sends `payload` to `addr` as one DMA command in `fragments` fragments, each fragment's data
-/// split over two bulk transfers when `split`.
+/// Sends `payload` to `addr` as one DMA command in `fragments` fragments; with `split`, each
+/// fragment's header and data are each split over two bulk transfers.
 async fn upload(
     i: &Interface,
     addr: u32,
@@ -89,7 +89,14 @@ async fn upload(
             flags: if last { 0 } else { FLAG_CONTINUE },
             func: [0; 8],
         };
-        i.bulk_out(0x02, h.to_bytes().to_vec()).await?;
+        let hb = h.to_bytes();
+        if split {
+            // A header may arrive in pieces too.
+            i.bulk_out(0x02, hb[..12].to_vec()).await?;
+            i.bulk_out(0x02, hb[12..].to_vec()).await?;
+        } else {
+            i.bulk_out(0x02, hb.to_vec()).await?;
+        }
         let data = &payload[at..at + n];
         if split && n > 1 {
             i.bulk_out(0x02, data[..n / 2].to_vec()).await?;

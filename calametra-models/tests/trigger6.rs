@@ -667,6 +667,7 @@ fn each_mark_is_reached_by_at_least_three_of_sixteen_seeds() {
             }
         }
     }
+    eprintln!("marks reached by seeds 0..16: {reached:?}");
     for m in marks::ALL {
         let n = reached.get(m).copied().unwrap_or(0);
         assert!(n >= 3, "{m} reached by {n} of 16 seeds: {reached:?}");

@@ -131,7 +131,7 @@ impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Event::Schedule { point, pick, what } => match what {
-                Some(w) => write!(f, "switch to {w} (step {point})"),
+                Some(w) => write!(f, "{w} (step {point})"),
                 None => write!(f, "switch to option {pick} (step {point})"),
             },
             Event::External { name, .. } => f.write_str(name),
@@ -218,6 +218,11 @@ impl Decider {
             }
         }
         d
+    }
+
+    /// Whether schedule choices can be non-default (so they need labels).
+    pub(crate) fn is_logging_schedule(&self) -> bool {
+        !matches!(self.source, Source::Default)
     }
 
     pub(crate) fn is_seeded(&self) -> bool {

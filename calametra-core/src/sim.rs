@@ -459,15 +459,24 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
             });
         }
         if !w.tasks.ready.is_empty() {
-            let ready: Vec<usize> = w.tasks.ready.iter().copied().collect();
+            let n = w.tasks.ready.len();
             let point = w.core.point;
             let pick = {
                 let World { core, tasks, .. } = &mut *w;
-                core.decide.schedule(point, ready.len(), |i| {
-                    tasks.slots[ready[i]].name.to_string()
+                let (ready, slots) = (&tasks.ready, &tasks.slots);
+                core.decide.schedule(point, n, |i| {
+                    ready
+                        .iter()
+                        .nth(i)
+                        .map(|&id| slots[id].name.to_string())
+                        .unwrap_or_default()
                 })
             };
-            let id = ready[pick];
+            let Some(id) = w.tasks.ready.iter().nth(pick).copied() else {
+                continue;
+            };
+            let logged_before = w.core.decide.log.len();
+            w.core.poll_sites.clear();
             w.tasks.ready.remove(&id);
             w.core.point += 1;
             let slot = &mut w.tasks.slots[id];
@@ -475,9 +484,7 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
             let fut = slot.fut.take();
             let waker = slot.waker.clone();
             let now = w.core.now;
-            let n = ready.len();
             w.core.trace.emit(now, "task", &name, true, |d| {
-                d.str("task", &name);
                 if n > 1 {
                     d.u64("pick", pick as u64).u64("of", n as u64);
                 }
@@ -489,6 +496,10 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
             let polled = catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx)));
             let mut w = world.borrow_mut();
             w.core.actor = w.core.sim_actor.clone();
+            // A switch reads as what the task then did: `driver: get_status#2`.
+            if pick != 0 {
+                label_switch(&mut w.core, logged_before, &name);
+            }
             match polled {
                 Err(_) => {
                     w.tasks.slots[id].done = true;
@@ -531,9 +542,13 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
                 });
             }
             let point = w.core.point;
-            let pick = w.core.decide.schedule(point, due.len(), |i| {
-                format!("event {i} at {}", format_ns(t))
-            });
+            let pick = {
+                let core = &mut w.core;
+                let labels: Vec<String> = due.iter().map(|k| core.describe_event(*k)).collect();
+                core.decide.schedule(point, due.len(), |i| {
+                    format!("{} first, at {}", labels[i], format_ns(t))
+                })
+            };
             w.core.point += 1;
             w.core.now = t;
             if let Some(ev) = w.core.take_event(due[pick]) {
@@ -550,6 +565,18 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
         if let Some(fail) = check(sim) {
             return Some(fail);
         }
+    }
+}
+
+/// Names a task switch logged at index `at` by the transfers the task then submitted.
+fn label_switch(core: &mut Core, at: usize, task: &str) {
+    let sites = std::mem::take(&mut core.poll_sites);
+    if let Some(Event::Schedule { what, .. }) = core.decide.log.get_mut(at) {
+        *what = Some(if sites.is_empty() {
+            format!("{task} runs")
+        } else {
+            format!("{task}: {}", sites.join(", "))
+        });
     }
 }
 

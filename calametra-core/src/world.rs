@@ -160,6 +160,8 @@ pub(crate) struct Core {
     pub(crate) actor: Rc<str>,
     /// The actor name `sim`, allocated once.
     pub(crate) sim_actor: Rc<str>,
+    /// Sites submitted during the current task poll (to name a schedule choice).
+    pub(crate) poll_sites: Vec<String>,
     pub(crate) timing: Timing,
     pub(crate) record_sites: bool,
 }
@@ -187,6 +189,7 @@ impl Core {
             gap: None,
             actor: Rc::from("sim"),
             sim_actor: Rc::from("sim"),
+            poll_sites: Vec::new(),
             timing: Timing::default(),
             record_sites: false,
         }
@@ -195,6 +198,23 @@ impl Core {
     pub(crate) fn push(&mut self, t: Nanos, ev: Ev) {
         self.queue.insert((t, self.next_ev), ev);
         self.next_ev += 1;
+    }
+
+    /// A queued event for people: `get_status#3 arrives`, `timer`, `device timer`.
+    pub(crate) fn describe_event(&self, key: (Nanos, u64)) -> String {
+        let site = |xid: &u64| {
+            self.transfers
+                .get(xid)
+                .map(|x| x.site.strip_prefix("ctrl.").unwrap_or(&x.site).to_string())
+                .unwrap_or_else(|| "a cancelled transfer".into())
+        };
+        match self.queue.get(&key) {
+            Some(Ev::Arrive(x)) => format!("{} arrives", site(x)),
+            Some(Ev::Complete(x)) => format!("{} completes", site(x)),
+            Some(Ev::Wake(_)) => "a timer".into(),
+            Some(Ev::DevTimer { .. }) => "a device timer".into(),
+            None => "an event".into(),
+        }
     }
 
     /// Earliest event time.
@@ -718,6 +738,11 @@ impl World {
             }
         };
         let site = self.core.site(&base, site_kind.clone());
+        if self.core.decide.is_logging_schedule() {
+            self.core
+                .poll_sites
+                .push(site.strip_prefix("ctrl.").unwrap_or(&site).to_string());
+        }
         let fault = self.core.fault_at(&site, &site_kind);
         let t = &self.core.timing;
         let mut latency =

@@ -44,6 +44,10 @@ pub struct Regression {
     pub events: Vec<Event>,
     /// The events read aloud: `get_status . unplug . get_status`.
     pub story: String,
+    /// The minimal run's last transfers, externals, faults and the broken invariant, read
+    /// aloud (`get_status#6 -> 01 . UNPLUG . intr.in#4 . ... BROKE`), for people.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub run_aloud: String,
     /// The trace hash of the minimal run.
     pub trace_hash: String,
     /// The Cargo package and test target that hold the scenario (for the replay command).
@@ -222,6 +226,7 @@ mod tests {
                 },
             ],
             story: "get_status . stall at ctrl.x#1".into(),
+            run_aloud: String::new(),
             trace_hash: "sha256:00".into(),
             package: "p".into(),
             target: "t".into(),

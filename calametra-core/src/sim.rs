@@ -427,9 +427,12 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
                     name: name.clone(),
                     point: p,
                 });
+                let in_flight = w.core.in_flight();
                 let now = w.core.now;
                 w.core.trace.emit(now, "external", name, true, |d| {
-                    d.str("external", name).u64("step", p);
+                    d.str("external", name)
+                        .u64("step", p)
+                        .strs("in_flight", &in_flight);
                 });
             }
             let r = catch_unwind(AssertUnwindSafe(|| {
@@ -608,6 +611,15 @@ fn check(sim: &Sim) -> Option<Failure> {
 
 fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
     let Sim { world, .. } = sim;
+    if let Some(Failure::Invariant { name, message }) = &failure {
+        let mut w = world.borrow_mut();
+        let now = w.core.now;
+        w.core.trace.emit(now, "invariant", name, true, |d| {
+            d.str("invariant", name)
+                .bool("holds", false)
+                .str("message", message);
+        });
+    }
     // Cancel what is left: drop task futures (they hold the world) with the world reachable.
     let futs: Vec<_> = {
         let mut w = world.borrow_mut();
@@ -622,13 +634,6 @@ fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
     w.core.clear_queue();
     let now = w.core.now;
     let steps = w.core.point;
-    if let Some(Failure::Invariant { name, message }) = &failure {
-        w.core.trace.emit(now, "invariant", name, true, |d| {
-            d.str("invariant", name)
-                .bool("holds", false)
-                .str("message", message);
-        });
-    }
     let f2 = failure.clone();
     w.core.trace.emit(now, "end", "sim", true, |d| {
         d.u64("steps", steps);

@@ -217,6 +217,15 @@ impl Core {
         }
     }
 
+    /// The sites of transfers submitted and not yet completed, short (`get_status#2`).
+    pub(crate) fn in_flight(&self) -> Vec<String> {
+        self.transfers
+            .values()
+            .filter(|x| !matches!(x.state, XState::Done(_)))
+            .map(|x| x.site.strip_prefix("ctrl.").unwrap_or(&x.site).to_string())
+            .collect()
+    }
+
     /// Earliest event time.
     pub(crate) fn next_time(&self) -> Option<Nanos> {
         self.queue.keys().next().map(|k| k.0)
@@ -445,6 +454,26 @@ impl World {
     /// Records a coverage mark.
     pub fn mark(&mut self, name: &str) {
         mark(&mut self.core, "world", name);
+    }
+
+    /// How many faults were injected so far in this run.
+    pub fn faults_injected(&self) -> usize {
+        self.core
+            .decide
+            .log
+            .iter()
+            .filter(|e| matches!(e, crate::choices::Event::Fault { .. }))
+            .count()
+    }
+
+    /// How many external events fired so far in this run.
+    pub fn externals_fired(&self) -> usize {
+        self.core
+            .decide
+            .log
+            .iter()
+            .filter(|e| matches!(e, crate::choices::Event::External { .. }))
+            .count()
     }
 
     /// Coverage marks reached so far, with counts.

@@ -235,6 +235,9 @@ fn show(args: &[String]) -> Result<(), CliError> {
         println!("signature: {}", r.signature);
         println!("found by:  {} (base seed {})", r.found_by, r.base_seed);
         println!("story:     {}", r.story);
+        if !r.run_aloud.is_empty() {
+            println!("the run:   {}", r.run_aloud);
+        }
         for (i, e) in r.events.iter().enumerate() {
             println!("  {:>2}. {e}", i + 1);
         }

@@ -215,6 +215,18 @@ impl Scenario {
 
     /// Minimizes, saves and reports a failure found by `trial`.
     fn report(&self, trial: &str, probe: Option<&Probe>, r: &RunResult, fail: &Failure) -> String {
+        self.report_as(trial, probe, r, fail, true)
+    }
+
+    /// [`Self::report`]; `unexpected` failures go into the binary's summary of signatures.
+    fn report_as(
+        &self,
+        trial: &str,
+        probe: Option<&Probe>,
+        r: &RunResult,
+        fail: &Failure,
+        unexpected: bool,
+    ) -> String {
         let sig = fail.signature();
         let reproduced = self
             .replay(&r.events, false)
@@ -263,6 +275,7 @@ impl Scenario {
             spec_sha256: self.base.spec.as_ref().map(|s| s.sha256().to_string()),
             events: shrunk.events.clone(),
             story: story(&shrunk.events),
+            run_aloud: report::read_aloud(&calametra_core::trace::parse_kept(&fin.lines), 14),
             trace_hash: hash.clone(),
             package: self.def.package.into(),
             target: self.def.target.into(),
@@ -288,7 +301,9 @@ impl Scenario {
             )),
             _ => None,
         };
-        report::note_failure(&sig, trial, &shrunk.events, fail.is_model_gap());
+        if unexpected {
+            report::note_failure(&sig, trial, &shrunk.events, fail.is_model_gap());
+        }
         let replay_trial = self.trial(&format!("regression::{id}"));
         let screen = Screen {
             failure: &failure_text,
@@ -298,6 +313,7 @@ impl Scenario {
             seed_line,
             chain: &shrunk.chain_text(),
             events: &shrunk.events,
+            lines: &fin.lines,
             hash: &hash,
             regression_json: regression.is_err().then(|| reg.to_json()),
             regression,
@@ -357,7 +373,13 @@ impl Scenario {
             .into());
         };
         let Some(f) = &r.failure else { return Ok(()) };
-        let text = self.report(&self.trial(&probe.trial_suffix()), Some(&probe), &r, f);
+        let text = self.report_as(
+            &self.trial(&probe.trial_suffix()),
+            Some(&probe),
+            &r,
+            f,
+            false,
+        );
         if std::env::var_os("CALAMETRA_VERBOSE").is_some() {
             println!("{text}");
         }

@@ -3,7 +3,7 @@
 
 use calametra_core::choices::{story, Event};
 use calametra_core::regress::write_atomic;
-use calametra_core::trace::push_json_str;
+use calametra_core::trace::{parse_kept, push_json_str, Record};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -24,6 +24,8 @@ pub struct Screen<'a> {
     pub chain: &'a str,
     /// The minimal events.
     pub events: &'a [Event],
+    /// The minimal run's kept trace lines (to read the events in context).
+    pub lines: &'a [String],
     /// The minimal run's trace hash.
     pub hash: &'a str,
     /// The regression file written (or why none was).
@@ -51,8 +53,13 @@ impl Screen<'_> {
         }
         s.push_str(&format!("delta {} events\n", self.chain));
         s.push_str(&format!("minimal events: {}\n", story(self.events)));
+        let records = parse_kept(self.lines);
         for (i, e) in self.events.iter().enumerate() {
-            s.push_str(&format!("  {:>2}. {e}\n", i + 1));
+            s.push_str(&format!("  {:>2}. {e}{}\n", i + 1, context(e, &records)));
+        }
+        let told = read_aloud(&records, 14);
+        if !told.is_empty() {
+            s.push_str(&format!("the minimal run, read aloud: {told}\n"));
         }
         s.push_str(&format!("trace hash: {}\n", self.hash));
         match &self.regression {
@@ -72,6 +79,69 @@ impl Screen<'_> {
         s.push_str(&format!("replay:     {}\n", self.replay));
         s
     }
+}
+
+/// What was in flight when an external fired, from its trace record.
+fn context(e: &Event, records: &[Record]) -> String {
+    let Event::External { name, point } = e else {
+        return String::new();
+    };
+    let rec = records.iter().find(|r| {
+        r.kind == "external"
+            && r.data.get("external").and_then(|v| v.as_str()) == Some(name)
+            && r.data.get("step").and_then(|v| v.as_u64()) == Some(*point)
+    });
+    let sites: Vec<&str> = rec
+        .and_then(|r| r.data.get("in_flight"))
+        .and_then(|v| v.as_array())
+        .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+        .unwrap_or_default();
+    if sites.is_empty() {
+        format!(" (step {point})")
+    } else {
+        format!(" (step {point}, while {} in flight)", sites.join(", "))
+    }
+}
+
+/// The last `n` things of a run a person cares about: transfers, externals, faults and the
+/// broken invariant, joined by ` . `.
+pub fn read_aloud(records: &[Record], n: usize) -> String {
+    let s = |r: &Record, k: &str| {
+        r.data
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let items: Vec<String> = records
+        .iter()
+        .filter_map(|r| match r.kind.as_str() {
+            "transfer" => {
+                let site = s(r, "site");
+                let site = site.strip_prefix("ctrl.").unwrap_or(&site).to_string();
+                let status = s(r, "status");
+                Some(match r.data.get("in").and_then(|v| v.as_str()) {
+                    Some(d) if status == "ok" && d.len() <= 8 => format!("{site} -> {d}"),
+                    _ if status == "ok" => site,
+                    _ => format!("{site} {status}"),
+                })
+            }
+            "external" => Some(s(r, "external").to_uppercase()),
+            "fault" => Some(format!(
+                "{} at {}",
+                s(r, "fault").to_uppercase(),
+                s(r, "site")
+            )),
+            "invariant" => Some(format!("`{}` BROKE", s(r, "invariant"))),
+            _ => None,
+        })
+        .collect();
+    let skip = items.len().saturating_sub(n);
+    let mut out = items[skip..].join(" . ");
+    if skip > 0 {
+        out = format!("... {out}");
+    }
+    out
 }
 
 /// Writes a trace file: the kept lines, then a non-deterministic `summary` record naming the

@@ -238,6 +238,7 @@ pub struct Driver<I> {
     iface: I,
     beliefs: Rc<RefCell<Beliefs>>,
     fence: Rc<RefCell<u32>>,
+    planted_race: bool,
 }
 
 fn xfer(what: &'static str) -> impl Fn(TransferError) -> DriverError {
@@ -245,12 +246,20 @@ fn xfer(what: &'static str) -> impl Fn(TransferError) -> DriverError {
 }
 
 impl<I: UsbInterface> Driver<I> {
-    /// A driver for a claimed Trigger 6 interface.
+    /// A driver for a claimed Trigger 6 interface, with the race planted when the crate is
+    /// built with feature `planted-race`.
     pub fn new(iface: I) -> Self {
+        Self::with_planted_race(iface, cfg!(feature = "planted-race"))
+    }
+
+    /// A driver with the planted race on or off, whatever the build's features (so one test
+    /// binary can hold the fixed driver and the planted one side by side).
+    pub fn with_planted_race(iface: I, planted_race: bool) -> Self {
         Driver {
             iface,
             beliefs: Rc::new(RefCell::new(Beliefs::default())),
             fence: Rc::new(RefCell::new(0)),
+            planted_race,
         }
     }
 
@@ -418,7 +427,7 @@ impl<I: UsbInterface> Driver<I> {
             let s0 = self.get_status(0).await?;
             let s1 = self.get_status(1).await?;
             let mut b = self.beliefs.borrow_mut();
-            if cfg!(feature = "planted-race") || b.hotplug_seen == seen {
+            if self.planted_race || b.hotplug_seen == seen {
                 b.connection = [s0, s1];
                 b.wake();
                 return Ok(s0);

@@ -29,4 +29,4 @@ pub mod hardware;
 pub mod scenario;
 
 pub use driver::{Beliefs, Driver, DriverError, Summary};
-pub use scenario::{build, scenario, spec, Handles};
+pub use scenario::{build, build_with, scenario, scenario_fixed, scenario_planted, spec, Handles};

@@ -43,6 +43,17 @@ pub fn scenario(sim: &mut Sim) {
     build(sim);
 }
 
+/// The standard scenario with the fixed driver, whatever the build's features.
+pub fn scenario_fixed(sim: &mut Sim) {
+    build_with(sim, false);
+}
+
+/// The standard scenario with the planted race (a stale status reply accepted after a
+/// disconnect), whatever the build's features.
+pub fn scenario_planted(sim: &mut Sim) {
+    build_with(sim, true);
+}
+
 /// Builds the standard scenario and returns its handles:
 ///
 /// - attaches [`Trigger6`] from the embedded spec (monitors start disconnected, as in the
@@ -53,12 +64,33 @@ pub fn scenario(sim: &mut Sim) {
 ///   `modeset_has_valid_timing` and `ram_writes_in_bounds`, each comparing the model with the
 ///   driver's [`Beliefs::view`].
 pub fn build(sim: &mut Sim) -> Handles {
+    build_with(sim, cfg!(feature = "planted-race"))
+}
+
+/// [`build`] with the planted race chosen explicitly.
+pub fn build_with(sim: &mut Sim, planted_race: bool) -> Handles {
     let dock = sim.attach(Trigger6::from_spec(&spec()));
     sim.with_world(|w| w.with_model(dock, |m, cx| m.plug_monitor(cx, 0)));
-    let driver = Driver::new(dock.interface());
+    let driver = Driver::with_planted_race(dock.interface(), planted_race);
     let beliefs = driver.beliefs();
     sim.spawn_daemon("irq", driver.clone().irq_loop());
-    sim.spawn("driver", driver.run());
+    // The driver may give up with an error after a fault or an unplug; without either it must
+    // succeed. Its ending is kept for the invariant below rather than failing the task.
+    let ending: Rc<RefCell<Option<Result<(), String>>>> = Rc::new(RefCell::new(None));
+    let e2 = ending.clone();
+    let run = driver.run();
+    sim.spawn("driver", async move {
+        let r = run.await;
+        *e2.borrow_mut() = Some(r.map(|_| ()).map_err(|e| format!("{e:?}")));
+    });
+    sim.invariant("driver_succeeds_unperturbed", move |w| {
+        match &*ending.borrow() {
+            Some(Err(e)) if w.faults_injected() == 0 && w.externals_fired() == 0 => Err(format!(
+                "the driver failed with no fault injected and no external event: {e}"
+            )),
+            _ => Ok(()),
+        }
+    });
     sim.external("unplug", move |w| {
         w.with_model(dock, |m, cx| m.unplug_monitor(cx, 0));
     });

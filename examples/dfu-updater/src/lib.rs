@@ -9,7 +9,7 @@
 //! upload, and recovers from stalls, timeouts and garbled answers by clearing the device back
 //! to dfuIDLE and starting again.
 //!
-//! [`scenario`] is the Calametra scenario: the model from an embedded spec, the updater with a
+//! [`scenario()`] is the Calametra scenario: the model from an embedded spec, the updater with a
 //! 64 KiB image, and the invariants that judge it (see [`scenario`](mod@scenario) for the
 //! acceptance contract).
 //!
@@ -19,9 +19,18 @@
 //! assert!(r.failure.is_none(), "{:?}", r.failure);
 //! ```
 //!
+//! On hardware, with any executor (`pollster`, `futures::executor`, tokio):
+//!
+//! ```ignore
+//! let iface = calametra_example_dfu_updater::hardware::NusbInterface::open(0x1209, 0x0001, 0)?;
+//! let report = pollster::block_on(update(&iface, &image, &Options::default()))?;
+//! ```
+//!
 //! Feature `planted-bug` plants a bug exploration must find: a failed DFU_GETSTATUS after the
 //! final block is read as "the device reset into the new firmware" and the update reports
 //! success without verifying (see `tests/exploration.rs`).
+
+#![warn(missing_docs)]
 
 pub mod descriptors;
 #[cfg(feature = "hardware")]

@@ -16,7 +16,7 @@ use crate::updater::{update, Options, Report, UpdateError};
 use calametra_core::spec::Spec;
 use calametra_core::Sim;
 use calametra_models::dfu::{
-    installed_as_claimed, never_bricked, seal_image, state_machine_legal_since, Dfu,
+    installed_as_claimed, never_bricked_since, seal_image, state_machine_legal_since, Dfu,
 };
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -98,8 +98,12 @@ pub fn scenario_with(sim: &mut Sim, path: &str, spec: &[u8]) -> Outcome {
             }
         });
     }
+    let images = Cell::new(0);
     sim.invariant("never_bricked", move |w| {
-        never_bricked(w.model(dev), &old, new)
+        let d = w.model(dev);
+        never_bricked_since(d, &old, new, images.get())?;
+        images.set(d.image_history().len());
+        Ok::<(), String>(())
     });
     let checked = Cell::new(0);
     sim.invariant("state_machine_legal", move |w| {

@@ -294,9 +294,10 @@ async fn enter_dfu_mode<I: UsbInterface>(
                     c.interface = d.number as u16;
                     return Ok(d);
                 }
-                Ok(d) if d.mode == Mode::Runtime => {
+                Ok(_) => {
                     // Still in run-time mode: back in appIDLE means the detach lapsed.
-                    if c.get_state().await == Ok(state::APP_IDLE) {
+                    let lapsed = c.get_state().await == Ok(state::APP_IDLE);
+                    if lapsed {
                         break;
                     }
                 }

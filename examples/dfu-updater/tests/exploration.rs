@@ -2,6 +2,9 @@
 //! site the baseline crosses, and 100 seeded schedules with transport faults; with the
 //! `planted-bug` feature, exploration must find the planted bug.
 
+// Under `planted-bug` only the baseline and the bug hunt are built.
+#![cfg_attr(feature = "planted-bug", allow(unused_imports))]
+
 use calametra_core::choices::{derive_seed, Event, Source};
 use calametra_core::fault::{Fault, FaultPlan, FaultSet, Site};
 use calametra_core::{run, RunConfig, RunResult, Sim};

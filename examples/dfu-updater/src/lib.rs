@@ -19,11 +19,18 @@
 //! assert!(r.failure.is_none(), "{:?}", r.failure);
 //! ```
 //!
-//! On hardware, with any executor (`pollster`, `futures::executor`, tokio):
+//! On hardware (feature `hardware`), with any executor (`pollster`, `futures::executor`,
+//! tokio), a real WillDetach device leaves the bus when it detaches, so the update is called
+//! again on the re-opened device:
 //!
-//! ```ignore
-//! let iface = calametra_example_dfu_updater::hardware::NusbInterface::open(0x1209, 0x0001, 0)?;
-//! let report = pollster::block_on(update(&iface, &image, &Options::default()))?;
+//! ```text
+//! let mut iface = NusbInterface::open(0x1209, 0x0001, 0)?;
+//! let report = loop {
+//!     match pollster::block_on(update(&iface, &image, &Options::default())) {
+//!         Err(UpdateError::Reattached { .. }) => iface = reopen_after_enumeration()?,
+//!         other => break other?,
+//!     }
+//! };
 //! ```
 //!
 //! Feature `planted-bug` plants a bug exploration must find: a failed DFU_GETSTATUS after the

@@ -8,9 +8,9 @@
 //! - `state_machine_legal`: every state change of the model is in the DFU 1.1 table;
 //! - `installed_as_claimed`: once the updater reports success, the device holds the new image;
 //! - and the updater task ends with `Ok` (the new image installed and verified) or with
-//!   [`UpdateError::Disconnected`] (the device left the bus, which in this simulator it never
-//!   rejoins; the invariants above then guarantee it still holds a valid image). Any other
-//!   error fails the run: every other single fault is recoverable.
+//!   [`UpdateError::Disconnected`] / [`UpdateError::Reattached`] (the device left the bus, which
+//!   in this simulator it never rejoins; the invariants above then guarantee it still holds a
+//!   valid image). Any other error fails the run: every other single fault is recoverable.
 
 use crate::updater::{update, Options, Report, UpdateError};
 use calametra_core::spec::Spec;
@@ -93,7 +93,7 @@ pub fn scenario_with(sim: &mut Sim, path: &str, spec: &[u8]) -> Outcome {
             let r = update(&iface, new, &Options::default()).await;
             *outcome.borrow_mut() = Some(r.clone());
             match r {
-                Ok(_) | Err(UpdateError::Disconnected) => Ok(()),
+                Ok(_) | Err(UpdateError::Disconnected | UpdateError::Reattached { .. }) => Ok(()),
                 Err(e) => Err(e),
             }
         });

@@ -197,7 +197,7 @@ fn a_hundred_seeds_with_transport_faults() {
         }
         match cell.borrow().as_ref().and_then(|o| o.borrow().clone()) {
             Some(Ok(_)) => updated += 1,
-            Some(Err(UpdateError::Disconnected)) => unplugged += 1,
+            Some(Err(UpdateError::Disconnected | UpdateError::Reattached { .. })) => unplugged += 1,
             _ => {}
         }
         if let Some(f) = r.failure {

@@ -4,8 +4,11 @@
 //! The region is erased (0xFF) at power-on: the device holds no application yet. Programming
 //! writes the block usbd-dfu buffered at the address it computed (the DfuSe address pointer plus
 //! `(wBlockNum - 2) * wTransferSize`); erase fills a 1 KiB page with 0xFF; manifestation marks
-//! the region's contents as the image the device would boot. Reads stop at the end of the
-//! region, so an upload of the whole region ends on a short (empty) frame.
+//! the region up to the end of the highest block programmed as the image the device would
+//! boot, and records its length, as a bootloader keeps its application's size. Reads (uploads)
+//! return that image, from its start to its end, so an upload ends on a short frame at the
+//! end of the installed image and is empty before the first manifestation, as in the DFU 1.1
+//! model; a download in progress is not visible to an upload.
 //!
 //! A simplification, stated: programming overwrites bytes as RAM would, where NOR flash could
 //! only clear bits of an erased page. Hosts that follow DfuSe (dfu-util) erase before they
@@ -36,6 +39,8 @@ pub struct Flash {
     pub buffer: Vec<u8>,
     /// The contents manifestation last marked as the image to boot.
     pub manifested: Option<Vec<u8>>,
+    /// The end of the highest block programmed since power-on (bytes from the base).
+    pub written_end: usize,
     /// Blocks programmed.
     pub programs: u32,
     /// Pages erased (a mass erase counts every page).
@@ -50,6 +55,7 @@ impl Default for Flash {
             bytes: vec![0xff; SIZE],
             buffer: Vec::new(),
             manifested: None,
+            written_end: 0,
             programs: 0,
             erases: 0,
             manifestations: 0,
@@ -93,12 +99,14 @@ impl DFUMemIO for FlashMem {
     const TRANSFER_SIZE: u16 = TRANSFER_SIZE;
 
     fn read(&mut self, address: u32, length: usize) -> Result<&[u8], DFUMemError> {
-        // Reads stop at the end of the region: the frame there is short.
+        // Reads return the installed image and stop at its end: the frame there is short.
         let off = offset(address, 0)?;
-        let end = off.saturating_add(length).min(SIZE);
+        let f = self.flash.borrow();
+        let image = f.manifested.as_deref().unwrap_or(&[]);
+        let start = off.min(image.len());
+        let end = off.saturating_add(length).min(image.len());
         self.read_buf.clear();
-        self.read_buf
-            .extend_from_slice(&self.flash.borrow().bytes[off..end]);
+        self.read_buf.extend_from_slice(&image[start..end]);
         Ok(&self.read_buf)
     }
 
@@ -139,13 +147,14 @@ impl DFUMemIO for FlashMem {
         let off = offset(address, length)?;
         let Flash { bytes, buffer, .. } = &mut *f;
         bytes[off..off + length].copy_from_slice(&buffer[..length]);
+        f.written_end = f.written_end.max(off + length);
         f.programs += 1;
         Ok(())
     }
 
     fn manifestation(&mut self) -> Result<(), DFUManifestationError> {
         let mut f = self.flash.borrow_mut();
-        f.manifested = Some(f.bytes.clone());
+        f.manifested = Some(f.bytes[..f.written_end].to_vec());
         f.manifestations += 1;
         Ok(())
     }

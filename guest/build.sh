@@ -3,14 +3,18 @@
 # linux-image-6.1.0-*-amd64 apt knows), its USB host modules (usb-common, usbcore, xhci-hcd,
 # xhci-pci and what they depend on, ordered by depmod), busybox-static, usbutils (lsusb) and
 # dfu-util with their shared libraries, in a gzip'd cpio (newc) initramfs whose /init is
-# guest/init.sh. Packages are fetched with `apt-get download` and unpacked with `dpkg-deb -x`:
-# nothing is installed into the host root.
+# guest/init.sh, and the Trigger 6 KMS pieces guest/build-drm.sh builds (the trigger6 DRM module
+# against linux-headers-<kernel>, the DRM helper modules it needs, the t6probe client). Packages
+# are fetched with `apt-get download` and unpacked with `dpkg-deb -x`: nothing is installed
+# into the host root (the headers package is scripts/install-qemu.sh's job).
 #
 # The result is cached under <target>/guest/<key>/ (vmlinuz, initramfs.cpio.gz, manifest.txt),
-# keyed by the package versions and this directory's scripts; a second run prints the path and
-# returns at once. The last line of stdout is always the guest directory.
+# keyed by the package versions, the headers and host compiler versions, and this directory's
+# scripts and driver sources; a second run prints the path and returns at once. The last line
+# of stdout is always the guest directory.
 #
-# Usage: guest/build.sh [--target-dir DIR] [--print-key]
+# Usage: guest/build.sh [--target-dir DIR] [--print-key | --print-kernel]
+#   --print-kernel prints the kernel release the guest uses (6.1.0-N-amd64) and exits.
 #   DIR defaults to <repo>/target; the cache is DIR/guest/<key>/ and DIR/guest/current links it.
 set -euo pipefail
 
@@ -18,17 +22,30 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 target="$repo/target"
 print_key=0
+print_kernel=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --target-dir) target=$2; shift 2 ;;
         --print-key) print_key=1; shift ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        --print-kernel) print_kernel=1; shift ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "guest/build.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 
 log() { printf 'guest/build.sh: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
+
+# The newest 6.1 kernel apt knows (after `apt-get update`).
+newest_kernel() {
+    apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64$' | awk '{print $1}' | sort -V | tail -n1
+}
+if [ "$print_kernel" = 1 ]; then
+    kpkg=$(newest_kernel)
+    [ -n "$kpkg" ] || die "apt knows no linux-image-6.1.0-*-amd64; run apt-get update"
+    echo "${kpkg#linux-image-}"
+    exit 0
+fi
 
 for tool in apt-get apt-cache dpkg-deb cpio gzip sha256sum; do
     command -v "$tool" >/dev/null 2>&1 || die "needs $tool; run scripts/install-qemu.sh first"
@@ -39,8 +56,7 @@ depmod=$(command -v depmod || true)
 
 candidate() { apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: *//p' | head -n1; }
 
-# The newest 6.1 kernel apt knows (after `apt-get update`).
-kpkg=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64$' | awk '{print $1}' | sort -V | tail -n1)
+kpkg=$(newest_kernel)
 [ -n "$kpkg" ] || die "apt knows no linux-image-6.1.0-*-amd64; run apt-get update"
 kver=${kpkg#linux-image-}
 
@@ -53,7 +69,10 @@ for p in "${pkgs[@]}"; do
 done
 libc=$(dpkg-query -W -f='${Version}' libc6 2>/dev/null || echo unknown)
 versions+="libc6(host)=$libc"$'\n'
-scripts_sum=$(cat "$here/build.sh" "$here/init.sh" | sha256sum | cut -c1-16)
+headers=$(dpkg-query -W -f='${Version}' "linux-headers-$kver" 2>/dev/null || echo none)
+versions+="linux-headers-$kver(host)=$headers"$'\n'
+versions+="gcc(host)=$(gcc -dumpfullversion 2>/dev/null || echo none)"$'\n'
+scripts_sum=$(cat "$here/build.sh" "$here/init.sh" "$here/build-drm.sh" "$here"/trigger6-drm/* | sha256sum | cut -c1-16)
 key=$(printf '%sscripts=%s\n' "$versions" "$scripts_sum" | sha256sum | cut -c1-16)
 if [ "$print_key" = 1 ]; then echo "$key"; exit 0; fi
 
@@ -145,6 +164,9 @@ for bin in "$root/bin/lsusb" "$root/bin/dfu-util"; do
 done
 [ -f "$root/lib64/ld-linux-x86-64.so.2" ] || cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
 
+# The Trigger 6 DRM driver, its helper modules and t6probe.
+"$here/build-drm.sh" "$kver" "$mods" "$root" "$work" || die "guest/build-drm.sh failed"
+
 cp "$here/init.sh" "$root/init"
 chmod 755 "$root/init"
 printf 'root:x:0:0:root:/:/bin/sh\n' > "$root/etc/passwd"
@@ -154,6 +176,7 @@ printf 'root:x:0:0:root:/:/bin/sh\n' > "$root/etc/passwd"
     echo "kernel=$kver"
     printf '%s' "$versions"
     echo "modules=$(tr '\n' ' ' < "$root/lib/modules/load-order")"
+    echo "trigger6=$(tr '\n' ' ' < "$root/lib/modules/trigger6/load-order")"
 } > "$work/manifest.txt"
 
 (cd "$root" && find . -print0 | LC_ALL=C sort -z | cpio --null --create --format=newc --quiet --owner=0:0 --reproducible) \

@@ -9,4 +9,5 @@
 #![warn(missing_docs)]
 
 pub mod dfu;
+pub mod firmware;
 pub mod trigger6;

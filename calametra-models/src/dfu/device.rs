@@ -104,6 +104,36 @@ enum Timer {
 const MS: u64 = 1_000_000;
 
 /// A USB DFU 1.1 device built from a `calametra.spec.dfu` spec.
+///
+/// It powers up in run-time mode (appIDLE) running the spec's factory image (or in DFU mode,
+/// when the spec says `start: "dfu_idle"` or there is no valid image), shows the run-time or
+/// DFU-mode descriptors accordingly, and follows the DFU 1.1 table for every class request.
+/// Where the table leaves room, it decides as follows (and the conformance test pins it):
+///
+/// - DFU_DETACH arms the detach timer (`min(wTimeout, wDetachTimeOut)`); with bitWillDetach it
+///   instead re-enumerates in DFU mode after `reenumerate_ms`, staying on the bus meanwhile
+///   (the simulator cannot re-attach a device by itself). A USB reset in appDETACH enters DFU
+///   mode at once.
+/// - A block is programmed when dfuDNBUSY's bwPollTimeout (`poll_timeout_ms.dnbusy`) ends; any
+///   request before that, DFU_GETSTATUS included, stalls and enters dfuERROR. A bwPollTimeout
+///   of 0 programs it on the DFU_GETSTATUS instead, skipping dfuDNBUSY.
+/// - Blocks must follow each other in `wBlockNum` (the first may have any number), carry
+///   exactly `wLength <= wTransferSize` bytes and fit the staging bank, else stall with
+///   errADDRESS or errSTALLEDPKT. The end of the image is checked (`flash.image_check`): a
+///   refused image stalls with errNOTDONE or errFILE.
+/// - Manifestation starts with the DFU_GETSTATUS in dfuMANIFEST-SYNC and takes
+///   `poll_timeout_ms.manifest`; only then does the new image become the valid one. A request
+///   during dfuMANIFEST stalls and enters dfuERROR, abandoning it (the old image stays).
+/// - dfuMANIFEST-WAIT-RESET stalls every request and stays; a USB reset (or, with
+///   bitWillDetach, its own re-enumeration) starts the new image in appIDLE.
+/// - DFU_UPLOAD returns the valid image from its start, in order; a frame shorter than
+///   `wLength` ends the upload (back to dfuIDLE). An UPLOAD with `wLength` 0 stalls.
+/// - A USB reset in DFU mode runs the valid image (appIDLE), or stays in dfuERROR with
+///   errFIRMWARE when there is none. Unplugging cuts the power: whatever was in progress is
+///   lost, and plugging back in is a power-on reset.
+///
+/// A scenario issues a USB reset through the world, for example as an external event:
+/// `sim.external("bus_reset", move |w| w.with_model(dev, |d, cx| d.on_reset(cx)))`.
 pub struct Dfu {
     pub(super) spec: DfuSpec,
     state: State,

@@ -43,7 +43,8 @@ mod tests;
 pub use device::{marks, Dfu, Sabotage};
 pub use flash::{crc32, seal_image, Flash, ValidImage};
 pub use invariants::{
-    installed_as_claimed, never_bricked, state_machine_legal, state_machine_legal_since,
+    installed_as_claimed, never_bricked, never_bricked_since, state_machine_legal,
+    state_machine_legal_since,
 };
 pub use spec::{Attributes, DescriptorSet, DfuSpec, ImageCheck};
 pub use state::{Cause, Request, State, Status, Transition};

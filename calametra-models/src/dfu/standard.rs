@@ -87,6 +87,8 @@ impl Dfu {
             (6 | 7, _) => return Reply::Stall,
             // bcdUSB 0x0200: no BOS descriptor (it needs 0x0201 or later).
             (0x0f, _) => return Reply::Stall,
+            // No debug port (USB 2.0 Debug Device ECN): `lsusb -v` asks, a plain device stalls.
+            (0x0a, _) => return Reply::Stall,
             _ => {
                 cx.model_gap(
                     &format!("get_descriptor type {ty:#04x} index {index}"),

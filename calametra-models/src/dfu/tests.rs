@@ -140,6 +140,7 @@ fn standard_requests_answer_from_the_spec_in_both_modes() {
         std_in(0x80, 6, 0x0300, 0, 255),
         std_in(0x80, 6, 0x0302, 0x0409, 255),
         std_in(0x80, 6, 0x0600, 0, 10), // device qualifier: full-speed device stalls
+        std_in(0x80, 6, 0x0a00, 0, 4),  // debug descriptor: no debug port
         std_in(0x00, 5, 7, 0, 0),
         std_in(0x00, 9, 1, 0, 0),
         std_in(0x80, 8, 0, 0, 1),
@@ -169,12 +170,13 @@ fn standard_requests_answer_from_the_spec_in_both_modes() {
         .collect();
     assert_eq!(r[5].as_ref().map(|v| v[2..].to_vec()), Some(product));
     assert_eq!(out.replies[6], Err(TransferError::Stall));
-    assert_eq!(r[9].as_deref(), Some(&[1][..]));
-    assert_eq!(r[11].as_deref(), Some(&[0, 0][..]));
+    assert_eq!(out.replies[7], Err(TransferError::Stall));
+    assert_eq!(r[10].as_deref(), Some(&[1][..]));
+    assert_eq!(r[12].as_deref(), Some(&[0, 0][..]));
     assert_eq!(out.state, State::DfuIdle);
-    assert_eq!(r[13].as_deref(), Some(&dm.device[..]));
-    assert_eq!(r[14].as_deref(), Some(&dm.configuration[..]));
-    assert!(r[15].is_some(), "the DFU-mode product string");
+    assert_eq!(r[14].as_deref(), Some(&dm.device[..]));
+    assert_eq!(r[15].as_deref(), Some(&dm.configuration[..]));
+    assert!(r[16].is_some(), "the DFU-mode product string");
 }
 
 #[test]

@@ -124,12 +124,8 @@ impl UsbInterface for NusbInterface {
         async move { fut.await.map_err(error) }
     }
 
-    fn bulk_out(
-        &self,
-        ep: u8,
-        data: Vec<u8>,
-    ) -> impl Future<Output = Result<usize, TransferError>> {
-        async move {
+    async fn bulk_out(&self, ep: u8, data: Vec<u8>) -> Result<usize, TransferError> {
+        {
             let mut ep = self
                 .iface
                 .endpoint::<Bulk, Out>(ep)
@@ -143,8 +139,8 @@ impl UsbInterface for NusbInterface {
         }
     }
 
-    fn bulk_in(&self, ep: u8, len: usize) -> impl Future<Output = Result<Vec<u8>, TransferError>> {
-        async move {
+    async fn bulk_in(&self, ep: u8, len: usize) -> Result<Vec<u8>, TransferError> {
+        {
             let mut ep = self
                 .iface
                 .endpoint::<Bulk, In>(ep)
@@ -159,12 +155,8 @@ impl UsbInterface for NusbInterface {
         }
     }
 
-    fn interrupt_in(
-        &self,
-        ep: u8,
-        len: usize,
-    ) -> impl Future<Output = Result<Vec<u8>, TransferError>> {
-        async move {
+    async fn interrupt_in(&self, ep: u8, len: usize) -> Result<Vec<u8>, TransferError> {
+        {
             let mut ep = self
                 .iface
                 .endpoint::<Interrupt, In>(ep)
@@ -184,10 +176,13 @@ impl UsbInterface for NusbInterface {
     }
 }
 
+/// Whether the sleep is over, and who to wake when it is.
+type Shared = Arc<Mutex<(bool, Option<Waker>)>>;
+
 /// A real-time sleep: a helper thread wakes the task after `d`.
 struct ThreadSleep {
     d: Duration,
-    shared: Option<Arc<Mutex<(bool, Option<Waker>)>>>,
+    shared: Option<Shared>,
 }
 
 impl Future for ThreadSleep {
@@ -195,7 +190,7 @@ impl Future for ThreadSleep {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let d = self.d;
         let shared = self.shared.get_or_insert_with(|| {
-            let s = Arc::new(Mutex::new((false, None::<Waker>)));
+            let s: Shared = Arc::new(Mutex::new((false, None)));
             let t = s.clone();
             std::thread::spawn(move || {
                 std::thread::sleep(d);
@@ -209,7 +204,7 @@ impl Future for ThreadSleep {
             s
         });
         match shared.lock() {
-            Ok(mut g) if g.0 => Poll::Ready(()),
+            Ok(g) if g.0 => Poll::Ready(()),
             Ok(mut g) => {
                 g.1 = Some(cx.waker().clone());
                 Poll::Pending

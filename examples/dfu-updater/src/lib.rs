@@ -9,7 +9,7 @@
 //! upload, and recovers from stalls, timeouts and garbled answers by clearing the device back
 //! to dfuIDLE and starting again.
 //!
-//! [`scenario`] is the Calametra scenario: the model from an embedded spec, the updater with a
+//! [`scenario()`] is the Calametra scenario: the model from an embedded spec, the updater with a
 //! 64 KiB image, and the invariants that judge it (see [`scenario`](mod@scenario) for the
 //! acceptance contract).
 //!
@@ -19,9 +19,25 @@
 //! assert!(r.failure.is_none(), "{:?}", r.failure);
 //! ```
 //!
+//! On hardware (feature `hardware`), with any executor (`pollster`, `futures::executor`,
+//! tokio), a real WillDetach device leaves the bus when it detaches, so the update is called
+//! again on the re-opened device:
+//!
+//! ```text
+//! let mut iface = NusbInterface::open(0x1209, 0x0001, 0)?;
+//! let report = loop {
+//!     match pollster::block_on(update(&iface, &image, &Options::default())) {
+//!         Err(UpdateError::Reattached { .. }) => iface = reopen_after_enumeration()?,
+//!         other => break other?,
+//!     }
+//! };
+//! ```
+//!
 //! Feature `planted-bug` plants a bug exploration must find: a failed DFU_GETSTATUS after the
 //! final block is read as "the device reset into the new firmware" and the update reports
 //! success without verifying (see `tests/exploration.rs`).
+
+#![warn(missing_docs)]
 
 pub mod descriptors;
 #[cfg(feature = "hardware")]

@@ -8,15 +8,15 @@
 //! - `state_machine_legal`: every state change of the model is in the DFU 1.1 table;
 //! - `installed_as_claimed`: once the updater reports success, the device holds the new image;
 //! - and the updater task ends with `Ok` (the new image installed and verified) or with
-//!   [`UpdateError::Disconnected`] (the device left the bus, which in this simulator it never
-//!   rejoins; the invariants above then guarantee it still holds a valid image). Any other
-//!   error fails the run: every other single fault is recoverable.
+//!   [`UpdateError::Disconnected`] / [`UpdateError::Reattached`] (the device left the bus, which
+//!   in this simulator it never rejoins; the invariants above then guarantee it still holds a
+//!   valid image). Any other error fails the run: every other single fault is recoverable.
 
 use crate::updater::{update, Options, Report, UpdateError};
 use calametra_core::spec::Spec;
 use calametra_core::Sim;
 use calametra_models::dfu::{
-    installed_as_claimed, never_bricked, seal_image, state_machine_legal_since, Dfu,
+    installed_as_claimed, never_bricked_since, seal_image, state_machine_legal_since, Dfu,
 };
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -93,13 +93,17 @@ pub fn scenario_with(sim: &mut Sim, path: &str, spec: &[u8]) -> Outcome {
             let r = update(&iface, new, &Options::default()).await;
             *outcome.borrow_mut() = Some(r.clone());
             match r {
-                Ok(_) | Err(UpdateError::Disconnected) => Ok(()),
+                Ok(_) | Err(UpdateError::Disconnected | UpdateError::Reattached { .. }) => Ok(()),
                 Err(e) => Err(e),
             }
         });
     }
+    let images = Cell::new(0);
     sim.invariant("never_bricked", move |w| {
-        never_bricked(w.model(dev), &old, new)
+        let d = w.model(dev);
+        never_bricked_since(d, &old, new, images.get())?;
+        images.set(d.image_history().len());
+        Ok::<(), String>(())
     });
     let checked = Cell::new(0);
     sim.invariant("state_machine_legal", move |w| {

@@ -71,6 +71,13 @@ pub enum UpdateError {
     EmptyImage,
     /// The device left the bus; nothing more can be done through this interface.
     Disconnected,
+    /// The device left the bus where it re-enumerates by itself (a WillDetach device after
+    /// DFU_DETACH, or a non-tolerant one after manifestation). On hardware this is the normal
+    /// way out of run-time mode: open the device again and call [`update`] again.
+    Reattached {
+        /// Where in the update.
+        stage: &'static str,
+    },
     /// The device cannot do what the update needs (bitCanDnload is clear).
     Unsupported(&'static str),
     /// The device needs a USB reset from the host here (bitWillDetach is clear), and
@@ -93,6 +100,10 @@ impl fmt::Display for UpdateError {
         match self {
             UpdateError::EmptyImage => f.write_str("the image is empty"),
             UpdateError::Disconnected => f.write_str("the device left the bus"),
+            UpdateError::Reattached { stage } => write!(
+                f,
+                "the device re-enumerated {stage}; open it again and run the update again"
+            ),
             UpdateError::Unsupported(what) => write!(f, "the device cannot update: {what}"),
             UpdateError::BusResetRequired { stage } => write!(
                 f,
@@ -294,13 +305,18 @@ async fn enter_dfu_mode<I: UsbInterface>(
                     c.interface = d.number as u16;
                     return Ok(d);
                 }
-                Ok(d) if d.mode == Mode::Runtime => {
+                Ok(_) => {
                     // Still in run-time mode: back in appIDLE means the detach lapsed.
-                    if c.get_state().await == Ok(state::APP_IDLE) {
+                    let lapsed = c.get_state().await == Ok(state::APP_IDLE);
+                    if lapsed {
                         break;
                     }
                 }
-                Err(e) if e.is_disconnect() => return Err(Fail::Fatal(UpdateError::Disconnected)),
+                Err(e) if e.is_disconnect() => {
+                    return Err(Fail::Fatal(UpdateError::Reattached {
+                        stage: "after DFU_DETACH",
+                    }))
+                }
                 _ => {}
             }
         }
@@ -326,7 +342,11 @@ async fn wait_for_runtime<I: UsbInterface>(
                 c.interface = d.number as u16;
                 return Ok(());
             }
-            Err(e) if e.is_disconnect() => return Err(Fail::Fatal(UpdateError::Disconnected)),
+            Err(e) if e.is_disconnect() => {
+                return Err(Fail::Fatal(UpdateError::Reattached {
+                    stage: "after manifestation",
+                }))
+            }
             _ => {}
         }
     }

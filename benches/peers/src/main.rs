@@ -1,0 +1,468 @@
+//! `peers`: runs every tool on every workload it fits and prints one table (see `run.sh`,
+//! which also runs the madsim binary and merges its rows with `--merge FILE`).
+//!
+//! Options: `--quick` (smaller budgets, for a smoke run), `--only A|B|C`, `--merge FILE`,
+//! `--tsv FILE` (also write the rows as tab-separated lines).
+
+use calametra_core::choices::{derive_seed, story, Source};
+use calametra_core::explore::replay_config;
+use calametra_core::shrink::minimize;
+use calametra_core::{run, RunConfig, Sim};
+use calametra_peers::calametra_workloads::{self as cw, AVariant};
+use calametra_peers::measure::{seconds, throughput, Row};
+use calametra_peers::shuttle_a::Sched;
+use calametra_peers::{loom_a, proptest_b, shuttle_a, turmoil_c};
+use calametra_peers::{FIND_BUDGET, REPS, SEEDS, THROUGHPUT_SEED};
+
+struct Opts {
+    quick: bool,
+    only: Option<String>,
+    merge: Vec<String>,
+    tsv: Option<String>,
+}
+
+fn opts() -> Opts {
+    let mut o = Opts {
+        quick: false,
+        only: None,
+        merge: Vec::new(),
+        tsv: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" => o.quick = true,
+            "--only" => o.only = args.next(),
+            "--merge" => o.merge.extend(args.next()),
+            "--tsv" => o.tsv = args.next(),
+            other => {
+                eprintln!("peers: unknown option `{other}`; expected --quick, --only A|B|C, --merge FILE, --tsv FILE");
+                std::process::exit(2);
+            }
+        }
+    }
+    o
+}
+
+fn seeded(seed: u64) -> RunConfig {
+    RunConfig {
+        source: Source::Seeded(seed),
+        ..RunConfig::default()
+    }
+}
+
+fn a_fn(v: AVariant) -> fn(&mut Sim) {
+    match (v.yields, v.buggy) {
+        (false, true) => cw::a_noyield_buggy,
+        (true, true) => cw::a_yield_buggy,
+        (false, false) => cw::a_noyield_correct,
+        (true, false) => cw::a_yield_correct,
+    }
+}
+
+fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
+    let n: u64 = if o.quick { 2_000 } else { 20_000 };
+    let budget = if o.quick { 2_000 } else { FIND_BUDGET };
+    for yields in [false, true] {
+        let wl = if yields { "A-yield" } else { "A-noyield" };
+        let correct = format!("{wl} correct");
+        let buggy = format!("{wl} buggy");
+        eprintln!("peers: {correct}");
+
+        // The correct variant: a full budget of schedules, per second.
+        let v = AVariant {
+            yields,
+            buggy: false,
+        };
+        let f = a_fn(v);
+        let path = format!("peers::{wl}");
+        let s = throughput(REPS, n, |rep| {
+            for i in 0..n {
+                let r = run(
+                    seeded(derive_seed(THROUGHPUT_SEED + rep as u64, &path, i)),
+                    &f,
+                );
+                assert!(r.failure.is_none(), "{:?}", r.failure);
+            }
+        });
+        let records = run(seeded(derive_seed(THROUGHPUT_SEED, &path, 0)), &f).records;
+        rows.push(Row::samples(
+            "calametra",
+            &correct,
+            "schedules/s",
+            s,
+            &format!("{n} seeds a rep, trace hashed ({records} records a run)"),
+        ));
+        for (tool, sched) in [
+            ("shuttle-random", Sched::Random),
+            ("shuttle-pct", Sched::Pct),
+        ] {
+            let s = throughput(REPS, n, |rep| {
+                let (failed, ran) = shuttle_a::explore(
+                    sched,
+                    THROUGHPUT_SEED + rep as u64,
+                    n as usize,
+                    yields,
+                    false,
+                );
+                assert!(!failed && ran == n);
+            });
+            rows.push(Row::samples(
+                tool,
+                &correct,
+                "schedules/s",
+                s,
+                &format!("{n} iterations a rep"),
+            ));
+        }
+        let (_, total) = loom_a::explore(yields, false);
+        let s = throughput(REPS, total, |_| {
+            let (failed, ran) = loom_a::explore(yields, false);
+            assert!(!failed && ran == total);
+        });
+        rows.push(Row::samples(
+            "loom",
+            &correct,
+            "schedules/s",
+            s,
+            &format!("exhaustive DFS: {total} schedules"),
+        ));
+
+        // The buggy variant: runs until found, per seed.
+        eprintln!("peers: {buggy}");
+        let v = AVariant {
+            yields,
+            buggy: true,
+        };
+        let f = a_fn(v);
+        let mut runs = Vec::new();
+        let mut ms = Vec::new();
+        for &seed in &SEEDS {
+            let (secs, found) = seconds(|| {
+                (0..budget).position(|i| {
+                    run(seeded(derive_seed(seed, &path, i)), &f)
+                        .failure
+                        .is_some()
+                })
+            });
+            if let Some(i) = found {
+                runs.push(i as f64 + 1.0);
+                ms.push(secs * 1e3);
+            }
+        }
+        push_find(rows, "calametra", &buggy, runs, ms, budget);
+        for (tool, sched) in [
+            ("shuttle-random", Sched::Random),
+            ("shuttle-pct", Sched::Pct),
+        ] {
+            let mut runs = Vec::new();
+            let mut ms = Vec::new();
+            for &seed in &SEEDS {
+                let (secs, (failed, ran)) =
+                    seconds(|| shuttle_a::explore(sched, seed, budget as usize, yields, true));
+                if failed {
+                    runs.push(ran as f64);
+                    ms.push(secs * 1e3);
+                }
+            }
+            push_find(rows, tool, &buggy, runs, ms, budget);
+        }
+        // loom has no seed: one exhaustive exploration, timed REPS times.
+        let mut ms = Vec::new();
+        let mut outcome = (false, 0);
+        for _ in 0..REPS {
+            let (secs, r) = seconds(|| loom_a::explore(yields, true));
+            ms.push(secs * 1e3);
+            outcome = r;
+        }
+        let (failed, ran) = outcome;
+        rows.push(Row::count(
+            "loom",
+            &buggy,
+            "found",
+            failed as u64,
+            1,
+            &if failed {
+                format!("deterministic DFS; failing schedule is number {ran}")
+            } else {
+                format!("deterministic DFS; all {ran} schedules pass")
+            },
+        ));
+        if failed {
+            rows.push(Row::samples(
+                "loom",
+                &buggy,
+                "runs to find",
+                vec![ran as f64],
+                "",
+            ));
+            rows.push(Row::samples(
+                "loom",
+                &buggy,
+                "ms to find",
+                ms,
+                &format!("{REPS} reps"),
+            ));
+        } else {
+            rows.push(Row::samples(
+                "loom",
+                &buggy,
+                "ms (exhaustive, not found)",
+                ms,
+                &format!("{REPS} reps"),
+            ));
+        }
+    }
+}
+
+fn push_find(rows: &mut Vec<Row>, tool: &str, wl: &str, runs: Vec<f64>, ms: Vec<f64>, budget: u64) {
+    rows.push(Row::count(
+        tool,
+        wl,
+        "found",
+        runs.len() as u64,
+        SEEDS.len() as u64,
+        &format!("budget {budget} runs a seed"),
+    ));
+    if runs.is_empty() {
+        rows.push(Row::na(tool, wl, "runs to find", "never found"));
+    } else {
+        rows.push(Row::samples(
+            tool,
+            wl,
+            "runs to find",
+            runs,
+            "over the seeds that found it",
+        ));
+        rows.push(Row::samples(
+            tool,
+            wl,
+            "ms to find",
+            ms,
+            "over the seeds that found it",
+        ));
+    }
+}
+
+fn workload_b(rows: &mut Vec<Row>) {
+    eprintln!("peers: B");
+    let wl = "B";
+    let f: fn(&mut Sim) = cw::b_status_ops;
+    let base = RunConfig::default();
+    let (mut ms, mut lens, mut three, mut found, mut replays) = (vec![], vec![], 0, 0, vec![]);
+    let mut one_minimal = 0;
+    for &seed in &SEEDS {
+        let (secs, shrunk) = seconds(|| {
+            let failing = (0..1000u64)
+                .map(|i| run(seeded(derive_seed(seed, "peers::b", i)), &f))
+                .find(|r| r.failure.is_some())?;
+            let sig = failing.failure.as_ref()?.signature();
+            Some(minimize(failing.events, &mut |cand| {
+                let r = run(replay_config(&base, cand), &f);
+                match r.failure {
+                    Some(fl) if fl.signature() == sig => Some(r.events),
+                    _ => None,
+                }
+            }))
+        });
+        if let Some(s) = shrunk {
+            found += 1;
+            ms.push(secs * 1e3);
+            lens.push(s.events.len() as f64);
+            replays.push(s.attempts as f64);
+            if s.events.len() == 3 {
+                three += 1;
+            }
+            if story(&s.events) == "get_status . disconnect . get_status" {
+                one_minimal += 1;
+            }
+        }
+    }
+    let n = SEEDS.len() as u64;
+    rows.push(Row::count(
+        "calametra",
+        wl,
+        "found",
+        found,
+        n,
+        "budget 1000 seeds a case",
+    ));
+    rows.push(Row::count(
+        "calametra",
+        wl,
+        "shrunk to 3",
+        three,
+        n,
+        &format!("{one_minimal}/{n} read `get_status . disconnect . get_status`"),
+    ));
+    rows.push(Row::samples("calametra", wl, "result length", lens, ""));
+    rows.push(Row::samples(
+        "calametra",
+        wl,
+        "find+shrink ms",
+        ms,
+        &format!(
+            "ddmin over client events; median {} replays",
+            calametra_peers::measure::median(&replays)
+        ),
+    ));
+    for (tool, go) in [
+        (
+            "proptest",
+            proptest_b::plain as fn(u64) -> proptest_b::Found,
+        ),
+        ("proptest-state-machine", proptest_b::state_machine),
+    ] {
+        let (mut ms, mut lens, mut three, mut found) = (vec![], vec![], 0, 0);
+        for &seed in &SEEDS {
+            let (secs, r) = seconds(|| go(seed));
+            if let Some(m) = r.minimal {
+                found += 1;
+                ms.push(secs * 1e3);
+                lens.push(m.len() as f64);
+                if m.len() == 3 {
+                    three += 1;
+                }
+            }
+        }
+        rows.push(Row::count(tool, wl, "found", found, n, "up to 1024 cases"));
+        rows.push(Row::count(tool, wl, "shrunk to 3", three, n, ""));
+        rows.push(Row::samples(tool, wl, "result length", lens, ""));
+        rows.push(Row::samples(tool, wl, "find+shrink ms", ms, ""));
+    }
+}
+
+fn workload_c(o: &Opts, rows: &mut Vec<Row>) {
+    eprintln!("peers: C");
+    let wl = "C";
+    let n: u64 = if o.quick { 500 } else { 5_000 };
+    let f: fn(&mut Sim) = cw::c_exchange;
+    let cfg = |seed| RunConfig {
+        source: Source::Seeded(seed),
+        faults: cw::c_fault_plan(),
+        ..RunConfig::default()
+    };
+    let probe = run(cfg(THROUGHPUT_SEED), &f);
+    assert!(probe.failure.is_none(), "{:?}", probe.failure);
+    let msgs = cw::C_MESSAGES.with(|m| m.get());
+    let s = throughput(REPS, n, |rep| {
+        for i in 0..n {
+            let r = run(
+                cfg(derive_seed(THROUGHPUT_SEED + rep as u64, "peers::c", i)),
+                &f,
+            );
+            assert!(r.failure.is_none(), "{:?}", r.failure);
+        }
+    });
+    rows.push(Row::samples(
+        "calametra",
+        wl,
+        "messages/s",
+        s.iter().map(|x| x * msgs as f64).collect(),
+        "",
+    ));
+    rows.push(Row::samples(
+        "calametra",
+        wl,
+        "sims/s",
+        s,
+        &format!(
+            "{n} seeds a rep; {msgs} messages, {} trace records, {} steps a sim",
+            probe.records, probe.steps
+        ),
+    ));
+    let tn: u64 = if o.quick { 100 } else { 1_000 };
+    let msgs = turmoil_c::exchange(THROUGHPUT_SEED);
+    let s = throughput(REPS, tn, |rep| {
+        for i in 0..tn {
+            turmoil_c::exchange((THROUGHPUT_SEED + rep as u64) * 1_000_003 + i);
+        }
+    });
+    rows.push(Row::samples(
+        "turmoil",
+        wl,
+        "messages/s",
+        s.iter().map(|x| x * msgs as f64).collect(),
+        "",
+    ));
+    rows.push(Row::samples(
+        "turmoil",
+        wl,
+        "sims/s",
+        s,
+        &format!("{tn} seeds a rep; {msgs} messages a sim"),
+    ));
+}
+
+const TOOLS: [&str; 8] = [
+    "calametra",
+    "shuttle-random",
+    "shuttle-pct",
+    "loom",
+    "proptest",
+    "proptest-state-machine",
+    "madsim",
+    "turmoil",
+];
+
+fn main() {
+    let o = opts();
+    calametra_peers::quiet_panics();
+    let mut rows = Vec::new();
+    let want = |w: &str| o.only.as_deref().is_none_or(|x| x == w);
+    if want("A") {
+        workload_a(&o, &mut rows);
+    }
+    if want("B") {
+        workload_b(&mut rows);
+    }
+    if want("C") {
+        workload_c(&o, &mut rows);
+    }
+    for path in &o.merge {
+        match std::fs::read_to_string(path) {
+            Ok(text) => rows.extend(text.lines().filter_map(Row::from_tsv)),
+            Err(e) => eprintln!("peers: cannot read rows from {path}: {e}"),
+        }
+    }
+    // Group by workload and metric, tools in a fixed order; the sort is stable.
+    let wl_order: Vec<String> = {
+        let mut v: Vec<String> = Vec::new();
+        for r in &rows {
+            if !v.contains(&r.workload) {
+                v.push(r.workload.clone());
+            }
+        }
+        v
+    };
+    let metric_order: Vec<(String, String)> = {
+        let mut v: Vec<(String, String)> = Vec::new();
+        for r in &rows {
+            let k = (r.workload.clone(), r.metric.clone());
+            if !v.contains(&k) {
+                v.push(k);
+            }
+        }
+        v
+    };
+    rows.sort_by_key(|r| {
+        (
+            wl_order.iter().position(|w| *w == r.workload),
+            metric_order
+                .iter()
+                .position(|(w, m)| *w == r.workload && *m == r.metric),
+            TOOLS.iter().position(|t| *t == r.tool),
+        )
+    });
+    if let Some(p) = &o.tsv {
+        let text: String = rows.iter().map(|r| r.to_tsv() + "\n").collect();
+        if let Err(e) = std::fs::write(p, text) {
+            eprintln!("peers: cannot write {p}: {e}");
+        }
+    }
+    println!("{}", calametra_peers::measure::table(&rows));
+    println!(
+        "seeds (find and shrink workloads): {:?}; throughput seed {THROUGHPUT_SEED:#x} + repetition; {REPS} repetitions",
+        SEEDS
+    );
+}

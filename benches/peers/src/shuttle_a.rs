@@ -1,0 +1,116 @@
+//! Workload A in shuttle: the same poller and hotplug steps as threads on `shuttle::sync::Mutex`
+//! (whose `lock` is a scheduling point), `shuttle::thread::yield_now` between steps in the
+//! yield variant, the main thread joining both and asserting. Runs under shuttle's random and
+//! PCT schedulers.
+
+use shuttle::scheduler::{PctScheduler, RandomScheduler, Scheduler};
+use shuttle::sync::Mutex;
+use shuttle::{thread, Config, FailurePersistence, Runner};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+#[derive(Clone, Copy)]
+struct DevCell {
+    connected: bool,
+    status: u8,
+    cache: u8,
+}
+
+fn step_yield(yields: bool) {
+    if yields {
+        thread::yield_now();
+    }
+}
+
+/// One execution of workload A.
+pub fn stale_status(yields: bool, buggy: bool) {
+    let dev = Arc::new(Mutex::new(DevCell {
+        connected: true,
+        status: 0x5a,
+        cache: 0,
+    }));
+    let d1 = dev.clone();
+    let p = thread::spawn(move || {
+        if !d1.lock().unwrap().connected {
+            return false;
+        }
+        step_yield(yields);
+        let status = d1.lock().unwrap().status;
+        step_yield(yields);
+        if buggy {
+            let still = d1.lock().unwrap().connected;
+            step_yield(yields);
+            if still {
+                d1.lock().unwrap().cache = status;
+            }
+        } else {
+            let mut d = d1.lock().unwrap();
+            if d.connected {
+                d.cache = status;
+            }
+        }
+        true
+    });
+    let d2 = dev.clone();
+    let h = thread::spawn(move || {
+        d2.lock().unwrap().connected = false;
+        step_yield(yields);
+        let mut d = d2.lock().unwrap();
+        d.status = 0;
+        d.cache = 0;
+    });
+    let saw = p.join().unwrap();
+    h.join().unwrap();
+    let d = *dev.lock().unwrap();
+    assert!(
+        !(saw && !d.connected && d.cache != 0),
+        "status cached while disconnected"
+    );
+}
+
+/// Which shuttle scheduler.
+#[derive(Clone, Copy, Debug)]
+pub enum Sched {
+    /// `RandomScheduler`: a uniformly random runnable task at every scheduling point.
+    Random,
+    /// `PctScheduler` with depth 3.
+    Pct,
+}
+
+fn config() -> Config {
+    let mut c = Config::new();
+    c.failure_persistence = FailurePersistence::None;
+    c.silence_warnings = true;
+    c
+}
+
+/// Runs `iterations` executions of the variant; returns whether one failed and how many ran
+/// (the failing one included).
+pub fn explore(s: Sched, seed: u64, iterations: usize, yields: bool, buggy: bool) -> (bool, u64) {
+    match s {
+        Sched::Random => explore_with(
+            RandomScheduler::new_from_seed(seed, iterations),
+            yields,
+            buggy,
+        ),
+        Sched::Pct => explore_with(
+            PctScheduler::new_from_seed(seed, 3, iterations),
+            yields,
+            buggy,
+        ),
+    }
+}
+
+fn explore_with<S: Scheduler + 'static>(sched: S, yields: bool, buggy: bool) -> (bool, u64) {
+    let count = Arc::new(AtomicU64::new(0));
+    let c2 = count.clone();
+    let runner = Runner::new(sched, config());
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        runner.run(move || {
+            c2.fetch_add(1, Ordering::Relaxed);
+            stale_status(yields, buggy);
+        })
+    }));
+    (r.is_err(), count.load(Ordering::Relaxed))
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The main job: explore the example scenarios, minimize what fails, save it, and replay it
+# byte-exactly. CALAMETRA_SCHEDULES widens the seeded exploration (default 200 here).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CALAMETRA_SCHEDULES="${CALAMETRA_SCHEDULES:-200}"
+step() { printf '\n==> %s\n' "$*"; }
+
+cargo build -q -p calametra --bin calametra
+tool=target/debug/calametra
+[ -n "${CARGO_TARGET_DIR:-}" ] && tool="$CARGO_TARGET_DIR/debug/calametra"
+
+step "Trigger 6: the fixed driver under every transport fault site and $CALAMETRA_SCHEDULES seeded schedules"
+cargo test -q -p calametra-example-trigger6 --test scenarios -- fixed_driver
+
+step "Trigger 6: exploration finds the planted race and minimizes it (the failure screen)"
+CALAMETRA_VERBOSE=1 cargo test -q -p calametra-example-trigger6 --test scenarios -- --exact stale_status_after_disconnect
+for reg in examples/trigger6/calametra-regressions/stale_status_after_disconnect/*.json; do
+  step "the saved case: $reg"
+  "$tool" show "$reg"
+  step "replayed byte-exactly"
+  "$tool" replay "$reg"
+done
+
+if [ -f examples/dfu-updater/tests/scenarios.rs ]; then
+  step "DFU updater: every fault site of a 64 KiB download and $CALAMETRA_SCHEDULES seeds; the planted bug found"
+  CALAMETRA_VERBOSE=1 cargo test -q -p calametra-example-dfu-updater --test scenarios
+fi
+
+step "the real capture against the Trigger 6 model"
+"$tool" compare --capture "${CALAMETRA_REFDATA:-../shared/refdata}/trace-JCD543-20220514T1928-4k-edid.pcapng.gz" --spec specs/trigger6-jcd543.json | tail -n 3 || true

@@ -22,11 +22,14 @@ usage:
   calametra show FILE                        the minimal story of a failure (regression or trace)
   calametra export FILE (--chrome OUT.json | --html OUT.html)
                                              a Perfetto/Chrome trace or a self-contained HTML timeline
-  calametra compare --capture CAPTURE --spec SPEC [--device BUS:ADDR]
+  calametra compare --capture CAPTURE --spec SPEC [--device BUS:ADDR] [--no-hotplug]
                                              replay a real capture's control transfers against a model
   calametra qemu --spec SPEC [--probe NAME] [--script FILE]
                                              serve a model to a Linux guest under QEMU
 ";
+
+/// Options without a value (kept among the positional arguments for the command to look at).
+const FLAGS: &[&str] = &["no-hotplug"];
 
 /// A CLI failure: the message, and the exit code (2 for usage, 1 for a failed check).
 pub struct CliError(pub String, pub u8);
@@ -85,6 +88,10 @@ pub(crate) fn parse_opts(args: &[String], valued: &[&str]) -> Result<Opts, CliEr
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if let Some(name) = a.strip_prefix("--") {
+            if FLAGS.contains(&name) {
+                o.positional.push(a.clone());
+                continue;
+            }
             if !valued.contains(&name) {
                 return Err(usage(&format!("unknown option `{a}`")));
             }

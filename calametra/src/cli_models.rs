@@ -97,6 +97,23 @@ pub fn compare(args: &[String]) -> Result<(), CliError> {
     };
     let spec = Spec::load(Path::new(spec)).map_err(|e| CliError(e.to_string(), 1))?;
     let capture = Capture::load(cap).map_err(|e| CliError(e.to_string(), 1))?;
+    if spec.str("format").ok() == Some("calametra.spec.trigger6") && device.is_none() {
+        // The Trigger 6 comparison scripts the capture's monitor hot-plug in and names what it
+        // explains (`--no-hotplug` shows those differences, explained).
+        let replay = !o.positional.iter().any(|p| p == "--no-hotplug");
+        let (report, _) =
+            calametra_models::trigger6::capture::compare_capture(&capture, &spec, replay)
+                .map_err(|e| CliError(e, 1))?;
+        print!("{}", report.render());
+        return if report.summary().is_clean() {
+            Ok(())
+        } else {
+            Err(CliError(
+                "the model differs from the capture (unexplained differences above)".into(),
+                1,
+            ))
+        };
+    }
     let mut host = host_for(
         &spec,
         &RunConfig {

@@ -187,3 +187,55 @@ fn bad_files_are_clear_errors() {
     let (code, out) = tool(&["export", good.to_str().unwrap()]);
     assert_eq!(code, 2, "{out}");
 }
+
+fn refdata(name: &str) -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = std::env::var_os("CALAMETRA_REFDATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo.join("../shared/refdata"));
+    let p = dir.join(name);
+    assert!(
+        p.exists(),
+        "refdata {} not found; set CALAMETRA_REFDATA to shared/refdata",
+        p.display()
+    );
+    p
+}
+
+#[test]
+fn the_real_capture_compares_clean_from_the_command_line() {
+    let cap = refdata("trace-JCD543-20220514T1928-4k-edid.pcapng.gz");
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/trigger6-jcd543.json");
+    let (code, out) = tool(&[
+        "compare",
+        "--capture",
+        cap.to_str().unwrap(),
+        "--spec",
+        spec.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("75 control transfers: 75 same, 0 differ, 0 model stalls, 0 capture stalls"),
+        "{out}"
+    );
+    let (code, out) = tool(&[
+        "compare",
+        "--capture",
+        cap.to_str().unwrap(),
+        "--spec",
+        spec.to_str().unwrap(),
+        "--no-hotplug",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("7 explained, 0 unexplained"), "{out}");
+    // A capture that is not one is a clear error.
+    let (code, out) = tool(&[
+        "compare",
+        "--capture",
+        spec.to_str().unwrap(),
+        "--spec",
+        spec.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("trigger6-jcd543.json"), "{out}");
+}

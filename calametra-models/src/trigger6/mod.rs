@@ -16,6 +16,7 @@
 //! ```
 
 pub mod bulk;
+pub mod capture;
 pub mod facts;
 pub mod invariants;
 pub mod model;

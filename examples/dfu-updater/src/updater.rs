@@ -154,6 +154,10 @@ enum Manifested {
 /// [`UpdateError::BusResetRequired`]) or DFU mode, with tolerant and non-tolerant
 /// manifestation. Returns after the uploaded image matched, or with an error that says why the
 /// update could not finish; the device then still holds a valid image.
+///
+/// The device is left in dfuIDLE with the new image valid: a USB reset or a power cycle starts
+/// it (a non-tolerant device already restarted into it once, and was detached again for the
+/// verification). `UsbInterface` has no bus reset, so issuing one is the caller's business.
 pub async fn update<I: UsbInterface>(
     iface: &I,
     image: &[u8],

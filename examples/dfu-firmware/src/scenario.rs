@@ -78,15 +78,19 @@ pub async fn enumerate(iface: &Interface) -> Result<(), TransferError> {
 /// [`image`]; returns the cell its result lands in. The task ends `Ok` for an update or a
 /// device that left the bus, and with the updater's error otherwise.
 pub fn host_campaign(sim: &mut Sim, iface: Interface) -> Outcome {
+    host_campaign_with(sim, iface, image(), true)
+}
+
+/// [`host_campaign`] with another image, and with or without the [`DfuSe`] wrapper (without
+/// it, the updater speaks plain DFU 1.1 block numbers to whatever device it meets).
+pub fn host_campaign_with(sim: &mut Sim, iface: Interface, img: Vec<u8>, dfuse: bool) -> Outcome {
     let outcome: Outcome = Rc::new(RefCell::new(None));
     let cell = outcome.clone();
     sim.spawn("updater", async move {
         let r = match enumerate(&iface).await {
             Err(_) => Err(UpdateError::Disconnected),
-            Ok(()) => {
-                let img = image();
-                update(&DfuSe::new(iface), &img, &Options::default()).await
-            }
+            Ok(()) if dfuse => update(&DfuSe::new(iface), &img, &Options::default()).await,
+            Ok(()) => update(&iface, &img, &Options::default()).await,
         };
         *cell.borrow_mut() = Some(r.clone());
         match r {

@@ -18,11 +18,14 @@
 use calametra_core::fault::{FaultPlan, FaultSet, Site};
 use calametra_core::spec::Spec;
 use calametra_core::{run, RunConfig, RunResult, Sim};
+use calametra_example_dfu_firmware::dfuse::DfuSe;
 use calametra_example_dfu_firmware::firmware_device;
 use calametra_example_dfu_firmware::scenario::host_campaign_with;
+use calametra_example_dfu_updater::protocol::Client;
 use calametra_models::dfu::{seal_image, Dfu};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::time::Duration;
 use std::time::Instant;
 
 const SPEC: &[u8] = include_bytes!("../../../specs/dfu11-usbd-dfu.json");
@@ -61,6 +64,51 @@ fn campaign(target: Target, dfuse: bool) -> impl Fn(&mut Sim) {
                 host_campaign_with(sim, dev.interface(), img, dfuse)
             }
         };
+    }
+}
+
+/// A short request sequence straight at a DFU-mode device (through [`DfuSe`], after reading the
+/// configuration so it knows the device): the spec clauses the updater never exercises.
+#[derive(Clone, Copy, Debug)]
+enum Probe {
+    /// DNLOAD one block, DFU_GETSTATUS (dfuDNBUSY, 4 ms), and DFU_GETSTATUS again at once.
+    EarlyGetstatus,
+    /// A zero-length DFU_DNLOAD in dfuIDLE, then DFU_GETSTATUS.
+    ZeroLengthDnloadInIdle,
+    /// DFU_DETACH in dfuIDLE, then DFU_GETSTATUS.
+    DetachInIdle,
+}
+
+fn probe_campaign(target: Target, probe: Probe) -> impl Fn(&mut Sim) {
+    move |sim: &mut Sim| {
+        let iface = match target {
+            Target::Firmware => sim.attach(firmware_device()).interface(),
+            Target::Model => {
+                let spec = Spec::parse("specs/dfu11-usbd-dfu.json", SPEC).expect("the spec parses");
+                sim.attach(Dfu::from_spec(&spec)).interface()
+            }
+        };
+        sim.spawn("host", async move {
+            let host = DfuSe::new(iface);
+            let c = Client::new(&host, 0, Duration::from_millis(500));
+            let _ = c.get_descriptor(2, 0, 27).await;
+            let _ = c.get_status().await;
+            match probe {
+                Probe::EarlyGetstatus => {
+                    let _ = c.dnload(0, &small_image()[..128]).await;
+                    let _ = c.get_status().await;
+                    let _ = c.get_status().await;
+                }
+                Probe::ZeroLengthDnloadInIdle => {
+                    let _ = c.dnload(0, &[]).await;
+                    let _ = c.get_status().await;
+                }
+                Probe::DetachInIdle => {
+                    let _ = c.detach(250).await;
+                    let _ = c.get_status().await;
+                }
+            }
+        });
     }
 }
 
@@ -273,6 +321,30 @@ const DEVIATIONS: &[Deviation] = &[
                     && d.model == "getstatus stall")
         },
     },
+    Deviation {
+        id: "zero-length-dnload-in-idle",
+        clause: "dfu11.md dfuIDLE (2): DNLOAD with wLength=0 ... -> stall, dfuERROR",
+        spec: "a zero-length DFU_DNLOAD in dfuIDLE (nothing downloaded) is stalled and the device enters dfuERROR",
+        firmware: "usbd-dfu accepts it as the end of an image (DfuSe 'leave'): dfuIDLE -> dfuMANIFEST-SYNC, and the next DFU_GETSTATUS manifests whatever the flash holds",
+        matches: |d| {
+            d.trial.starts_with("zero-length dnload")
+                && d.aspect == "host"
+                && d.firmware == "dnload ok"
+                && d.model == "dnload stall"
+        },
+    },
+    Deviation {
+        id: "stall-without-dfuerror",
+        clause: "dfu11.md State transitions: \"A stall in a DFU-mode state moves the device to dfuERROR\"; dfuIDLE: any other request (DETACH, CLRSTATUS) -> stall, dfuERROR",
+        spec: "DFU_DETACH in dfuIDLE is stalled and the device enters dfuERROR (errSTALLEDPKT)",
+        firmware: "usbd-dfu stalls requests it does not implement (DFU_DETACH, unknown class requests) but stays in its state with bStatus OK",
+        matches: |d| {
+            d.trial.starts_with("detach in dfuIDLE")
+                && d.aspect == "host"
+                && d.firmware == "getstatus ok bStatus 00 bState 02"
+                && d.model == "getstatus ok bStatus 0f bState 0a"
+        },
+    },
 ];
 
 const EXPLAINED: &[Explained] = &[
@@ -362,6 +434,28 @@ fn firmware_and_model_agree_except_for_known_deviations() {
         &FaultPlan::default(),
     ) {
         diffs.push(d);
+    }
+    // The spec clauses the updater never reaches, asked directly.
+    for (name, p) in [
+        (
+            "early getstatus (during bwPollTimeout)",
+            Probe::EarlyGetstatus,
+        ),
+        (
+            "zero-length dnload in dfuIDLE",
+            Probe::ZeroLengthDnloadInIdle,
+        ),
+        ("detach in dfuIDLE", Probe::DetachInIdle),
+    ] {
+        let cfg = RunConfig {
+            keep_trace: true,
+            ..RunConfig::default()
+        };
+        let fw = observe(&run(cfg.clone(), &probe_campaign(Target::Firmware, p)));
+        let md = observe(&run(cfg, &probe_campaign(Target::Model, p)));
+        if let Some(d) = first_difference(name, &fw, &md) {
+            diffs.push(d);
+        }
     }
     // Every fault at every site.
     let sites = sites();

@@ -46,5 +46,8 @@ pub mod protocol;
 pub mod scenario;
 pub mod updater;
 
-pub use scenario::{new_image, scenario, scenario_nontolerant, scenario_with};
+pub use scenario::{
+    new_image, scenario, scenario_nontolerant, scenario_planted, scenario_with,
+    scenario_with_options,
+};
 pub use updater::{update, Options, Report, UpdateError};

@@ -77,6 +77,20 @@ pub fn scenario_nontolerant(sim: &mut Sim) {
 /// When `spec` is not a valid DFU spec (the message names `path` and the field): scenarios
 /// embed their spec at compile time.
 pub fn scenario_with(sim: &mut Sim, path: &str, spec: &[u8]) -> Outcome {
+    scenario_with_options(sim, path, spec, Options::default())
+}
+
+/// [`scenario`] with the planted bug, whatever the build's features.
+pub fn scenario_planted(sim: &mut Sim) {
+    let options = Options {
+        planted_bug: true,
+        ..Options::default()
+    };
+    scenario_with_options(sim, "specs/dfu11-tolerant.json", TOLERANT_SPEC, options);
+}
+
+/// [`scenario_with`] with the updater's options.
+pub fn scenario_with_options(sim: &mut Sim, path: &str, spec: &[u8], options: Options) -> Outcome {
     let spec = match Spec::parse(path, spec) {
         Ok(s) => s,
         Err(e) => panic!("calametra: {e}"),
@@ -90,7 +104,7 @@ pub fn scenario_with(sim: &mut Sim, path: &str, spec: &[u8]) -> Outcome {
     {
         let outcome = outcome.clone();
         sim.spawn("updater", async move {
-            let r = update(&iface, new, &Options::default()).await;
+            let r = update(&iface, new, &options).await;
             *outcome.borrow_mut() = Some(r.clone());
             match r {
                 Ok(_) | Err(UpdateError::Disconnected | UpdateError::Reattached { .. }) => Ok(()),

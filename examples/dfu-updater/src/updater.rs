@@ -32,6 +32,9 @@ pub struct Options {
     /// How long to wait before asking again when a DFU_GETSTATUS answer was lost or garbled
     /// (the device may have moved to a busy state whose bwPollTimeout we never saw).
     pub busy_fallback: Duration,
+    /// Plant the bug exploration must find (see the crate docs). Defaults to whether the crate
+    /// was built with feature `planted-bug`; scenarios may hold both variants side by side.
+    pub planted_bug: bool,
 }
 
 impl Default for Options {
@@ -42,6 +45,7 @@ impl Default for Options {
             verify_attempts: 4,
             reenumerate_poll: Duration::from_millis(25),
             busy_fallback: Duration::from_millis(100),
+            planted_bug: cfg!(feature = "planted-bug"),
         }
     }
 }
@@ -144,7 +148,6 @@ enum Manifested {
     WaitReset,
     /// The device stopped answering after the final block, which the planted bug reads as
     /// "it reset into the new firmware".
-    #[cfg(feature = "planted-bug")]
     AssumedByReset,
 }
 
@@ -215,7 +218,6 @@ async fn attempt_once<I: UsbInterface>(
             wait_for_runtime(c, &d, opts).await?;
             enter_dfu_mode(c, opts).await?;
         }
-        #[cfg(feature = "planted-bug")]
         Manifested::AssumedByReset => {
             report.verified = false;
             return Ok(());
@@ -530,8 +532,7 @@ async fn manifest<I: UsbInterface>(
                 // read a failed DFU_GETSTATUS after the final block as "the device reset into
                 // the new firmware" and report success, without checking that the device was
                 // tolerant or that manifestation ever started.
-                #[cfg(feature = "planted-bug")]
-                if matches!(e, ReqError::Transfer(_)) {
+                if opts.planted_bug && matches!(e, ReqError::Transfer(_)) {
                     return Ok(Manifested::AssumedByReset);
                 }
                 lost += 1;

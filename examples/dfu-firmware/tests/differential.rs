@@ -543,6 +543,14 @@ fn firmware_and_model_agree_except_for_known_deviations() {
             k.spec
         );
     }
+    for k in EXPLAINED {
+        eprintln!(
+            "explained {} ({} differences): {}",
+            k.id,
+            observed.get(k.id).copied().unwrap_or(0),
+            k.why
+        );
+    }
     assert!(
         unexplained.is_empty(),
         "{} unexplained differences; the first 5:\n{}",

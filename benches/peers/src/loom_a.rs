@@ -70,6 +70,8 @@ pub fn stale_status(yields: bool, buggy: bool) {
 /// Explores every interleaving of the variant; returns whether one failed and how many
 /// executions ran (the failing one included).
 pub fn explore(yields: bool, buggy: bool) -> (bool, u64) {
+    // loom unwinds internally; another tool's panic hook (shuttle installs one) must not print.
+    crate::quiet_panics();
     static COUNT: AtomicU64 = AtomicU64::new(0);
     COUNT.store(0, Ordering::Relaxed);
     let mut b = loom::model::Builder::new();

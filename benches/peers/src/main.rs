@@ -9,7 +9,7 @@ use calametra_core::explore::replay_config;
 use calametra_core::shrink::minimize;
 use calametra_core::{run, RunConfig, Sim};
 use calametra_peers::calametra_workloads::{self as cw, AVariant};
-use calametra_peers::measure::{seconds, throughput, Row};
+use calametra_peers::measure::{interleaved, seconds, Row, Value};
 use calametra_peers::shuttle_a::Sched;
 use calametra_peers::{loom_a, proptest_b, shuttle_a, turmoil_c};
 use calametra_peers::{FIND_BUDGET, REPS, SEEDS, THROUGHPUT_SEED};
@@ -19,6 +19,7 @@ struct Opts {
     only: Option<String>,
     merge: Vec<String>,
     tsv: Option<String>,
+    madsim: Option<String>,
 }
 
 fn opts() -> Opts {
@@ -27,6 +28,7 @@ fn opts() -> Opts {
         only: None,
         merge: Vec::new(),
         tsv: None,
+        madsim: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -35,6 +37,13 @@ fn opts() -> Opts {
             "--only" => o.only = args.next(),
             "--merge" => o.merge.extend(args.next()),
             "--tsv" => o.tsv = args.next(),
+            "--madsim" => o.madsim = args.next(),
+            "--spin" => {
+                // For `perf record`: only Calametra's runs of one workload, in a loop.
+                let w = args.next().unwrap_or_default();
+                spin(&w);
+                std::process::exit(0);
+            }
             other => {
                 eprintln!("peers: unknown option `{other}`; expected --quick, --only A|B|C, --merge FILE, --tsv FILE");
                 std::process::exit(2);
@@ -42,6 +51,35 @@ fn opts() -> Opts {
         }
     }
     o
+}
+
+fn spin(w: &str) {
+    let f: fn(&mut Sim) = match w {
+        "a" => cw::a_noyield_correct,
+        "ay" => cw::a_yield_correct,
+        "b" => cw::b_status_ops,
+        _ => cw::c_exchange,
+    };
+    let faults = if w == "c" {
+        cw::c_fault_plan()
+    } else {
+        Default::default()
+    };
+    let n = if w == "c" { 50_000 } else { 300_000 };
+    let (secs, ()) = seconds(|| {
+        for i in 0..n {
+            let r = run(
+                RunConfig {
+                    source: Source::Seeded(derive_seed(1, "spin", i)),
+                    faults: faults.clone(),
+                    ..RunConfig::default()
+                },
+                &f,
+            );
+            std::hint::black_box(r.hash);
+        }
+    });
+    println!("{w}: {:.0} runs/s", n as f64 / secs);
 }
 
 fn seeded(seed: u64) -> RunConfig {
@@ -76,7 +114,8 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
         };
         let f = a_fn(v);
         let path = format!("peers::{wl}");
-        let s = throughput(REPS, n, |rep| {
+        let (_, loom_total) = loom_a::explore(yields, false);
+        let mut cal = |rep: usize| {
             for i in 0..n {
                 let r = run(
                     seeded(derive_seed(THROUGHPUT_SEED + rep as u64, &path, i)),
@@ -84,20 +123,9 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
                 );
                 assert!(r.failure.is_none(), "{:?}", r.failure);
             }
-        });
-        let records = run(seeded(derive_seed(THROUGHPUT_SEED, &path, 0)), &f).records;
-        rows.push(Row::samples(
-            "calametra",
-            &correct,
-            "schedules/s",
-            s,
-            &format!("{n} seeds a rep, trace hashed ({records} records a run)"),
-        ));
-        for (tool, sched) in [
-            ("shuttle-random", Sched::Random),
-            ("shuttle-pct", Sched::Pct),
-        ] {
-            let s = throughput(REPS, n, |rep| {
+        };
+        let shuttle = |sched| {
+            move |rep: usize| {
                 let (failed, ran) = shuttle_a::explore(
                     sched,
                     THROUGHPUT_SEED + rep as u64,
@@ -106,27 +134,46 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
                     false,
                 );
                 assert!(!failed && ran == n);
-            });
+            }
+        };
+        let mut random = shuttle(Sched::Random);
+        let mut pct = shuttle(Sched::Pct);
+        let mut loom = |_| {
+            let (failed, ran) = loom_a::explore(yields, false);
+            assert!(!failed && ran == loom_total);
+        };
+        let s = interleaved(
+            REPS,
+            &mut [
+                (n, &mut cal),
+                (n, &mut random),
+                (n, &mut pct),
+                (loom_total, &mut loom),
+            ],
+        );
+        let records = run(seeded(derive_seed(THROUGHPUT_SEED, &path, 0)), &f).records;
+        let notes = [
+            format!("{n} seeds a rep, trace hashed ({records} records a run)"),
+            format!("{n} iterations a rep"),
+            format!("{n} iterations a rep, depth 3"),
+            format!("exhaustive DFS: {loom_total} schedules a rep"),
+        ];
+        for (i, tool) in ["calametra", "shuttle-random", "shuttle-pct", "loom"]
+            .iter()
+            .enumerate()
+        {
             rows.push(Row::samples(
                 tool,
                 &correct,
                 "schedules/s",
-                s,
-                &format!("{n} iterations a rep"),
+                s[i].clone(),
+                &notes[i],
             ));
         }
-        let (_, total) = loom_a::explore(yields, false);
-        let s = throughput(REPS, total, |_| {
-            let (failed, ran) = loom_a::explore(yields, false);
-            assert!(!failed && ran == total);
-        });
-        rows.push(Row::samples(
-            "loom",
-            &correct,
-            "schedules/s",
-            s,
-            &format!("exhaustive DFS: {total} schedules"),
-        ));
+
+        // shuttle's panic hook (installed on its first run) prints every panic; keep panics
+        // quiet for every tool so that printing is not what they are timed on.
+        calametra_peers::quiet_panics();
 
         // The buggy variant: runs until found, per seed.
         eprintln!("peers: {buggy}");
@@ -306,6 +353,7 @@ fn workload_b(rows: &mut Vec<Row>) {
             calametra_peers::measure::median(&replays)
         ),
     ));
+    calametra_peers::quiet_panics();
     for (tool, go) in [
         (
             "proptest",
@@ -336,6 +384,7 @@ fn workload_c(o: &Opts, rows: &mut Vec<Row>) {
     eprintln!("peers: C");
     let wl = "C";
     let n: u64 = if o.quick { 500 } else { 5_000 };
+    let tn: u64 = if o.quick { 100 } else { 1_000 };
     let f: fn(&mut Sim) = cw::c_exchange;
     let cfg = |seed| RunConfig {
         source: Source::Seeded(seed),
@@ -345,7 +394,8 @@ fn workload_c(o: &Opts, rows: &mut Vec<Row>) {
     let probe = run(cfg(THROUGHPUT_SEED), &f);
     assert!(probe.failure.is_none(), "{:?}", probe.failure);
     let msgs = cw::C_MESSAGES.with(|m| m.get());
-    let s = throughput(REPS, n, |rep| {
+    let tmsgs = turmoil_c::exchange(THROUGHPUT_SEED);
+    let mut cal = |rep: usize| {
         for i in 0..n {
             let r = run(
                 cfg(derive_seed(THROUGHPUT_SEED + rep as u64, "peers::c", i)),
@@ -353,45 +403,75 @@ fn workload_c(o: &Opts, rows: &mut Vec<Row>) {
             );
             assert!(r.failure.is_none(), "{:?}", r.failure);
         }
-    });
-    rows.push(Row::samples(
-        "calametra",
-        wl,
-        "messages/s",
-        s.iter().map(|x| x * msgs as f64).collect(),
-        "",
-    ));
-    rows.push(Row::samples(
-        "calametra",
-        wl,
-        "sims/s",
-        s,
-        &format!(
-            "{n} seeds a rep; {msgs} messages, {} trace records, {} steps a sim",
-            probe.records, probe.steps
-        ),
-    ));
-    let tn: u64 = if o.quick { 100 } else { 1_000 };
-    let msgs = turmoil_c::exchange(THROUGHPUT_SEED);
-    let s = throughput(REPS, tn, |rep| {
+    };
+    let mut tur = |rep: usize| {
         for i in 0..tn {
             turmoil_c::exchange((THROUGHPUT_SEED + rep as u64) * 1_000_003 + i);
         }
-    });
-    rows.push(Row::samples(
-        "turmoil",
-        wl,
-        "messages/s",
-        s.iter().map(|x| x * msgs as f64).collect(),
-        "",
-    ));
-    rows.push(Row::samples(
-        "turmoil",
-        wl,
-        "sims/s",
-        s,
-        &format!("{tn} seeds a rep; {msgs} messages a sim"),
-    ));
+    };
+    // madsim needs `--cfg madsim` for its whole build, so it is another binary: one
+    // repetition a process, timed inside it, interleaved with the other tools' repetitions.
+    let madsim_rows = std::cell::RefCell::new(Vec::new());
+    let mut mad = |rep: usize| {
+        let Some(bin) = &o.madsim else { return };
+        let mut cmd = std::process::Command::new(bin);
+        cmd.args(["--rep", &rep.to_string()]);
+        if o.quick {
+            cmd.arg("--quick");
+        }
+        match cmd.output() {
+            Ok(out) if out.status.success() => madsim_rows.borrow_mut().extend(
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .filter_map(Row::from_tsv),
+            ),
+            Ok(out) => eprintln!(
+                "peers: {bin} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => eprintln!("peers: cannot run {bin}: {e}"),
+        }
+    };
+    let s = interleaved(REPS, &mut [(n, &mut cal), (tn, &mut tur), (1, &mut mad)]);
+    // Merge madsim's one-sample rows per metric.
+    let mut merged: Vec<Row> = Vec::new();
+    for r in madsim_rows.into_inner() {
+        match merged.iter_mut().find(|m| m.metric == r.metric) {
+            Some(m) => {
+                if let (Value::Samples(a), Value::Samples(b)) = (&mut m.value, r.value) {
+                    a.extend(b);
+                }
+            }
+            None => merged.push(r),
+        }
+    }
+    for (tool, s, m, note) in [
+        (
+            "calametra",
+            &s[0],
+            msgs,
+            format!(
+                "{n} seeds a rep; {msgs} messages, {} trace records, {} steps a sim",
+                probe.records, probe.steps
+            ),
+        ),
+        (
+            "turmoil",
+            &s[1],
+            tmsgs,
+            format!("{tn} seeds a rep; {tmsgs} messages a sim"),
+        ),
+    ] {
+        rows.push(Row::samples(tool, wl, "sims/s", s.clone(), &note));
+        rows.push(Row::samples(
+            tool,
+            wl,
+            "messages/s",
+            s.iter().map(|x| x * m as f64).collect(),
+            "",
+        ));
+    }
+    rows.extend(merged);
 }
 
 const TOOLS: [&str; 8] = [

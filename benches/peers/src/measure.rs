@@ -161,6 +161,20 @@ pub fn throughput(reps: usize, n: u64, mut f: impl FnMut(usize)) -> Vec<f64> {
         .collect()
 }
 
+/// Like [`throughput`] for several contenders at once, their repetitions interleaved (rep 0 of
+/// each, then rep 1 of each, ...) so that load from other processes falls on all of them alike.
+/// Each contender is `(iterations a rep, body)`; returns iterations per second, per contender.
+pub fn interleaved(reps: usize, contenders: &mut [(u64, &mut dyn FnMut(usize))]) -> Vec<Vec<f64>> {
+    let mut out = vec![Vec::new(); contenders.len()];
+    for rep in 0..reps {
+        for (i, (n, f)) in contenders.iter_mut().enumerate() {
+            let (s, ()) = seconds(|| f(rep));
+            out[i].push(*n as f64 / s);
+        }
+    }
+    out
+}
+
 fn fmt_num(x: f64) -> String {
     if !x.is_finite() {
         return "-".into();

@@ -112,5 +112,7 @@ fn explore_with<S: Scheduler + 'static>(sched: S, yields: bool, buggy: bool) -> 
             stale_status(yields, buggy);
         })
     }));
+    // shuttle installs a panic hook that prints every panic, in any tool, from then on.
+    crate::quiet_panics();
     (r.is_err(), count.load(Ordering::Relaxed))
 }

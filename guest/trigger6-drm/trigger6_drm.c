@@ -117,6 +117,7 @@ struct t6_device {
 	u32 fence_done;
 	struct urb *irq_urb;
 	u8 *irq_buf;
+	unsigned int irq_errors;
 	unsigned long hpd_pending;
 	struct work_struct hpd_work;
 	struct t6_output out[T6_OUTPUTS];
@@ -452,15 +453,20 @@ static void t6_irq_complete(struct urb *urb)
 
 	switch (urb->status) {
 	case 0:
+		t6->irq_errors = 0;
 		break;
 	case -ENOENT:
 	case -ECONNRESET:
 	case -ESHUTDOWN:
-	case -ENODEV:
-	case -EPROTO:
-		return; /* killed, or the dock went away */
+		return; /* killed */
 	default:
-		drm_err_ratelimited(&t6->drm, "interrupt IN: status %d\n", urb->status);
+		if (++t6->irq_errors > 8) {
+			drm_err(&t6->drm, "interrupt IN: status %d, %u errors in a row; no more hotplug or fence events\n",
+				urb->status, t6->irq_errors);
+			return;
+		}
+		drm_err_ratelimited(&t6->drm, "interrupt IN: status %d; listening again\n",
+				    urb->status);
 		goto resubmit;
 	}
 	if (urb->actual_length > T6_DISPLAY_EVENT_AT && (p[0] & T6_FUNC_DISPLAY)) {
@@ -597,9 +603,9 @@ static int t6_upload(struct t6_output *o, struct drm_framebuffer *fb, const stru
 	int attempt, ret = 0;
 
 	t6_frame_init(&f, o, fb, data, fence);
-	drm_info(&t6->drm, "output %u: flip fence %u: %p4cc %ux%u at %#x pitch %u, %zu bytes\n",
-		 o->index, fence, &fb->format->format, fb->width, fb->height, t6_fb_addr[o->index],
-		 f.line[0], f.pixels);
+	drm_info(&t6->drm, "output %u: flip fence %u: %s %ux%u at %#x pitch %u, %zu bytes\n",
+		 o->index, fence, f.planes == 2 ? "NV12" : "XRGB8888", fb->width, fb->height,
+		 t6_fb_addr[o->index], f.line[0], f.pixels);
 	for (attempt = 1; attempt <= 2; attempt++) {
 		mutex_lock(&t6->io);
 		ret = t6_send_payload(t6, addr, &f);
@@ -668,8 +674,9 @@ static void t6_pipe_enable(struct drm_simple_display_pipe *pipe, struct drm_crtc
 		ret = t6_modeset(o, rec, &step);
 		if (!ret)
 			break;
-		drm_err(drm, "output %u: modeset " DRM_MODE_FMT " failed at %s: %d; %s\n", o->index,
-			DRM_MODE_ARG(m), step, ret, attempt == 1 ? "retrying" : "giving up");
+		drm_err(drm, "output %u: modeset %dx%d@%d failed at %s: %d; %s\n", o->index,
+			m->hdisplay, m->vdisplay, drm_mode_vrefresh(m), step, ret,
+			attempt == 1 ? "retrying" : "giving up");
 		if (ret == -ENODEV)
 			break;
 	}
@@ -724,6 +731,9 @@ static void t6_pipe_update(struct drm_simple_display_pipe *pipe,
 	if (!state->fb || !crtc->state->active || !o->mode_ok ||
 	    !drm_atomic_helper_damage_merged(old_state, state, &damage) ||
 	    !drm_dev_enter(crtc->dev, &idx)) {
+		if (state->fb && crtc->state->active)
+			drm_info(crtc->dev, "output %u: frame not sent (%s)\n", o->index,
+				 o->mode_ok ? "no damage, or the dock is gone" : "no mode set");
 		if (event)
 			t6_send_event(o, event);
 		return;
@@ -756,6 +766,11 @@ static const struct drm_simple_display_pipe_funcs t6_pipe_funcs = {
 	.disable = t6_pipe_disable,
 	.update = t6_pipe_update,
 	DRM_GEM_SIMPLE_DISPLAY_PIPE_SHADOW_PLANE_FUNCS,
+};
+
+/* Enables before planes: a modeset's first frame goes out after the mode is set. */
+static const struct drm_mode_config_helper_funcs t6_mode_config_helpers = {
+	.atomic_commit_tail = drm_atomic_helper_commit_tail_rpm,
 };
 
 static const struct drm_mode_config_funcs t6_mode_config_funcs = {
@@ -850,6 +865,7 @@ static int t6_probe(struct usb_interface *intf, const struct usb_device_id *id)
 	drm->mode_config.max_height = DRM_SHADOW_PLANE_MAX_HEIGHT;
 	drm->mode_config.preferred_depth = 24;
 	drm->mode_config.funcs = &t6_mode_config_funcs;
+	drm->mode_config.helper_private = &t6_mode_config_helpers;
 
 	for (i = 0; i < T6_OUTPUTS; i++) {
 		struct t6_output *o = &t6->out[i];

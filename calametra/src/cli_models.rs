@@ -27,49 +27,7 @@ pub fn model_for(spec: &Spec) -> Result<Box<dyn Device>, String> {
 }
 
 fn host_for(spec: &Spec, config: &RunConfig) -> Result<DeviceHost, String> {
-    struct Boxed(Box<dyn Device>);
-    impl Device for Boxed {
-        fn name(&self) -> &str {
-            self.0.name()
-        }
-        fn control(
-            &mut self,
-            cx: &mut calametra_core::usb::DevCtx<'_>,
-            s: &calametra_core::usb::Setup,
-            d: &[u8],
-        ) -> calametra_core::usb::Reply {
-            self.0.control(cx, s, d)
-        }
-        fn out(
-            &mut self,
-            cx: &mut calametra_core::usb::DevCtx<'_>,
-            ep: u8,
-            d: &[u8],
-        ) -> calametra_core::usb::Reply {
-            self.0.out(cx, ep, d)
-        }
-        fn poll_in(
-            &mut self,
-            cx: &mut calametra_core::usb::DevCtx<'_>,
-            ep: u8,
-            n: usize,
-        ) -> calametra_core::usb::Reply {
-            self.0.poll_in(cx, ep, n)
-        }
-        fn on_timer(&mut self, cx: &mut calametra_core::usb::DevCtx<'_>, t: u64) {
-            self.0.on_timer(cx, t)
-        }
-        fn on_reset(&mut self, cx: &mut calametra_core::usb::DevCtx<'_>) {
-            self.0.on_reset(cx)
-        }
-        fn on_disconnect(&mut self, cx: &mut calametra_core::usb::DevCtx<'_>) {
-            self.0.on_disconnect(cx)
-        }
-        fn request_name(&self, s: &calametra_core::usb::Setup) -> Option<&str> {
-            self.0.request_name(s)
-        }
-    }
-    Ok(DeviceHost::new(Boxed(model_for(spec)?), config))
+    Ok(DeviceHost::new(calametra_qemu::Boxed(model_for(spec)?), config))
 }
 
 /// `calametra compare --capture FILE --spec SPEC [--device BUS:ADDR]`.

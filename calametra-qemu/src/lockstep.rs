@@ -603,6 +603,9 @@ pub struct Server {
     speed: u8,
     next_seq: u32,
     guest_attached: bool,
+    /// Whether the guest configured the device since it was last attached (resets before
+    /// that are the guest's enumeration of the attach).
+    configured_since_attach: bool,
     replug: bool,
     marks_seen: u64,
     swallowed: BTreeSet<u8>,
@@ -673,6 +676,7 @@ impl Server {
             speed,
             next_seq: 0,
             guest_attached: true,
+            configured_since_attach: false,
             replug: false,
             marks_seen: 0,
             swallowed: BTreeSet::new(),
@@ -796,6 +800,7 @@ impl Server {
     }
 
     fn forget_configuration(&mut self) {
+        self.configured_since_attach = false;
         self.config = 0;
         self.alts.clear();
         self.swallowed.clear();
@@ -833,6 +838,7 @@ impl Server {
                     }
                     (0x00, 9) => {
                         self.config = setup.value as u8;
+                        self.configured_since_attach |= self.config != 0;
                         self.alts.clear();
                     }
                     (0x01, 11) => {
@@ -926,8 +932,20 @@ impl Server {
             Kind::Out => self.out(req),
             Kind::In => self.poll_in(req)?,
             Kind::Reset => {
-                self.host.reset();
-                self.forget_configuration();
+                if self.configured_since_attach {
+                    self.host.reset();
+                    self.forget_configuration();
+                } else {
+                    // The firmware and Linux reset the port while they enumerate a device
+                    // that was just attached; attaching covers those resets, so the model
+                    // does not see them (a DFU device would leave DFU mode on them). Resets
+                    // of a configured device (a driver's, dfu-util's) reach it.
+                    self.config = 0;
+                    self.alts.clear();
+                    self.host.record("emulator", "lockstep", true, |r| {
+                        r.str("event", "attach_reset");
+                    });
+                }
                 Reply::status(Status::Ok)
             }
             Kind::Tick => Reply::status(Status::Ok),

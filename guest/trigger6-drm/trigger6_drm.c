@@ -400,21 +400,22 @@ static struct drm_pending_vblank_event *t6_take_event(struct t6_output *o, u32 d
 static void t6_fence_done(struct t6_device *t6, u32 fence)
 {
 	struct drm_pending_vblank_event *event;
+	unsigned long flags;
 	unsigned int i;
 	u32 waited;
 
-	spin_lock(&t6->lock);
+	spin_lock_irqsave(&t6->lock, flags);
 	if (fence > t6->fence_done)
 		t6->fence_done = fence;
-	spin_unlock(&t6->lock);
+	spin_unlock_irqrestore(&t6->lock, flags);
 	for (i = 0; i < T6_OUTPUTS; i++) {
 		struct t6_output *o = &t6->out[i];
 		bool mine;
 
 		event = t6_take_event(o, fence, &waited);
-		spin_lock(&t6->lock);
+		spin_lock_irqsave(&t6->lock, flags);
 		mine = o->sent == fence;
-		spin_unlock(&t6->lock);
+		spin_unlock_irqrestore(&t6->lock, flags);
 		if (!waited) {
 			if (mine)
 				drm_info(&t6->drm, "output %u: fence %u done after its timeout\n", i,

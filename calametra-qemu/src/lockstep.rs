@@ -1207,6 +1207,8 @@ pub struct LockstepRun {
     pub failure: Option<Failure>,
     /// The guest's console, line by line.
     pub console: Vec<String>,
+    /// When each console line arrived (wall time since QEMU started; for people, never hashed).
+    pub console_at: Vec<Duration>,
     /// The trace (JSON Lines, each ending in `\n`).
     pub trace: Vec<String>,
     /// The trace hash: every frame, the model's transfers, the console.
@@ -1282,6 +1284,16 @@ impl LockstepRun {
             .take_while(|l| !l.starts_with(end))
             .cloned()
             .collect()
+    }
+
+    /// Wall time between the first console lines starting with `begin` and `end` (a step of
+    /// the probe, for benchmarks).
+    pub fn wall_between(&self, begin: &str, end: &str) -> Option<Duration> {
+        let at = |m: &str| {
+            let i = self.console.iter().position(|l| l.starts_with(m))?;
+            self.console_at.get(i).copied()
+        };
+        Some(at(end)?.saturating_sub(at(begin)?))
     }
 }
 
@@ -1523,6 +1535,7 @@ pub fn run_with_extras<D: Device>(
         outcome,
         failure,
         console: served.console,
+        console_at: served.console_at,
         events: events_of(&trace),
         trace,
         hash,
@@ -1543,6 +1556,7 @@ pub fn run_with_extras<D: Device>(
 struct ServeEnd {
     outcome: Outcome,
     console: Vec<String>,
+    console_at: Vec<Duration>,
     timings: Timings,
     exit: Option<i32>,
     /// QEMU exited by itself or was stopped on a frame: the console is complete and the same
@@ -1563,6 +1577,7 @@ fn serve(
     let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
     let mut reader = FrameReader::new();
     let mut console = Vec::new();
+    let mut console_at = Vec::new();
     let mut timings = Timings::default();
     let mut enumerated_at = None;
     let mut probe_rc: Option<i32> = None;
@@ -1573,8 +1588,10 @@ fn serve(
     let mut stopped = false;
     let mut on_line = |line: String,
                        console: &mut Vec<String>,
+                       console_at: &mut Vec<Duration>,
                        timings: &mut Timings,
                        probe_rc: &mut Option<i32>| {
+        console_at.push(start.elapsed());
         if line.contains(marker::ENUMERATED) && enumerated_at.is_none() {
             enumerated_at = Some(Instant::now());
             timings.enumerated = Some(start.elapsed());
@@ -1625,7 +1642,13 @@ fn serve(
         if let Some(rx) = &console_rx {
             for line in rx.try_iter() {
                 last_progress = Instant::now();
-                on_line(line, &mut console, &mut timings, &mut probe_rc);
+                on_line(
+                    line,
+                    &mut console,
+                    &mut console_at,
+                    &mut timings,
+                    &mut probe_rc,
+                );
             }
         }
         if stopped {
@@ -1634,7 +1657,13 @@ fn serve(
             guard.kill();
             if let Some(rx) = &console_rx {
                 for line in drain(rx, Duration::from_secs(5)) {
-                    on_line(line, &mut console, &mut timings, &mut probe_rc);
+                    on_line(
+                        line,
+                        &mut console,
+                        &mut console_at,
+                        &mut timings,
+                        &mut probe_rc,
+                    );
                 }
             }
             let reason = server
@@ -1644,6 +1673,7 @@ fn serve(
             return ServeEnd {
                 outcome: Outcome::Failed { rc: None, reason },
                 console,
+                console_at,
                 timings,
                 exit: None,
                 deterministic_end: true,
@@ -1654,7 +1684,13 @@ fn serve(
             guard.0 = None;
             if let Some(rx) = &console_rx {
                 for line in drain(rx, Duration::from_secs(5)) {
-                    on_line(line, &mut console, &mut timings, &mut probe_rc);
+                    on_line(
+                        line,
+                        &mut console,
+                        &mut console_at,
+                        &mut timings,
+                        &mut probe_rc,
+                    );
                 }
             }
             let code = status.code();
@@ -1675,6 +1711,7 @@ fn serve(
             return ServeEnd {
                 outcome,
                 console,
+                console_at,
                 timings,
                 exit: code,
                 deterministic_end: lost.is_none(),
@@ -1705,11 +1742,15 @@ fn serve(
                 });
             guard.kill();
             if let Some(rx) = &console_rx {
-                console.extend(drain(rx, Duration::from_secs(2)));
+                for line in drain(rx, Duration::from_secs(2)) {
+                    console_at.push(start.elapsed());
+                    console.push(line);
+                }
             }
             return ServeEnd {
                 outcome: Outcome::EmulatorBlocked { reason },
                 console,
+                console_at,
                 timings,
                 exit: None,
                 deterministic_end: false,

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Installs what the QEMU path of Calametra needs on a fresh Debian bookworm machine:
 # QEMU 10 (qemu-system-x86 from bookworm-backports, which has usb-redir, qemu-xhci and -icount),
-# cpio and gzip for the guest's initramfs, kmod (depmod) for its module tree. Idempotent, and quick when everything is there.
+# cpio and gzip for the guest's initramfs, kmod (depmod) for its module tree, and, to build the
+# guest's trigger6 DRM module, linux-headers-<kernel> for the exact kernel guest/build.sh puts in
+# the guest (`guest/build.sh --print-kernel`), with make, gcc and the static libc (t6probe).
+# Idempotent, and quick when everything is there.
 #
 # The backports suite is added by reusing the URI of the machine's own Debian apt source (deb822
 # files under /etc/apt/sources.list.d/ or the one-line /etc/apt/sources.list), so this script
-# names no package host. Nothing here loads kernel modules or touches USB on the host.
+# names no package host. Nothing here loads kernel modules or touches USB on the host: the
+# headers are for building only.
 set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 log() { printf 'install-qemu: %s\n' "$*" >&2; }
 
@@ -24,15 +30,46 @@ have_all() {
     return 0
 }
 
+need_root() {
+    if [ "$(id -u)" != 0 ]; then
+        log "needs root (apt-get install); run as root or with sudo"
+        exit 1
+    fi
+}
+
+# The kernel headers of the guest's kernel, and the tools that build the module and t6probe.
+headers_ready() {
+    [ -f "/lib/modules/$1/build/Makefile" ] && command -v make >/dev/null 2>&1 \
+        && command -v gcc >/dev/null 2>&1 && [ -f /usr/lib/x86_64-linux-gnu/libc.a ]
+}
+
+install_headers() {
+    local kver
+    kver=$("$repo/guest/build.sh" --print-kernel 2>/dev/null || true)
+    if [ -z "$kver" ]; then
+        need_root
+        apt-get update -qq
+        kver=$("$repo/guest/build.sh" --print-kernel) || { log "apt knows no linux-image-6.1.0-*-amd64"; exit 1; }
+    fi
+    if headers_ready "$kver"; then
+        log "already installed: linux-headers-$kver"
+        return 0
+    fi
+    need_root
+    log "installing linux-headers-$kver (building the guest's trigger6 module), make, gcc, libc6-dev"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "linux-headers-$kver" make gcc libc6-dev >/dev/null
+    headers_ready "$kver" || { log "linux-headers-$kver was installed but /lib/modules/$kver/build is missing"; exit 1; }
+    log "installed: linux-headers-$kver"
+}
+
 if have_all; then
     log "already installed: $(qemu-system-x86_64 --version | head -n1)"
+    install_headers
     exit 0
 fi
 
-if [ "$(id -u)" != 0 ]; then
-    log "needs root (apt-get install); run as root or with sudo"
-    exit 1
-fi
+need_root
 
 # The URI of the machine's main Debian archive: the source that carries the `bookworm` suite.
 debian_uri() {
@@ -93,3 +130,4 @@ if ! have_all; then
     exit 1
 fi
 log "installed: $(qemu-system-x86_64 --version | head -n1)"
+install_headers

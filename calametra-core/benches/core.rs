@@ -71,6 +71,10 @@ fn planted(sim: &mut Sim) {
     sim.invariant("fewer_than_three_pokes", move |_| pokes.get() < 3);
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a benchmark measures wall time, outside any simulated run"
+)]
 fn time<R>(f: impl FnMut() -> R, iters: u32) -> (f64, R) {
     let mut f = f;
     let mut last = None;

@@ -661,7 +661,7 @@ impl World {
                     if let Some(x) = self.core.transfers.get_mut(&xid) {
                         x.state = XState::Delayed(r);
                     }
-                    let t = self.core.now + delay;
+                    let t = self.core.now.saturating_add(delay);
                     self.core.push(t, Ev::Complete(xid));
                 } else {
                     complete(&mut self.core, xid, r);
@@ -777,7 +777,7 @@ impl World {
         let mut latency =
             if ctrl { t.control_ns } else { t.transfer_ns } + t.per_byte_ns * bytes as u64;
         if let Some(Fault::Delay(d)) = fault {
-            latency += d;
+            latency = latency.saturating_add(d);
         }
         let xid = self.core.next_xfer;
         self.core.next_xfer += 1;
@@ -796,7 +796,7 @@ impl World {
                 deadline_set: false,
             },
         );
-        let at = self.core.now + latency;
+        let at = self.core.now.saturating_add(latency);
         self.core.push(at, Ev::Arrive(xid));
         xid
     }
@@ -1001,7 +1001,7 @@ pub(crate) fn transition(cx: &mut DevCtx<'_>, machine: &str, from: &str, to: &st
             true
         }
         Some(Fault::Delay(d)) => {
-            cx.effects.delay += d;
+            cx.effects.delay = cx.effects.delay.saturating_add(d);
             true
         }
         _ => true,
@@ -1165,7 +1165,7 @@ impl Interface {
             if !w.devices[self.dev].attached || w.devices[self.dev].generation != self.generation {
                 return Err(TransferError::Disconnected);
             }
-            w.core.now + w.core.timing.control_ns
+            w.core.now.saturating_add(w.core.timing.control_ns)
         };
         crate::exec::sleep_until(at).await;
         let mut w = self.world.borrow_mut();

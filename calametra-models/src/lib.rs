@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+mod chapter9;
 pub mod dfu;
 pub mod firmware;
 pub mod trigger6;

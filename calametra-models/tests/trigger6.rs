@@ -216,6 +216,66 @@ fn requests_and_sites_carry_the_spec_names_and_unknown_requests_are_model_gaps()
     }
 }
 
+/// GET_DESCRIPTOR for standard types the capture's descriptor set lacks stalls without a model
+/// gap, because USB itself settles the answer: a SuperSpeed device answers the device qualifier
+/// and other-speed configuration with a Request Error (USB 3.2 §9.4.3, §9.6.2), and any
+/// standard type it does not have likewise (§9.4.3: debug, interface, endpoint, companion...,
+/// and a configuration index past bNumConfigurations). Types USB leaves to classes and vendors,
+/// and strings the capture does not show, stay model gaps.
+#[test]
+fn standard_descriptors_the_capture_lacks_stall_and_are_no_model_gap() {
+    let values: Vec<u16> = [6u16, 7, 0x0a, 4, 5, 8, 9, 0x0b, 0x10, 0x30, 0x31]
+        .iter()
+        .map(|t| t << 8)
+        .chain([0x0201])
+        .collect();
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let s2 = seen.clone();
+    let v2 = values.clone();
+    let r = run(RunConfig::default(), &move |sim: &mut Sim| {
+        let dev = sim.attach(dock());
+        let i = dev.interface();
+        let (seen, values) = (s2.clone(), v2.clone());
+        sim.spawn("client", async move {
+            for v in values {
+                let got = i.control_in(std_in(6, v, 0, 255), T).await;
+                seen.borrow_mut().push((v, got));
+            }
+            // The device still answers what it has.
+            let got = i.control_in(std_in(6, 0x0100, 0, 18), T).await;
+            seen.borrow_mut().push((0x0100, got));
+        });
+    });
+    assert!(r.failure.is_none(), "no model gap: {:?}", r.failure);
+    let seen = seen.borrow();
+    assert_eq!(seen.len(), values.len() + 1);
+    for (v, got) in &seen[..values.len()] {
+        assert_eq!(*got, Err(TransferError::Stall), "GET_DESCRIPTOR {v:#06x}");
+    }
+    assert_eq!(seen[values.len()].1.as_ref().map(|d| d.len()), Ok(18));
+
+    for (value, index) in [(0x2100u16, 0u16), (0x4100, 0), (0x0309, 0x0409)] {
+        let r = run(RunConfig::default(), &move |sim: &mut Sim| {
+            let dev = sim.attach(dock());
+            let i = dev.interface();
+            sim.spawn("client", async move {
+                let got = i.control_in(std_in(6, value, index, 255), T).await;
+                assert_eq!(got, Err(TransferError::Stall));
+            });
+        });
+        match r.failure {
+            Some(Failure::ModelGap(g)) => {
+                assert!(
+                    g.request.contains(&format!("{value:#06x}")),
+                    "{}",
+                    g.request
+                )
+            }
+            other => panic!("GET_DESCRIPTOR {value:#06x}: expected a model gap, got {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn modeset_validates_against_the_table_and_edid_needs_a_monitor() {
     let seen = Rc::new(RefCell::new(Vec::new()));

@@ -6,7 +6,11 @@
 //! transitions, model gaps and the trace hash are those of an in-process run; [`guest`] knows
 //! the disposable guest `guest/build.sh` builds and the probes it runs; [`launcher`] boots it
 //! under TCG with the instruction-count clock and ends a guest that makes no progress as
-//! [`Outcome::EmulatorBlocked`], which is neither a pass nor a failure.
+//! [`Outcome::EmulatorBlocked`], which is neither a pass nor a failure. [`lockstep`] is the
+//! repeatable path: a QEMU built with Calametra's `usb-calametra` device
+//! (`calametra-qemu/qemu/build.sh`) answers every USB packet synchronously over a framed
+//! socket with the guest's virtual clock in each frame, so a guest run (its console included)
+//! hashes the same on every run.
 //!
 //! The entry point for the command line (`calametra qemu --spec ... [--probe ...]`) is
 //! [`run`] (or [`run_with_host`] to read the model afterwards):
@@ -38,6 +42,7 @@ pub mod bridge;
 pub mod descriptors;
 pub mod guest;
 pub mod launcher;
+pub mod lockstep;
 pub mod proto;
 
 pub use bridge::{Bridge, BridgeError, BridgeOptions};

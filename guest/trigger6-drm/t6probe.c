@@ -328,7 +328,8 @@ int main(int argc, char **argv)
 		char buf[256];
 		ssize_t n;
 
-		r = poll(&p, 1, 20000);
+		/* Longer than the driver's own timeouts for one flip. */
+		r = poll(&p, 1, 60000);
 		if (r <= 0) {
 			printf("T6PROBE flip-done=timeout\n");
 			return 6;

@@ -48,9 +48,13 @@
 #define T6_VIDEO_HEADER_LEN 48
 #define T6_CHUNK 0x19000 /* the Windows driver's fragment size */
 #define T6_INTR_LEN 64
-#define T6_CTRL_TIMEOUT_MS 2000
-#define T6_BULK_TIMEOUT_MS 5000
-#define T6_FENCE_TIMEOUT_MS 3000
+/*
+ * Timeouts are generous: under QEMU's -icount sleep=off an idle guest's clock jumps to its next
+ * timer while it waits for the host, so guest time says little about how long the host took.
+ */
+#define T6_CTRL_TIMEOUT_MS 5000
+#define T6_BULK_TIMEOUT_MS 10000
+#define T6_FENCE_TIMEOUT_MS 5000
 
 /* Vendor requests (bRequest), MCT t6.h and the capture. */
 #define T6_SET_MONITOR_CTRL 0x03
@@ -99,6 +103,7 @@ struct t6_output {
 	/* The page-flip event waiting for event_fence (guarded by t6->lock). */
 	struct drm_pending_vblank_event *event;
 	u32 event_fence;
+	u32 sent; /* the last fence uploaded for this output */
 	struct delayed_work fence_timeout;
 };
 
@@ -395,19 +400,28 @@ static struct drm_pending_vblank_event *t6_take_event(struct t6_output *o, u32 d
 static void t6_fence_done(struct t6_device *t6, u32 fence)
 {
 	struct drm_pending_vblank_event *event;
+	unsigned long flags;
 	unsigned int i;
 	u32 waited;
 
-	spin_lock(&t6->lock);
+	spin_lock_irqsave(&t6->lock, flags);
 	if (fence > t6->fence_done)
 		t6->fence_done = fence;
-	spin_unlock(&t6->lock);
+	spin_unlock_irqrestore(&t6->lock, flags);
 	for (i = 0; i < T6_OUTPUTS; i++) {
 		struct t6_output *o = &t6->out[i];
+		bool mine;
 
 		event = t6_take_event(o, fence, &waited);
-		if (!waited)
+		spin_lock_irqsave(&t6->lock, flags);
+		mine = o->sent == fence;
+		spin_unlock_irqrestore(&t6->lock, flags);
+		if (!waited) {
+			if (mine)
+				drm_info(&t6->drm, "output %u: fence %u done after its timeout\n", i,
+					 fence);
 			continue;
+		}
 		cancel_delayed_work(&o->fence_timeout);
 		drm_info(&t6->drm, "output %u: fence %u done\n", i, waited);
 		if (event)
@@ -424,7 +438,7 @@ static void t6_fence_timeout(struct work_struct *work)
 	event = t6_take_event(o, 0, &fence);
 	if (!fence)
 		return;
-	drm_err(&o->t6->drm, "output %u: fence %u did not come back in %d ms; completing the flip without it\n",
+	drm_err(&o->t6->drm, "output %u: fence %u did not come back %d ms after its upload; completing the flip without it\n",
 		o->index, fence, T6_FENCE_TIMEOUT_MS);
 	if (event)
 		t6_send_event(o, event);
@@ -740,6 +754,7 @@ static void t6_pipe_update(struct drm_simple_display_pipe *pipe,
 	}
 	spin_lock_irqsave(&t6->lock, flags);
 	fence = ++t6->fence_next;
+	o->sent = fence;
 	stale = o->event;
 	stale_fence = o->event_fence;
 	o->event = event;
@@ -751,13 +766,13 @@ static void t6_pipe_update(struct drm_simple_display_pipe *pipe,
 		if (stale)
 			t6_send_event(o, stale);
 	}
-	mod_delayed_work(system_wq, &o->fence_timeout, msecs_to_jiffies(T6_FENCE_TIMEOUT_MS));
 	ret = t6_upload(o, state->fb, shadow->data, fence);
 	drm_dev_exit(idx);
-	if (ret) {
-		cancel_delayed_work(&o->fence_timeout);
+	if (ret)
 		t6_fence_abandon(o, "upload failed");
-	}
+	else
+		mod_delayed_work(system_wq, &o->fence_timeout,
+				 msecs_to_jiffies(T6_FENCE_TIMEOUT_MS));
 }
 
 static const struct drm_simple_display_pipe_funcs t6_pipe_funcs = {

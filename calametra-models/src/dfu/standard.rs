@@ -3,10 +3,12 @@
 //!
 //! Standard requests never change the DFU state. A request the spec gives no evidence for is a
 //! model gap (and a stall); requests USB 2.0 tells a full-speed device to refuse (the device
-//! qualifier, remote wakeup on a device without it) are plain stalls.
+//! qualifier, a descriptor type the spec's descriptor set lacks, remote wakeup on a device
+//! without it) are plain stalls, each with its clause.
 
 use super::device::Dfu;
 use super::spec::DFU_FUNCTIONAL;
+use crate::chapter9;
 use calametra_core::usb::{DevCtx, Reply, Setup};
 
 const GET_STATUS: u8 = 0;
@@ -83,12 +85,15 @@ impl Dfu {
             },
             // DFU 1.1 4.1.3/4.2.4: the functional descriptor may be read on its own.
             (DFU_FUNCTIONAL, 0) => set.functional.clone(),
-            // A full-speed-only device refuses these (USB 2.0 9.6.2, 9.6.4).
+            // USB 2.0 §9.6.2: a full-speed-only device (bcdUSB 0x0200) answers GetDescriptor()
+            // for a device_qualifier with a Request Error; without one the host must not ask
+            // for an other_speed_configuration (§9.6.4), and a device that has none stalls it.
             (6 | 7, _) => return Reply::Stall,
             // bcdUSB 0x0200: no BOS descriptor (it needs 0x0201 or later).
             (0x0f, _) => return Reply::Stall,
-            // No debug port (USB 2.0 Debug Device ECN): `lsusb -v` asks, a plain device stalls.
-            (0x0a, _) => return Reply::Stall,
+            // The other standard types this descriptor set lacks (the debug descriptor `lsusb -v`
+            // asks for, interface, endpoint...): a Request Error by USB 2.0 §9.4.3.
+            (ty, _) if chapter9::absent_descriptor(ty).is_some() => return Reply::Stall,
             _ => {
                 cx.model_gap(
                     &format!("get_descriptor type {ty:#04x} index {index}"),

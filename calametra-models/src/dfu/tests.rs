@@ -179,6 +179,54 @@ fn standard_requests_answer_from_the_spec_in_both_modes() {
     assert!(r[16].is_some(), "the DFU-mode product string");
 }
 
+/// Standard descriptor types USB 2.0 itself settles for this full-speed device (§9.6.2 the
+/// device qualifier and other-speed configuration, §9.4.3 the types its descriptor set lacks:
+/// the debug descriptor `lsusb -v` asks for, BOS at bcdUSB 0x0200, interface, endpoint...)
+/// stall in both modes and are no model gap; class and vendor types the spec is silent on are.
+#[test]
+fn standard_descriptor_types_the_spec_lacks_stall_without_a_gap() {
+    let types = [6u16, 7, 0x0a, 0x0f, 4, 5, 8, 9, 0x0b, 0x10, 0x30, 0x31];
+    let mut steps: Vec<Step> = types
+        .iter()
+        .map(|t| std_in(0x80, 6, t << 8, 0, 64))
+        .collect();
+    steps.push(std_in(0x80, 6, 0x0201, 0, 9)); // one configuration: no index 1
+    steps.extend(to_dfu());
+    steps.extend(types.iter().map(|t| std_in(0x80, 6, t << 8, 0, 64)));
+    let out = run_script(TOLERANT, &steps, End::Nothing, None);
+    assert_eq!(
+        out.failure, None,
+        "a stall the USB spec settles is no model gap"
+    );
+    assert_eq!(
+        out.state,
+        State::DfuIdle,
+        "the second round ran in DFU mode"
+    );
+    let stalls = out
+        .replies
+        .iter()
+        .filter(|r| **r == Err(TransferError::Stall))
+        .count();
+    assert_eq!(stalls, 2 * types.len() + 1, "{:?}", out.replies);
+
+    for unknown in [0x2200u16, 0x4100, 0xff00] {
+        let out = run_script(
+            TOLERANT,
+            &[std_in(0x80, 6, unknown, 0, 64)],
+            End::Nothing,
+            None,
+        );
+        match out.failure {
+            Some(f) if f.is_model_gap() => {
+                let want = format!("type {:#04x}", unknown >> 8);
+                assert!(f.to_string().contains(&want), "{f}");
+            }
+            other => panic!("descriptor {unknown:#06x}: expected a model gap, got {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn an_unknown_request_is_a_model_gap() {
     let out = run_script(TOLERANT, &[std_in(0xc0, 0x42, 0, 0, 4)], End::Nothing, None);

@@ -16,6 +16,7 @@ use super::invariants::RamWrite;
 use super::marks;
 use super::timing::{Timing, RECORD_LEN};
 use super::vram::Vram;
+use crate::chapter9;
 use calametra_core::spec::Spec;
 use calametra_core::usb::{DevCtx, Device, Reply, Setup};
 use calametra_core::Error;
@@ -470,6 +471,17 @@ impl Trigger6 {
                     }
                     _ => self.gap(cx, setup, "string descriptor not in the spec"),
                 },
+                // The descriptor set is the capture's, read whole; what USB itself says of a
+                // descriptor it lacks is evidence enough for a stall, and no gap:
+                // - bNumConfigurations is 1: no configuration at another index (USB 2.0 and
+                //   USB 3.2 §9.4.3, a descriptor the device does not support is a Request Error);
+                // - the capture shows a SuperSpeed device (bcdUSB 0x0310, bMaxPacketSize0 9):
+                //   one operating at SuperSpeed answers GetDescriptor() for a device_qualifier or
+                //   an other_speed_configuration with a Request Error (USB 3.2 §9.4.3, §9.6.2);
+                // - the other standard types it lacks (debug, interface, endpoint, companion...),
+                //   each with its clause in `chapter9`.
+                2 | 6 | 7 => Reply::Stall,
+                t if chapter9::absent_descriptor(t).is_some() => Reply::Stall,
                 _ => self.gap(cx, setup, "descriptor type not in the spec"),
             },
             (0x80, 8) => Self::data(setup, vec![self.configuration]),

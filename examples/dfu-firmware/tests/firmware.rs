@@ -8,6 +8,10 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 #[test]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "times the test itself on the wall clock, outside any simulated run"
+)]
 fn usbd_dfu_enumerates_and_takes_a_64k_download_and_upload_byte_exact_twice() {
     let started = std::time::Instant::now();
     let config = RunConfig {

@@ -191,6 +191,10 @@ fn recovery_paths_end_where_they_should() {
 
 /// Runs every fault of `set` at every site of `sites`; returns (runs, failures). The runs are
 /// independent simulations, spread over the machine's cores (each thread has its own worlds).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "worker threads for the test itself; each simulated run stays on one thread"
+)]
 fn explore_sites(scenario: fn(&mut Sim), set: &FaultSet, sites: &[Site]) -> (usize, Vec<String>) {
     let trials: Vec<(String, Fault)> = sites
         .iter()
@@ -245,6 +249,10 @@ fn sites_of(scenario: fn(&mut Sim)) -> Vec<Site> {
 
 #[cfg(not(feature = "planted-bug"))]
 #[test]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "times the test itself on the wall clock, outside any simulated run"
+)]
 fn every_fault_at_every_site_of_the_64k_download() {
     let t = Instant::now();
     let sites = sites_of(scenario);
@@ -267,6 +275,10 @@ fn every_fault_at_every_site_of_the_64k_download() {
 /// site from the zero-length DFU_DNLOAD.
 #[cfg(not(feature = "planted-bug"))]
 #[test]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "times the test itself on the wall clock, outside any simulated run"
+)]
 fn every_fault_after_the_download_of_the_nontolerant_device() {
     let t = Instant::now();
     let sites = sites_of(scenario_nontolerant);
@@ -292,6 +304,10 @@ fn every_fault_after_the_download_of_the_nontolerant_device() {
 
 #[cfg(not(feature = "planted-bug"))]
 #[test]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "times the test itself on the wall clock, outside any simulated run"
+)]
 fn a_hundred_seeds_with_transport_faults() {
     let t = Instant::now();
     let mut failures = Vec::new();

@@ -45,6 +45,10 @@ fn acceptable(r: &RunResult) -> Result<(), String> {
 }
 
 #[test]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "times the test itself on the wall clock, outside any simulated run"
+)]
 fn baseline_passes_and_replays_to_the_same_hash() {
     let t = Instant::now();
     let a = run(RunConfig::default(), &scenario);

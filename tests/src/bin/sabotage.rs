@@ -1,10 +1,18 @@
 //! Scenarios that break the rules on purpose: each must be caught, with a useful message.
 
 use calametra::prelude::*;
+#[allow(
+    clippy::disallowed_types,
+    reason = "leaks hash order on purpose: the harness must catch it"
+)]
 use std::collections::HashMap;
 
 /// Iterates a std HashMap with RandomState and lets the order reach the trace.
 #[calametra::scenario(schedules = 1)]
+#[allow(
+    clippy::disallowed_types,
+    reason = "leaks hash order on purpose: the harness must catch it"
+)]
 fn hashmap_order(sim: &mut Sim) {
     let mut m = HashMap::new();
     for i in 0..16 {
@@ -19,6 +27,10 @@ fn hashmap_order(sim: &mut Sim) {
 
 /// Reads the wall clock and lets it reach the trace.
 #[calametra::scenario(schedules = 1)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "leaks the wall clock on purpose: the harness must catch it"
+)]
 fn wall_clock(sim: &mut Sim) {
     sim.spawn("leaky", async move {
         let t = std::time::Instant::now();

@@ -1,0 +1,69 @@
+//! Inputs the fuzz targets (`fuzz/`) found crashing the core, minimized, kept so the bugs stay
+//! fixed. Each test names the target that found it.
+
+use calametra_core::capture::Capture;
+use calametra_core::choices::Source;
+use calametra_core::compare;
+use calametra_core::fault::{Fault, FaultPlan};
+use calametra_core::host::DeviceHost;
+use calametra_core::usb::{Loopback, Setup};
+use calametra_core::RunConfig;
+use std::path::Path;
+
+fn load() -> Setup {
+    Setup {
+        request_type: 0xc0,
+        request: 2,
+        value: 0,
+        index: 0,
+        length: 4,
+    }
+}
+
+/// `capture`: a usbmon timestamp near `i64::MAX` paced the model's clock to the end of virtual
+/// time, and the next transfer's arrival (`now + latency`) overflowed. The clock saturates.
+#[test]
+fn a_capture_timestamp_at_the_end_of_time_compares_without_overflow() {
+    let text = "\
+ffff000000000001 1000 S Ci:1:002:0 s c0 02 0000 0000 0004 4 <
+ffff000000000001 1010 C Ci:1:002:0 0 0 <
+ffff000000000002 9223372036854775807 S Ci:1:002:0 s c0 02 0000 0000 0004 4 <
+ffff000000000002 9223372036854775807 C Ci:1:002:0 0 0 <
+";
+    let c = Capture::parse("huge-timestamp.txt", text.as_bytes()).unwrap();
+    let transfers = c.control_transfers();
+    assert_eq!(transfers.len(), 2);
+    let mut host = DeviceHost::new(Loopback::default(), &RunConfig::default());
+    let report = compare::compare(&transfers, &mut host);
+    assert_eq!(report.entries.len(), 2, "{}", report.render());
+    assert_eq!(host.now(), u64::MAX);
+}
+
+/// `faults`: a schedule's `delay_ns` of `u64::MAX` overflowed the transfer's latency; a delay
+/// at a transition overflowed the completion time. Both saturate: the transfer never arrives
+/// before the run's virtual timeout.
+#[test]
+fn a_delay_to_the_end_of_time_saturates() {
+    let plan = FaultPlan::parse(
+        Path::new("specs/faults/huge-delay.json"),
+        r#"{"format":"calametra.faults","version":1,"source":"fuzz","faults":[
+            {"site":"ctrl.load#1","fault":{"delay_ns":18446744073709551615}},
+            {"site":"echo.empty->full#1","fault":{"delay_ns":18446744073709551615}}]}"#,
+    )
+    .unwrap();
+    assert_eq!(plan.faults["ctrl.load#1"], Fault::Delay(u64::MAX));
+    let config = RunConfig {
+        faults: plan,
+        source: Source::Default,
+        ..RunConfig::default()
+    };
+    let mut host = DeviceHost::new(Loopback::default(), &config);
+    let store = Setup {
+        request_type: 0x40,
+        request: 1,
+        ..load()
+    };
+    assert!(host.control(store, &[1, 2, 3, 4]).is_ok());
+    let _ = host.control(load(), &[]);
+    let _ = host.control(load(), &[]);
+}

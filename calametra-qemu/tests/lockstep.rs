@@ -1,0 +1,335 @@
+//! End-to-end, lockstep: a Linux 6.1 guest under the QEMU Calametra builds
+//! (`calametra-qemu/qemu/build.sh`: QEMU 10.0.2 with the `usb-calametra` device) enumerates
+//! `calametra_models::dfu`, runs `lsusb -v`, detaches it with dfu-util and downloads 64 KiB.
+//! Every USB packet is answered synchronously with the guest's virtual clock in the frame, so
+//! the run, its console included, hashes the same every time; a seed moves the model's faults
+//! and the hash with them; a planted fault found in a guest run is written as a regression
+//! file and replayed from it byte-exactly.
+
+use calametra_core::explore::Probe as Trial;
+use calametra_core::fault::{Fault, FaultKind, FaultSet};
+use calametra_core::host::DeviceHost;
+use calametra_core::regress::{self, Regression};
+use calametra_core::spec::Spec;
+use calametra_core::{Failure, RunConfig};
+use calametra_models::dfu::{marks, seal_image, state_machine_legal, Dfu};
+use calametra_qemu::lockstep::{Extras, Invariant, LockstepConfig, Scenario, ScenarioRun};
+use calametra_qemu::{Outcome, Probe};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+const SPEC: &[u8] = include_bytes!("../../specs/dfu11-tolerant.json");
+
+fn target_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target")
+}
+
+/// The lockstep QEMU and the guest; a test asked for without them fails saying what to run
+/// (`CALAMETRA_QEMU_OPTIONAL=1` skips instead).
+fn lockstep_or_skip(test: &str) -> Option<LockstepConfig> {
+    match LockstepConfig::find(&target_dir()) {
+        Ok(c) => Some(c),
+        Err(e) if std::env::var_os("CALAMETRA_QEMU_OPTIONAL").is_some() => {
+            eprintln!("SKIP {test}: {e}");
+            None
+        }
+        Err(e) => panic!(
+            "{test} needs the lockstep QEMU and the guest: {e} (scripts/install-qemu.sh, guest/build.sh, calametra-qemu/qemu/build.sh)"
+        ),
+    }
+}
+
+fn spec() -> Spec {
+    Spec::parse("specs/dfu11-tolerant.json", SPEC).expect("the DFU spec parses")
+}
+
+/// 64 KiB: a deterministic pattern sealed with the model's CRC-32 trailer.
+fn image() -> Vec<u8> {
+    let mut x = 0x2545_f491u32;
+    let body: Vec<u8> = (0..65536 - 4)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect();
+    seal_image(&body)
+}
+
+/// Enumeration, `lsusb -v`, detach to DFU mode (the device re-enumerates), a 64 KiB download.
+const SCRIPT: &str = r#"
+dev=1209:0001
+# The sysfs name of the configured device whose first interface has DFU protocol $1.
+find() {
+    for d in /sys/bus/usb/devices/*; do
+        [ -f "$d/idVendor" ] || continue
+        [ "$(cat $d/idVendor):$(cat $d/idProduct)" = "$dev" ] || continue
+        [ -n "$(cat $d/bConfigurationValue 2>/dev/null)" ] || continue
+        [ "$(cat $d:1.0/bInterfaceProtocol 2>/dev/null)" = "$1" ] || continue
+        echo "${d##*/}"
+        return 0
+    done
+    return 1
+}
+wait_mode() { while ! find "$1" >/dev/null; do sleep 0.2; done; }
+wait_mode 01
+echo "CALAMETRA-ENUMERATED $(find 01) $dev"
+echo "CALAMETRA-LSUSB-BEGIN"
+lsusb -v -d $dev
+echo "CALAMETRA-LSUSB-END rc=$?"
+dfu-util -d $dev -e
+wait_mode 02
+echo "CALAMETRA-DFU-MODE $(find 02)"
+echo "CALAMETRA-DFU-DOWNLOAD-BEGIN"
+dfu-util -d $dev -a 0 -D /calametra/image.bin
+rc=$?
+echo "CALAMETRA-DFU-DOWNLOAD-END rc=$rc"
+exit $rc
+"#;
+
+fn scenario(lock: LockstepConfig, fault_set: FaultSet) -> Scenario<Dfu> {
+    let spec = spec();
+    let mut lock = lock;
+    // A WillDetach device re-enumerates by itself after DFU_DETACH: the lockstep device
+    // detaches and attaches for the guest when the model says so.
+    lock.options.reenumerate_marks = vec![
+        marks::WILL_DETACH_TO_DFU.to_string(),
+        marks::WILL_DETACH_TO_APP.to_string(),
+    ];
+    let legal: Invariant = Rc::new(|h: &DeviceHost| match h.device::<Dfu>() {
+        Some(d) => state_machine_legal(d),
+        None => Err("the host holds no DFU model".into()),
+    });
+    let model_spec = spec.clone();
+    Scenario {
+        name: "lockstep::dfu_download".into(),
+        model: Rc::new(move || Dfu::try_from_spec(&model_spec).expect("the DFU model builds")),
+        probe: Probe::Script {
+            script: SCRIPT.into(),
+            files: vec![("calametra/image.bin".into(), image())],
+        },
+        base: RunConfig {
+            fault_set,
+            spec: Some(Arc::new(spec)),
+            ..RunConfig::default()
+        },
+        extras: Extras {
+            invariants: vec![("state_machine_legal".into(), legal)],
+            ..Extras::default()
+        },
+        lock,
+    }
+}
+
+fn keep_trace(name: &str, run: &ScenarioRun) {
+    let path = target_dir()
+        .join("calametra/traces/lockstep")
+        .join(format!("{name}.jsonl"));
+    match run.run.write_trace(&path) {
+        Ok(()) => eprintln!("trace: {}", path.display()),
+        Err(e) => eprintln!("trace not written to {}: {e}", path.display()),
+    }
+}
+
+fn bench(what: &str, run: &ScenarioRun) {
+    eprintln!(
+        "BENCH lockstep {what} boot_to_enumerated_s={:.2} dfu_download_s={:.2} probe_s={:.2} total_s={:.2} frames={} guest_clock_s={:.3} hash={}",
+        run.run.timings.enumerated.unwrap_or_default().as_secs_f64(),
+        run.run
+            .wall_between("CALAMETRA-DFU-DOWNLOAD-BEGIN", "CALAMETRA-DFU-DOWNLOAD-END")
+            .unwrap_or_default()
+            .as_secs_f64(),
+        run.run.timings.probe.unwrap_or_default().as_secs_f64(),
+        run.run.timings.total.as_secs_f64(),
+        run.run.frames,
+        run.run.end_clock_ns as f64 / 1e9,
+        run.hash
+    );
+}
+
+#[test]
+#[ignore = "needs the lockstep QEMU build: run calametra-qemu/qemu/build.sh (after scripts/install-qemu.sh and guest/build.sh), then cargo test -p calametra-qemu --test lockstep -- --ignored"]
+fn the_same_guest_scenario_twice_hashes_the_same_console_included() {
+    let Some(lock) =
+        lockstep_or_skip("the_same_guest_scenario_twice_hashes_the_same_console_included")
+    else {
+        return;
+    };
+    let s = scenario(lock, FaultSet::None);
+    let a = s.run(&Trial::Baseline).expect("the first run starts");
+    eprintln!("{}", a.run.summary());
+    keep_trace("baseline-a", &a);
+    bench("baseline-a", &a);
+    assert_eq!(a.run.outcome, Outcome::Passed, "{}", a.run.summary());
+    assert_eq!(a.trial, "lockstep::dfu_download::baseline");
+
+    // What the guest did: lsusb read the model's descriptors, dfu-util detached the device
+    // (it re-enumerated in DFU mode) and downloaded the image.
+    let lsusb = a
+        .run
+        .console_block("CALAMETRA-LSUSB-BEGIN", "CALAMETRA-LSUSB-END");
+    let text = lsusb.join("\n");
+    assert!(text.contains("ID 1209:0001"), "{text}");
+    assert!(text.contains("Calametra DFU 1.1 model"), "{text}");
+    assert!(
+        lsusb.iter().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() >= 2 && w[0] == "bInterfaceClass" && w[1] == "254"
+        }),
+        "the DFU interface (class 0xfe): {text}"
+    );
+    let console = a.run.console.join("\n");
+    assert!(console.contains("CALAMETRA-DFU-MODE"), "{console}");
+    assert!(
+        console.contains("CALAMETRA-DFU-DOWNLOAD-END rc=0"),
+        "{console}"
+    );
+    assert!(a
+        .lines
+        .iter()
+        .any(|l| l.contains("\"event\":\"reenumerate\"")));
+    let dnloads = a
+        .lines
+        .iter()
+        .filter(|l| l.contains("\"site\":\"ctrl.dnload#"))
+        .count();
+    assert!(dnloads >= 32, "{dnloads} DNLOAD transfers");
+    // Every frame and every console line is a deterministic, hashed record.
+    let frames = a
+        .lines
+        .iter()
+        .filter(|l| l.contains("\"actor\":\"lockstep\"") && l.contains("\"frame\":"))
+        .count() as u64;
+    assert_eq!(frames, a.run.frames);
+    assert!(a
+        .lines
+        .iter()
+        .filter(|l| l.contains("\"kind\":\"emulator\"") && l.contains("\"frame\":"))
+        .all(|l| l.contains("\"deterministic\":true")));
+    let guest: Vec<&String> = a
+        .lines
+        .iter()
+        .filter(|l| l.contains("\"kind\":\"guest\""))
+        .collect();
+    assert_eq!(guest.len(), a.run.console.len());
+    assert!(guest.iter().all(|l| l.contains("\"deterministic\":true")));
+
+    let b = s.run(&Trial::Baseline).expect("the second run starts");
+    keep_trace("baseline-b", &b);
+    bench("baseline-b", &b);
+    assert_eq!(b.run.outcome, Outcome::Passed, "{}", b.run.summary());
+    assert_eq!(
+        a.run.console, b.run.console,
+        "the console is byte-identical"
+    );
+    assert_eq!(
+        a.hash, b.hash,
+        "the same scenario hashes the same (calametra diff target/calametra/traces/lockstep/baseline-a.jsonl target/calametra/traces/lockstep/baseline-b.jsonl)"
+    );
+    assert_eq!(a.run.records, b.run.records);
+    eprintln!("HASH baseline twice: {} {}", a.hash, b.hash);
+}
+
+#[test]
+#[ignore = "needs the lockstep QEMU build: run calametra-qemu/qemu/build.sh (after scripts/install-qemu.sh and guest/build.sh), then cargo test -p calametra-qemu --test lockstep -- --ignored"]
+fn a_different_seed_places_the_models_faults_elsewhere_and_hashes_differently() {
+    let Some(lock) = lockstep_or_skip(
+        "a_different_seed_places_the_models_faults_elsewhere_and_hashes_differently",
+    ) else {
+        return;
+    };
+    // Delays move the model's clock, not the guest's answers, so every seed's guest finishes.
+    let s = scenario(lock, FaultSet::Only(vec![FaultKind::Delay]));
+    let mut runs = Vec::new();
+    for seed in [0x11u64, 0x12] {
+        let r = s.run(&Trial::Seed(seed)).expect("the run starts");
+        keep_trace(&format!("seed-{seed:#x}"), &r);
+        bench(&format!("seed-{seed:#x}"), &r);
+        eprintln!(
+            "{}: {} faults: {}",
+            r.trial,
+            r.events.len(),
+            calametra_core::choices::story(&r.events)
+        );
+        assert_eq!(r.run.outcome, Outcome::Passed, "{}", r.run.summary());
+        assert!(!r.events.is_empty(), "seed {seed:#x} placed no fault");
+        runs.push(r);
+    }
+    assert_eq!(runs[0].trial, "lockstep::dfu_download::seed::0x11");
+    assert_ne!(
+        runs[0].events, runs[1].events,
+        "the seeds place faults apart"
+    );
+    assert_ne!(runs[0].hash, runs[1].hash, "and the hash follows");
+    eprintln!("HASH seeds: {} {}", runs[0].hash, runs[1].hash);
+}
+
+#[test]
+#[ignore = "needs the lockstep QEMU build: run calametra-qemu/qemu/build.sh (after scripts/install-qemu.sh and guest/build.sh), then cargo test -p calametra-qemu --test lockstep -- --ignored"]
+fn a_planted_fault_found_in_a_guest_run_replays_byte_exactly_from_its_regression_file() {
+    let Some(lock) = lockstep_or_skip(
+        "a_planted_fault_found_in_a_guest_run_replays_byte_exactly_from_its_regression_file",
+    ) else {
+        return;
+    };
+    let s = scenario(lock, FaultSet::None);
+    // The planted fault: the third DFU_DNLOAD stalls. dfu-util gives up, the probe fails.
+    let trial = Trial::Site {
+        site: "ctrl.dnload#3".into(),
+        fault: Fault::Stall,
+    };
+    let found = s.run(&trial).expect("the run starts");
+    keep_trace("planted-found", &found);
+    bench("planted-found", &found);
+    eprintln!("{}", found.run.summary());
+    assert_eq!(
+        found.trial,
+        "lockstep::dfu_download::site::ctrl.dnload#3::stall"
+    );
+    assert!(
+        matches!(found.run.outcome, Outcome::Failed { rc: Some(rc), .. } if rc != 0),
+        "{}",
+        found.run.summary()
+    );
+    assert!(matches!(found.failure, Some(Failure::TaskError { .. })));
+    let console = found.run.console.join("\n");
+    assert!(
+        console.contains("rror during download") || console.contains("download failed"),
+        "dfu-util says why: {console}"
+    );
+
+    // Written as a regression file, read back, replayed: byte-exact.
+    let reg = s.regression(&found).expect("a failed run has a regression");
+    assert_eq!(reg.found_by, "site::ctrl.dnload#3::stall");
+    assert_eq!(
+        reg.events,
+        vec![calametra_core::choices::Event::Fault {
+            site: "ctrl.dnload#3".into(),
+            fault: Fault::Stall
+        }]
+    );
+    let dir = regress::scenario_dir(&target_dir().join("calametra/regressions"), &reg.scenario);
+    let path = reg.save(&dir).expect("the regression file is written");
+    eprintln!("regression: {}\n{}", path.display(), reg.to_json());
+    let loaded = Regression::load(&path).expect("the regression file reads back");
+    assert_eq!(loaded, reg);
+    let replayed = s.replay(&loaded).expect("the replay is byte-exact");
+    keep_trace("planted-replayed", &replayed);
+    bench("planted-replayed", &replayed);
+    assert_eq!(replayed.hash, found.hash);
+    assert_eq!(replayed.run.console, found.run.console);
+    assert_eq!(
+        replayed.failure.as_ref().map(Failure::signature),
+        Some(reg.signature.clone())
+    );
+    assert_eq!(
+        replayed.trial,
+        format!("lockstep::dfu_download::regression::{}", reg.id)
+    );
+    eprintln!(
+        "HASH planted found/replayed: {} {}",
+        found.hash, replayed.hash
+    );
+}

@@ -1,0 +1,19 @@
+//! What a driver or a guest sends a model: arbitrary 8-byte setups with data stages, bulk and
+//! interrupt OUT payloads, IN polls, time passing and bus resets (`calametra_fuzz::Op`), through
+//! `DeviceHost` against the Trigger 6 model and the DFU models built from the project's specs.
+//! A model may stall and record a model gap; it may not panic.
+#![no_main]
+
+use calametra_fuzz::{drive, host, models_from, observe, spec, Input, MAX_OPS, SPECS};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let mut input = Input::new(data);
+    let which = input.u8() as usize % SPECS.len();
+    let Some(model) = models_from(spec(which)).pop() else {
+        return;
+    };
+    let mut h = host(model);
+    drive(&mut h, &mut input, MAX_OPS);
+    observe(&mut h);
+});

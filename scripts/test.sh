@@ -1,25 +1,36 @@
 #!/usr/bin/env bash
 # The test command: everything the project's tests need, then every test.
 #
-# On a fresh machine this installs the system packages the end-to-end tests use (QEMU from
-# bookworm-backports, Debian's chromium) through the project's own scripts, builds the Linux
-# guest once (cached under target/guest), then runs the workspace's tests under nextest, the
-# doctests, the tests that need QEMU or chromium, and compiles the hardware builds of the
-# example drivers. Set CALAMETRA_SKIP_SYSTEM=1 to run only what needs the Rust toolchain.
+# On a fresh machine this installs, through the project's own scripts, what the end-to-end
+# tests use: QEMU 10 from bookworm-backports and the kernel headers (scripts/install-qemu.sh),
+# Debian's chromium (scripts/install-chromium.sh); builds the Linux 6.1 guest with its trigger6
+# DRM module (guest/build.sh) and the lockstep QEMU (calametra-qemu/qemu/build.sh), each cached
+# under target/. Then: the determinism lints, every workspace test under nextest, the doctests,
+# the tests that need QEMU or chromium (--ignored), the hardware builds of the example drivers,
+# and a bounded smoke run of every fuzz target.
+#
+# CALAMETRA_SKIP_SYSTEM=1 runs only what needs the Rust toolchain alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+started=$(date +%s)
+step() { printf '\n==> [%ss] %s\n' "$(($(date +%s) - started))" "$*"; }
 
-step() { printf '\n==> %s\n' "$*"; }
+system=1
+[ "${CALAMETRA_SKIP_SYSTEM:-0}" = 1 ] && system=0
 
-if [ "${CALAMETRA_SKIP_SYSTEM:-0}" != 1 ]; then
-  for s in scripts/install-qemu.sh scripts/install-chromium.sh; do
-    if [ -x "$s" ]; then step "$s"; "$s"; fi
-  done
-  if [ -x guest/build.sh ]; then step "guest/build.sh"; guest/build.sh; fi
+if [ $system = 1 ]; then
+  step "scripts/install-qemu.sh"; bash scripts/install-qemu.sh
+  step "scripts/install-chromium.sh"; bash scripts/install-chromium.sh
+  step "guest/build.sh"; bash guest/build.sh
+  step "calametra-qemu/qemu/build.sh (the lockstep QEMU)"; bash calametra-qemu/qemu/build.sh
 fi
 
 step "cargo build --workspace --all-targets"
 cargo build --workspace --all-targets
+
+step "scripts/lint.sh (determinism hazards refused by clippy)"
+bash scripts/lint.sh
 
 step "cargo nextest run --workspace"
 cargo nextest run --workspace --no-fail-fast
@@ -27,14 +38,18 @@ cargo nextest run --workspace --no-fail-fast
 step "cargo test --workspace --doc"
 cargo test --workspace --doc
 
-if [ "${CALAMETRA_SKIP_SYSTEM:-0}" != 1 ]; then
-  step "tests that need QEMU or chromium (cargo test -- --ignored)"
-  cargo test --workspace -- --ignored
+if [ $system = 1 ]; then
+  step "tests that need QEMU, the guest or chromium (cargo test --workspace -- --ignored)"
+  cargo test --workspace --no-fail-fast -- --ignored
 fi
 
 step "hardware builds of the example drivers (nusb)"
-for p in calametra-example-trigger6 calametra-example-dfu-updater; do
-  if grep -q '^hardware *= *\[.*nusb' "examples/${p#calametra-example-}/Cargo.toml" 2>/dev/null; then
-    cargo build -p "$p" --features hardware
-  fi
-done
+cargo build -p calametra-example-trigger6 --features hardware --all-targets
+cargo build -p calametra-example-dfu-updater --features hardware
+
+if [ $system = 1 ]; then
+  step "scripts/fuzz-smoke.sh (a bounded run of every fuzz target)"
+  bash scripts/fuzz-smoke.sh
+fi
+
+step "done"

@@ -614,27 +614,33 @@ static int t6_upload(struct t6_output *o, struct drm_framebuffer *fb, const stru
 	struct t6_device *t6 = o->t6;
 	u32 addr = t6_fb_addr[o->index] - T6_VIDEO_HEADER_LEN;
 	struct t6_frame f;
-	int attempt, ret = 0;
+	int attempt, ret, err;
 
 	t6_frame_init(&f, o, fb, data, fence);
 	drm_info(&t6->drm, "output %u: flip fence %u: %s %ux%u at %#x pitch %u, %zu bytes\n",
 		 o->index, fence, f.planes == 2 ? "NV12" : "XRGB8888", fb->width, fb->height,
 		 t6_fb_addr[o->index], f.line[0], f.pixels);
-	for (attempt = 1; attempt <= 2; attempt++) {
+	for (attempt = 1;; attempt++) {
 		mutex_lock(&t6->io);
 		ret = t6_send_payload(t6, addr, &f);
 		mutex_unlock(&t6->io);
 		if (!ret)
 			return 0;
-		drm_err(&t6->drm, "output %u: upload of fence %u failed: %d; %s\n", o->index, fence,
-			ret, attempt == 1 ? "cancelling the dock's DMA and sending it again" : "giving up");
-		if (ret == -ENODEV || ret == -ESHUTDOWN)
-			break;
+		if (ret == -ENODEV || ret == -ESHUTDOWN || attempt == 2) {
+			drm_err(&t6->drm, "output %u: upload of fence %u failed: %d; giving up (%s)\n",
+				o->index, fence, ret, attempt == 2 ? "second try" : "the dock is gone");
+			return ret;
+		}
+		drm_err(&t6->drm, "output %u: upload of fence %u failed: %d; cancelling the dock's DMA and sending it again\n",
+			o->index, fence, ret);
 		/* The dock may hold half a command: drop it (MCT does the same after bulk errors). */
-		if (t6_ctrl_out(t6, T6_CANCEL_BULK_OUT, 0, 0, NULL, 0))
-			break;
+		err = t6_ctrl_out(t6, T6_CANCEL_BULK_OUT, 0, 0, NULL, 0);
+		if (err) {
+			drm_err(&t6->drm, "output %u: cancelling the dock's DMA failed: %d; giving up\n",
+				o->index, err);
+			return ret;
+		}
 	}
-	return ret;
 }
 
 /* ----- the display pipes ----- */
@@ -679,19 +685,22 @@ static void t6_pipe_enable(struct drm_simple_display_pipe *pipe, struct drm_crtc
 	const struct drm_display_mode *m = &crtc_state->mode;
 	const u8 *rec = t6_find_record(o, m);
 	const char *step = "";
-	int attempt, ret = -EINVAL, idx;
+	int attempt, ret, idx;
 
 	o->mode_ok = false;
 	if (!rec || !drm_dev_enter(drm, &idx))
 		return;
-	for (attempt = 1; attempt <= 2; attempt++) {
+	for (attempt = 1;; attempt++) {
+		bool last;
+
 		ret = t6_modeset(o, rec, &step);
 		if (!ret)
 			break;
+		last = attempt == 2 || ret == -ENODEV || ret == -ESHUTDOWN;
 		drm_err(drm, "output %u: modeset %dx%d@%d failed at %s: %d; %s\n", o->index,
 			m->hdisplay, m->vdisplay, drm_mode_vrefresh(m), step, ret,
-			attempt == 1 ? "retrying" : "giving up");
-		if (ret == -ENODEV)
+			last ? "giving up" : "retrying");
+		if (last)
 			break;
 	}
 	drm_dev_exit(idx);

@@ -66,6 +66,8 @@ fn spin(w: &str) {
         Default::default()
     };
     let n = if w == "c" { 50_000 } else { 300_000 };
+    // Every run's hash folded into one, so two builds can be shown to run the same runs.
+    let mut fold = [0u8; 32];
     let (secs, ()) = seconds(|| {
         for i in 0..n {
             let r = run(
@@ -76,10 +78,16 @@ fn spin(w: &str) {
                 },
                 &f,
             );
-            std::hint::black_box(r.hash);
+            for (a, b) in fold.iter_mut().zip(r.hash.0) {
+                *a = a.rotate_left(1) ^ b;
+            }
         }
     });
-    println!("{w}: {:.0} runs/s", n as f64 / secs);
+    let digest: String = fold[..8].iter().map(|b| format!("{b:02x}")).collect();
+    println!(
+        "{w}: {:.0} runs/s (hashes folded: {digest})",
+        n as f64 / secs
+    );
 }
 
 fn seeded(seed: u64) -> RunConfig {
@@ -362,6 +370,7 @@ fn workload_b(rows: &mut Vec<Row>) {
         ("proptest-state-machine", proptest_b::state_machine),
     ] {
         let (mut ms, mut lens, mut three, mut found) = (vec![], vec![], 0, 0);
+        let mut longer = Vec::new();
         for &seed in &SEEDS {
             let (secs, r) = seconds(|| go(seed));
             if let Some(m) = r.minimal {
@@ -370,11 +379,20 @@ fn workload_b(rows: &mut Vec<Row>) {
                 lens.push(m.len() as f64);
                 if m.len() == 3 {
                     three += 1;
+                } else {
+                    longer.push(format!("seed {seed}: {m:?}"));
                 }
             }
         }
         rows.push(Row::count(tool, wl, "found", found, n, "up to 1024 cases"));
-        rows.push(Row::count(tool, wl, "shrunk to 3", three, n, ""));
+        let note = match longer.first() {
+            Some(first) => format!("not minimal, e.g. {first}"),
+            None => String::new(),
+        };
+        for l in &longer {
+            eprintln!("peers: {tool} stopped at {l}");
+        }
+        rows.push(Row::count(tool, wl, "shrunk to 3", three, n, &note));
         rows.push(Row::samples(tool, wl, "result length", lens, ""));
         rows.push(Row::samples(tool, wl, "find+shrink ms", ms, ""));
     }

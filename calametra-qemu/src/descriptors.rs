@@ -80,10 +80,7 @@ impl DeviceInfo {
     /// The speed the bridge announces when none is configured: high speed for USB 2.0 devices
     /// whose endpoint 0 takes 64 bytes, else full speed.
     pub fn default_speed(&self) -> u8 {
-        // A USB 3 device's endpoint 0 is 512 bytes, given as the exponent 9 (USB 3.2 9.6.1).
-        if self.bcd_usb() >= 0x0300 && self.max_packet0() == 9 {
-            speed::SUPER
-        } else if self.bcd_usb() >= 0x0200 && self.max_packet0() == 64 {
+        if self.bcd_usb() >= 0x0200 && self.max_packet0() == 64 {
             speed::HIGH
         } else {
             speed::FULL

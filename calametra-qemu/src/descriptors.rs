@@ -77,10 +77,13 @@ impl DeviceInfo {
         u16::from_le_bytes([self.device[12], self.device[13]])
     }
 
-    /// The speed the bridge announces when none is configured: high speed for USB 2.0 devices
-    /// whose endpoint 0 takes 64 bytes, else full speed.
+    /// The speed the bridge announces when none is configured: SuperSpeed for USB 3 devices
+    /// whose `bMaxPacketSize0` is the SuperSpeed exponent 9 (512 bytes), high speed for USB 2.0
+    /// devices whose endpoint 0 takes 64 bytes, else full speed.
     pub fn default_speed(&self) -> u8 {
-        if self.bcd_usb() >= 0x0200 && self.max_packet0() == 64 {
+        if self.bcd_usb() >= 0x0300 && self.max_packet0() == 9 {
+            speed::SUPER
+        } else if self.bcd_usb() >= 0x0200 && self.max_packet0() == 64 {
             speed::HIGH
         } else {
             speed::FULL
@@ -259,6 +262,24 @@ mod tests {
         assert_eq!(ep.max_packet_size[17], 512);
         assert_eq!(ep.ty[18], ep_type::INTERRUPT);
         assert_eq!(ep.interval[18], 4);
+    }
+
+    #[test]
+    fn a_usb3_device_with_a_512_byte_ep0_is_superspeed() {
+        // The Trigger 6's device descriptor: bcdUSB 0x0310, bMaxPacketSize0 9.
+        let mut d = DEV;
+        (d[2], d[3], d[7]) = (0x10, 0x03, 9);
+        let ss = DeviceInfo {
+            device: parse_device(&d).unwrap(),
+            configs: Vec::new(),
+        };
+        assert_eq!(ss.default_speed(), speed::SUPER);
+        d[7] = 64; // a USB 3 device seen over a USB 2 port
+        let hs = DeviceInfo {
+            device: parse_device(&d).unwrap(),
+            configs: Vec::new(),
+        };
+        assert_eq!(hs.default_speed(), speed::HIGH);
     }
 
     #[test]

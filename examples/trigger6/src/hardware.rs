@@ -3,8 +3,15 @@
 //! `hardware::run(open_dock()?)` drives a JCD543 through Linux usbfs, macOS or WinUSB.
 //!
 //! Only this module touches the wall clock and threads (a timer thread per sleep); it is never
-//! compiled into a simulation. Nothing here is exercised by the tests (no dock in CI); it must
-//! build: `cargo build -p calametra-example-trigger6 --features hardware`.
+//! compiled into a simulation. No dock is in CI: the in-process tests never compile it, and
+//! `calametra-qemu/tests/trigger6.rs` runs it (as the static `t6-drive` binary) over usbfs in
+//! the Linux guest against the model: `cargo build -p calametra-example-trigger6 --features
+//! hardware --bin t6-drive`.
+//!
+//! A transfer whose future is dropped (the driver's `with_timeout` gave up) does not lose the
+//! endpoint: an IN transfer stays submitted and the next read on that endpoint takes its
+//! completion, so an interrupt packet that arrives between two reads is not lost; an OUT
+//! transfer is cancelled and the next write waits for the cancellation before submitting.
 
 use crate::driver::{Driver, DriverError, Summary};
 use calametra_core::usb::{
@@ -112,16 +119,75 @@ impl NusbInterface {
     }
 }
 
-/// Takes the endpoint out of its slot (opening it the first time) for one transfer.
-fn take<T: nt::EndpointType, D: nt::EndpointDirection>(
-    iface: &nusb::Interface,
-    slot: &RefCell<BTreeMap<u8, nusb::Endpoint<T, D>>>,
+type Slot<T, D> = RefCell<BTreeMap<u8, nusb::Endpoint<T, D>>>;
+
+/// An endpoint lent out of its slot for one transfer; dropping it (the transfer done, or its
+/// future dropped half-way) puts it back, cancelling what is still in flight first when
+/// `cancel_on_drop` (OUT) and leaving it submitted otherwise (IN).
+struct Lent<'a, T: nt::EndpointType, D: nt::EndpointDirection> {
+    slot: &'a Slot<T, D>,
     ep: u8,
-) -> Result<nusb::Endpoint<T, D>, TransferError> {
-    if let Some(e) = slot.borrow_mut().remove(&ep) {
-        return Ok(e);
+    endpoint: Option<nusb::Endpoint<T, D>>,
+    cancel_on_drop: bool,
+}
+
+impl<T: nt::EndpointType, D: nt::EndpointDirection> Lent<'_, T, D> {
+    fn get(&mut self) -> &mut nusb::Endpoint<T, D> {
+        self.endpoint.as_mut().expect("lent until dropped")
     }
-    iface.endpoint::<T, D>(ep).map_err(|_| TransferError::Fault)
+}
+
+impl<T: nt::EndpointType, D: nt::EndpointDirection> Drop for Lent<'_, T, D> {
+    fn drop(&mut self) {
+        if let Some(mut e) = self.endpoint.take() {
+            if self.cancel_on_drop && e.pending() > 0 {
+                e.cancel_all();
+            }
+            self.slot.borrow_mut().insert(self.ep, e);
+        }
+    }
+}
+
+/// Lends the endpoint out of its slot (opening it the first time) for one transfer.
+fn lend<'a, T: nt::EndpointType, D: nt::EndpointDirection>(
+    iface: &nusb::Interface,
+    slot: &'a Slot<T, D>,
+    ep: u8,
+    cancel_on_drop: bool,
+) -> Result<Lent<'a, T, D>, TransferError> {
+    let endpoint = match slot.borrow_mut().remove(&ep) {
+        Some(e) => e,
+        None => iface
+            .endpoint::<T, D>(ep)
+            .map_err(|_| TransferError::Fault)?,
+    };
+    Ok(Lent {
+        slot,
+        ep,
+        endpoint: Some(endpoint),
+        cancel_on_drop,
+    })
+}
+
+/// One IN transfer of up to `len` bytes, or the completion of the one a dropped read left
+/// submitted.
+async fn read_in<T: nt::BulkOrInterrupt>(
+    iface: &nusb::Interface,
+    slot: &Slot<T, In>,
+    ep: u8,
+    len: usize,
+) -> Result<Vec<u8>, TransferError> {
+    let mut lent = lend(iface, slot, ep, false)?;
+    let e = lent.get();
+    if e.pending() == 0 {
+        e.submit(Buffer::new(in_len(len, e.max_packet_size())));
+    }
+    let c = e.next_complete().await;
+    drop(lent);
+    c.status.map_err(map_err)?;
+    let mut v = c.buffer.into_vec();
+    v.truncate(c.actual_len.min(len));
+    Ok(v)
 }
 
 /// Rounds an IN length up to whole packets, as nusb requires.
@@ -172,34 +238,25 @@ impl UsbInterface for NusbInterface {
     }
 
     async fn bulk_out(&self, ep: u8, data: Vec<u8>) -> Result<usize, TransferError> {
-        let mut e = take(&self.inner.iface, &self.inner.bulk_out, ep)?;
+        let mut lent = lend(&self.inner.iface, &self.inner.bulk_out, ep, true)?;
+        let e = lent.get();
+        // A write whose caller gave up was cancelled: let the cancellation land first.
+        while e.pending() > 0 {
+            let _ = e.next_complete().await;
+        }
         e.submit(Buffer::from(data));
         let c = e.next_complete().await;
-        self.inner.bulk_out.borrow_mut().insert(ep, e);
+        drop(lent);
         c.status.map_err(map_err)?;
         Ok(c.actual_len)
     }
 
     async fn bulk_in(&self, ep: u8, len: usize) -> Result<Vec<u8>, TransferError> {
-        let mut e = take(&self.inner.iface, &self.inner.bulk_in, ep)?;
-        e.submit(Buffer::new(in_len(len, e.max_packet_size())));
-        let c = e.next_complete().await;
-        self.inner.bulk_in.borrow_mut().insert(ep, e);
-        c.status.map_err(map_err)?;
-        let mut v = c.buffer.into_vec();
-        v.truncate(c.actual_len.min(len));
-        Ok(v)
+        read_in(&self.inner.iface, &self.inner.bulk_in, ep, len).await
     }
 
     async fn interrupt_in(&self, ep: u8, len: usize) -> Result<Vec<u8>, TransferError> {
-        let mut e = take(&self.inner.iface, &self.inner.intr_in, ep)?;
-        e.submit(Buffer::new(in_len(len, e.max_packet_size())));
-        let c = e.next_complete().await;
-        self.inner.intr_in.borrow_mut().insert(ep, e);
-        c.status.map_err(map_err)?;
-        let mut v = c.buffer.into_vec();
-        v.truncate(c.actual_len.min(len));
-        Ok(v)
+        read_in(&self.inner.iface, &self.inner.intr_in, ep, len).await
     }
 
     fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
@@ -271,7 +328,12 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 /// Runs the driver on a dock: the main sequence and the interrupt listener together, until
 /// the main sequence ends.
 pub fn run(iface: NusbInterface) -> Result<Summary, DriverError> {
-    let driver = Driver::new(iface);
+    run_driver(Driver::new(iface))
+}
+
+/// [`run`] for a driver made by the caller, who keeps its [`Driver::beliefs`] to report what
+/// the driver did.
+pub fn run_driver(driver: Driver<NusbInterface>) -> Result<Summary, DriverError> {
     let irq = driver.clone().irq_loop();
     let main = driver.run();
     block_on(async move {

@@ -180,8 +180,8 @@ pub fn b_status_ops(sim: &mut Sim) {
 const T: Duration = Duration::from_millis(10);
 
 /// Workload C's driver: 20 control transfers (stores and loads) against a loopback device,
-/// a random think time before each (the `data` stream), one retry after a stall. Returns the
-/// messages that crossed the bus (a request and its reply or handshake each).
+/// a random think time before each (the `data` stream), a retry after a stall. Counts the
+/// messages that crossed the bus into `messages` (a request and its reply or handshake each).
 pub async fn exchange_driver(iface: Interface, messages: Rc<Cell<u64>>) -> Result<(), String> {
     for i in 0..C_TRANSFERS {
         sleep(Duration::from_micros(50 + data_below(1000))).await;

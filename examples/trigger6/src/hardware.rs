@@ -13,6 +13,11 @@
 //! completion, so an interrupt packet that arrives between two reads is not lost; an OUT
 //! transfer is cancelled and the next write waits for the cancellation before submitting.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a real bus: sleeps are wall-clock timers on their own threads (never simulated)"
+)]
+
 use crate::driver::{Driver, DriverError, Summary};
 use calametra_core::usb::{
     ControlIn, ControlOut, ControlType, Recipient, TransferError, UsbInterface,

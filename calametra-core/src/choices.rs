@@ -168,9 +168,22 @@ pub enum Source {
     Replay(Vec<Event>),
 }
 
+/// A seeded run's stream, derived on first use (a pure function of seed and name, so when it
+/// is derived changes nothing it draws).
+fn lazy(
+    slot: &mut Option<ChaCha8Rng>,
+    seed: Option<u64>,
+    name: StreamName,
+) -> Option<&mut ChaCha8Rng> {
+    let seed = seed?;
+    Some(slot.get_or_insert_with(|| stream(seed, name)))
+}
+
 /// The live decision maker of one run.
 pub(crate) struct Decider {
     pub(crate) source: Source,
+    /// The seed of a seeded source; its streams are derived on first use.
+    seed: Option<u64>,
     schedule: Option<ChaCha8Rng>,
     faults: Option<ChaCha8Rng>,
     client: Option<ChaCha8Rng>,
@@ -187,6 +200,7 @@ impl Decider {
     pub(crate) fn new(source: Source) -> Self {
         let mut d = Decider {
             source: source.clone(),
+            seed: None,
             schedule: None,
             faults: None,
             client: None,
@@ -198,12 +212,7 @@ impl Decider {
         };
         match source {
             Source::Default => {}
-            Source::Seeded(seed) => {
-                d.schedule = Some(stream(seed, StreamName::Schedule));
-                d.faults = Some(stream(seed, StreamName::Faults));
-                d.client = Some(stream(seed, StreamName::Client));
-                d.data = Some(stream(seed, StreamName::Data));
-            }
+            Source::Seeded(seed) => d.seed = Some(seed),
             Source::Replay(events) => {
                 for e in events {
                     match e {
@@ -239,7 +248,7 @@ impl Decider {
         if n <= 1 {
             return 0;
         }
-        let pick = match &mut self.schedule {
+        let pick = match lazy(&mut self.schedule, self.seed, StreamName::Schedule) {
             Some(rng) => below(rng, n as u64) as usize,
             None => self
                 .replay_schedule
@@ -259,12 +268,12 @@ impl Decider {
 
     /// A raw draw from the schedule stream (external placement); None when not seeded.
     pub(crate) fn schedule_below(&mut self, n: u64) -> Option<u64> {
-        self.schedule.as_mut().map(|r| below(r, n.max(1)))
+        lazy(&mut self.schedule, self.seed, StreamName::Schedule).map(|r| below(r, n.max(1)))
     }
 
     /// A raw draw from the faults stream; None when not seeded.
     pub(crate) fn faults_below(&mut self, n: u64) -> Option<u64> {
-        self.faults.as_mut().map(|r| below(r, n.max(1)))
+        lazy(&mut self.faults, self.seed, StreamName::Faults).map(|r| below(r, n.max(1)))
     }
 
     /// A client draw in `0..n`; None when a replayed list is exhausted (the client stops).
@@ -273,7 +282,7 @@ impl Decider {
         n: u64,
         label: impl FnOnce(u64) -> Option<String>,
     ) -> Option<u64> {
-        let v = match &mut self.client {
+        let v = match lazy(&mut self.client, self.seed, StreamName::Client) {
             Some(rng) => below(rng, n.max(1)),
             None => match self.source {
                 Source::Default => return None,
@@ -289,7 +298,7 @@ impl Decider {
 
     /// A data draw in `0..n`; 0 in the baseline and past the end of a replayed list.
     pub(crate) fn data(&mut self, n: u64) -> u64 {
-        let v = match &mut self.data {
+        let v = match lazy(&mut self.data, self.seed, StreamName::Data) {
             Some(rng) => below(rng, n.max(1)),
             None => self
                 .replay_data

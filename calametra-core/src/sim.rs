@@ -479,6 +479,7 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
                 continue;
             };
             let logged_before = w.core.decide.log.len();
+            w.core.label_poll = pick != 0;
             w.core.poll_sites.clear();
             w.tasks.ready.remove(&id);
             w.core.point += 1;
@@ -547,7 +548,12 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
             let point = w.core.point;
             let pick = {
                 let core = &mut w.core;
-                let labels: Vec<String> = due.iter().map(|k| core.describe_event(*k)).collect();
+                // Labels only when there is a choice to log (an allocation a step otherwise).
+                let labels: Vec<String> = if due.len() > 1 && core.decide.is_logging_schedule() {
+                    due.iter().map(|k| core.describe_event(*k)).collect()
+                } else {
+                    Vec::new()
+                };
                 core.decide.schedule(point, due.len(), |i| {
                     format!("{} first, at {}", labels[i], format_ns(t))
                 })

@@ -162,6 +162,8 @@ pub(crate) struct Core {
     pub(crate) sim_actor: Rc<str>,
     /// Sites submitted during the current task poll (to name a schedule choice).
     pub(crate) poll_sites: Vec<String>,
+    /// Whether the current poll follows a non-default pick (only then are its sites named).
+    pub(crate) label_poll: bool,
     pub(crate) timing: Timing,
     pub(crate) record_sites: bool,
 }
@@ -190,6 +192,7 @@ impl Core {
             actor: Rc::from("sim"),
             sim_actor: Rc::from("sim"),
             poll_sites: Vec::new(),
+            label_poll: false,
             timing: Timing::default(),
             record_sites: false,
         }
@@ -767,7 +770,7 @@ impl World {
             }
         };
         let site = self.core.site(&base, site_kind.clone());
-        if self.core.decide.is_logging_schedule() {
+        if self.core.label_poll {
             self.core
                 .poll_sites
                 .push(site.strip_prefix("ctrl.").unwrap_or(&site).to_string());

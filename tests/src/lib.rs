@@ -176,7 +176,10 @@ pub fn status_scenario(sim: &mut Sim, planted_bug: bool, max_ops: usize) {
     });
 }
 
-/// The shipped models' example scenarios, for the soak (filled in as the examples land).
+/// The shipped models' example scenarios, for the soak.
 pub fn model_scenarios() -> Vec<(&'static str, fn(&mut Sim))> {
-    Vec::new()
+    vec![
+        ("trigger6", calametra_example_trigger6::scenario_fixed),
+        ("dfu-updater", calametra_example_dfu_updater::scenario),
+    ]
 }

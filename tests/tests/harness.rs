@@ -374,3 +374,55 @@ fn a_fault_schedule_file_applies_to_every_trial() {
     let (_, list) = run(bin("demo").arg("--list"));
     assert!(list.contains("status_scheduled_stall::seed::"), "{list}");
 }
+
+#[test]
+fn a_model_that_panics_is_one_failed_trial_with_the_panic() {
+    let (ok, out) = run(bin("sabotage").arg("model_panics::"));
+    assert!(!ok);
+    assert!(
+        out.contains("`device` panicked: model bug: request 2 was never expected"),
+        "{out}"
+    );
+    assert!(
+        out.contains("test result: FAILED"),
+        "the binary ran to its summary: {out}"
+    );
+}
+
+#[test]
+#[allow(clippy::disallowed_methods)] // host-side: real processes killed after real delays
+fn a_process_killed_mid_write_leaves_no_partial_regression_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let regs = tmp.path().join("regs");
+    let (_, list) = run(bin("planted").arg("--list"));
+    let seeds: Vec<String> = list
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .filter(|n| n.starts_with("status_long::seed::"))
+        .map(str::to_string)
+        .collect();
+    // Kill writers at many different moments (deterministic delays, no randomness).
+    for (i, seed) in seeds.iter().take(24).enumerate() {
+        let mut child = bin("planted")
+            .args(["--exact", seed])
+            .env("CALAMETRA_REGRESSIONS", &regs)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(500 * (i as u64 % 12)));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let dir = regs.join("status_long");
+    for p in regression_files(&dir) {
+        let text = std::fs::read_to_string(&p).unwrap();
+        let v: Result<serde_json::Value, _> = serde_json::from_str(&text);
+        assert!(v.is_ok(), "partial file {}: {text}", p.display());
+    }
+    // What the harness lists is only complete files: temporaries are never read as cases.
+    let (ok, out) = run(bin("planted")
+        .args(["--list"])
+        .env("CALAMETRA_REGRESSIONS", &regs));
+    assert!(ok, "{out}");
+    assert!(!out.contains(".calametra-"), "{out}");
+}

@@ -52,4 +52,41 @@ fn panics_sometimes(sim: &mut Sim) {
     });
 }
 
+/// A model that panics on its second request: one failed trial with the panic, not an aborted
+/// test binary.
+struct PanickyModel(u32);
+
+impl Device for PanickyModel {
+    fn control(&mut self, _cx: &mut DevCtx<'_>, _setup: &Setup, _data: &[u8]) -> Reply {
+        self.0 += 1;
+        if self.0 == 2 {
+            panic!("model bug: request {} was never expected", self.0);
+        }
+        Reply::Data(vec![0])
+    }
+}
+
+#[calametra::scenario(schedules = 2)]
+fn model_panics(sim: &mut Sim) {
+    let dev = sim.attach(PanickyModel(0));
+    let iface = dev.interface();
+    sim.spawn("driver", async move {
+        for _ in 0..3 {
+            let _ = iface
+                .control_in(
+                    ControlIn {
+                        control_type: ControlType::Vendor,
+                        recipient: Recipient::Device,
+                        request: 1,
+                        value: 0,
+                        index: 0,
+                        length: 1,
+                    },
+                    std::time::Duration::from_millis(5),
+                )
+                .await;
+        }
+    });
+}
+
 calametra::main!();

@@ -21,7 +21,10 @@ fn scenarios() -> Vec<Scenario> {
 
 #[allow(clippy::disallowed_methods)] // the soak's own duration, outside the simulations
 fn main() {
-    let seeds: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let seeds: u64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10_000);
     let started = std::time::Instant::now();
     let mut mismatches = 0u64;
     let mut runs = 0u64;
@@ -29,7 +32,11 @@ fn main() {
         let t = std::time::Instant::now();
         let mut failing = 0u64;
         for seed in 0..seeds {
-            let cfg = RunConfig { source: Source::Seeded(seed), fault_set: FaultSet::Transport, ..RunConfig::default() };
+            let cfg = RunConfig {
+                source: Source::Seeded(seed),
+                fault_set: FaultSet::Transport,
+                ..RunConfig::default()
+            };
             let a = run(cfg.clone(), &f);
             let b = run(cfg, &f);
             runs += 2;
@@ -43,7 +50,11 @@ fn main() {
         }
         println!("{name:<16} {seeds} seeds x 2 runs: {:.1} s ({failing} seeds end in a failure, counted as runs all the same)", t.elapsed().as_secs_f64());
     }
-    println!("soak: {runs} runs ({seeds} seeds x 2 x {} scenarios), mismatches = {mismatches}, {:.1} s", scenarios().len(), started.elapsed().as_secs_f64());
+    println!(
+        "soak: {runs} runs ({seeds} seeds x 2 x {} scenarios), mismatches = {mismatches}, {:.1} s",
+        scenarios().len(),
+        started.elapsed().as_secs_f64()
+    );
     if mismatches > 0 {
         std::process::exit(1);
     }

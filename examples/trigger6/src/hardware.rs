@@ -52,6 +52,7 @@ struct Inner {
 #[derive(Clone)]
 pub struct NusbInterface {
     inner: Rc<Inner>,
+    time_scale: u32,
 }
 
 fn map_err(e: nt::TransferError) -> TransferError {
@@ -120,7 +121,21 @@ impl NusbInterface {
                 bulk_in: RefCell::new(BTreeMap::new()),
                 intr_in: RefCell::new(BTreeMap::new()),
             }),
+            time_scale: 1,
         }
+    }
+
+    /// Multiplies every timeout and sleep the driver asks for by `factor` (at least 1): for a
+    /// bus slower than a dock's. Behind QEMU's usbredir the guest's clock counts instructions
+    /// (`-icount`) and jumps to its next timer whenever the vCPU idles, so while the host is
+    /// still answering a 3 MB bulk transfer, a dock's 1 s timeout can pass in guest time.
+    pub fn with_time_scale(mut self, factor: u32) -> Self {
+        self.time_scale = factor.max(1);
+        self
+    }
+
+    fn scaled(&self, d: Duration) -> Duration {
+        d.saturating_mul(self.time_scale)
     }
 }
 
@@ -217,7 +232,7 @@ impl UsbInterface for NusbInterface {
         };
         self.inner
             .iface
-            .control_in(r, timeout)
+            .control_in(r, self.scaled(timeout))
             .await
             .map_err(map_control_err)
     }
@@ -237,7 +252,7 @@ impl UsbInterface for NusbInterface {
         };
         self.inner
             .iface
-            .control_out(r, timeout)
+            .control_out(r, self.scaled(timeout))
             .await
             .map_err(map_control_err)
     }
@@ -266,7 +281,7 @@ impl UsbInterface for NusbInterface {
 
     fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
         Sleep {
-            deadline: Instant::now() + d,
+            deadline: Instant::now() + self.scaled(d),
             armed: None,
         }
     }

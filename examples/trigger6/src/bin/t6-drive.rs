@@ -3,6 +3,10 @@
 //! EDID, modeset to 1920x1080@60, the colour bars uploaded and flipped with a fence, then the
 //! driver's watch loop. It prints one summary line and exits 0 when the driver succeeded.
 //!
+//! `--time-scale N` multiplies every timeout and sleep of the driver by N
+//! ([`hardware::NusbInterface::with_time_scale`]): the guest under QEMU passes it, because its
+//! instruction-count clock runs ahead while the host answers a transfer.
+//!
 //! On a real dock it needs write access to the device node under `/dev/bus/usb`. In the
 //! Calametra guest it runs statically linked (`calametra-qemu/tests/trigger6.rs` builds it)
 //! against the Trigger 6 model served over usbredir:
@@ -14,9 +18,9 @@
 //! ```
 //!
 //! Output: `T6DRIVE ok ending=.. frames_shown=.. fence_done=.. vram_mib=.. edid=.. mode=..
-//! frame_fnv1a64=0x.. millis=..` (or `T6DRIVE error=.. phase=..`), then the driver's beliefs
-//! in the shape the model's invariants read (`T6DRIVE-VIEW`, see [`view_line`]), so a test
-//! outside the guest can judge them against the model's ground truth.
+//! frame_fnv1a64=0x.. time_scale=.. millis=..` (or `T6DRIVE error=.. phase=..`), then the
+//! driver's beliefs in the shape the model's invariants read (`T6DRIVE-VIEW`, see
+//! [`view_line`]), so a test outside the guest can judge them against the model's ground truth.
 
 use calametra_example_trigger6::driver::{Beliefs, Driver, HEIGHT, WIDTH};
 use calametra_example_trigger6::frame::{colour_bars_nv12, fnv1a64};
@@ -98,8 +102,23 @@ fn mode(record: Option<[u8; 32]>) -> String {
 )]
 fn main() -> ExitCode {
     let started = std::time::Instant::now();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let time_scale = match args.as_slice() {
+        [] => 1,
+        [flag, n] if flag == "--time-scale" => match n.parse::<u32>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                eprintln!("t6-drive: --time-scale takes a whole number >= 1, not {n:?}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => {
+            eprintln!("usage: t6-drive [--time-scale N]");
+            return ExitCode::from(2);
+        }
+    };
     let iface = match hardware::open_dock() {
-        Ok(i) => i,
+        Ok(i) => i.with_time_scale(time_scale),
         Err(e) => {
             println!("T6DRIVE error={e:?} phase=Open");
             return ExitCode::FAILURE;
@@ -115,7 +134,7 @@ fn main() -> ExitCode {
             // What the driver uploaded: the picture the dock must now show.
             let frame = colour_bars_nv12(WIDTH as usize, HEIGHT as usize);
             println!(
-                "T6DRIVE ok ending={:?} frames_shown={} fence_done={} vram_mib={} edid={} mode={} frame_fnv1a64={:#018x} millis={}",
+                "T6DRIVE ok ending={:?} frames_shown={} fence_done={} vram_mib={} edid={} mode={} frame_fnv1a64={:#018x} time_scale={time_scale} millis={}",
                 summary.ending,
                 summary.frames_shown,
                 b.fence_done,

@@ -113,10 +113,13 @@ debian_uri() {
 
 # The SHA-256 apt's Sources index gives for the tarball (empty when it does not know it).
 index_sha256() {
-    apt-cache showsrc "qemu=$debian_version" 2>/dev/null | awk -v f="$orig" '
+    # `showsrc` lists every known source version; keep the paragraph of the pinned one.
+    apt-cache showsrc qemu 2>/dev/null | awk -v f="$orig" -v v="$debian_version" '
+        /^$/ { ver = ""; on = 0 }
+        /^Version:/ { ver = $2 }
         /^Checksums-Sha256:/ { on = 1; next }
         /^[^ ]/ { on = 0 }
-        on && $3 == f { print $1; exit }'
+        on && ver == v && $3 == f { print $1; exit }'
 }
 
 if [ -z "$(index_sha256)" ]; then

@@ -240,7 +240,9 @@ fn a_different_seed_places_the_models_faults_elsewhere_and_hashes_differently() 
     ) else {
         return;
     };
-    // Delays move the model's clock, not the guest's answers, so every seed's guest finishes.
+    // Delays move the model's clock, not the guest's answers, so every seed's guest runs to
+    // its end; a delay may still lose dfu-util the race with the model's bwPollTimeout (a
+    // DFU_GETSTATUS in dfuDNBUSY stalls), which is a verdict like any other.
     let s = scenario(lock, FaultSet::Only(vec![FaultKind::Delay]));
     let mut runs = Vec::new();
     for seed in [0x11u64, 0x12] {
@@ -253,7 +255,8 @@ fn a_different_seed_places_the_models_faults_elsewhere_and_hashes_differently() 
             r.events.len(),
             calametra_core::choices::story(&r.events)
         );
-        assert_eq!(r.run.outcome, Outcome::Passed, "{}", r.run.summary());
+        eprintln!("{}: {}", r.trial, r.run.outcome);
+        assert!(r.run.outcome.is_verdict(), "{}", r.run.summary());
         assert!(!r.events.is_empty(), "seed {seed:#x} placed no fault");
         runs.push(r);
     }

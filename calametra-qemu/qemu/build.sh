@@ -12,7 +12,7 @@
 # qemu-system-data files, see calametra_qemu::lockstep::firmware_dirs).
 #
 # The binary is cached under <target>/qemu-lockstep/<key>/qemu-system-x86_64, keyed by the
-# source checksum, the patches and this script; <target>/qemu-lockstep/current links the last
+# source checksum, the configure flags and the patches; <target>/qemu-lockstep/current links the last
 # one. A cached build returns at once. The last line of stdout is always the binary's path.
 # Build dependencies are installed with apt-get (as root; idempotent).
 #
@@ -56,8 +56,9 @@ wheels=(
 
 patches=("$here"/patches/*.patch)
 [ -f "${patches[0]}" ] || die "no patches in $here/patches"
+# The cache key: the source, how it is configured, the wheels and the patches.
 key=$( { echo "$orig $orig_sha256"; printf '%s\n' "${configure_flags[@]}" "${wheels[@]}";
-         cat "${patches[@]}" "$here/build.sh"; } | sha256sum | cut -c1-16)
+         cat "${patches[@]}"; } | sha256sum | cut -c1-16)
 if [ "$print_key" = 1 ]; then echo "$key"; exit 0; fi
 
 base="$target/qemu-lockstep"
@@ -77,7 +78,7 @@ deps=(gcc make pkg-config ninja-build flex bison libfdt-dev libglib2.0-dev libpi
       python3 python3-venv python3-pip patch xz-utils dpkg-dev seabios qemu-system-data)
 missing=()
 for p in "${deps[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" = "install ok installed" ] || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
@@ -100,13 +101,13 @@ debian_uri() {
                     if ($i ~ /^URIs:/)   { sub(/^URIs:[ \t]*/, "", $i); split($i, u, /[ \t]+/); uri=u[1] }
                     if ($i ~ /^Suites:/) { sub(/^Suites:[ \t]*/, "", $i); suites=" " $i " " }
                 }
-                if (uri != "" && suites ~ / bookworm /) { print uri; exit }
+                if (uri != "" && suites ~ / bookworm / && !found) { print uri; found = 1 }
             }' "$f"
-    done | head -n1
+    done | awk 'NR == 1'
     if [ -f /etc/apt/sources.list ]; then
-        awk '$1 == "deb" {
+        awk '$1 == "deb" && !found {
                  for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/) { uri=$i; suite=$(i+1); break }
-                 if (suite == "bookworm") { print uri; exit }
+                 if (suite == "bookworm") { print uri; found = 1 }
              }' /etc/apt/sources.list
     fi
 }
@@ -114,18 +115,19 @@ debian_uri() {
 # The SHA-256 apt's Sources index gives for the tarball (empty when it does not know it).
 index_sha256() {
     # `showsrc` lists every known source version; keep the paragraph of the pinned one.
-    apt-cache showsrc qemu 2>/dev/null | awk -v f="$orig" -v v="$debian_version" '
+    # (awk reads to the end: an early exit would fail the pipeline under pipefail.)
+    { apt-cache showsrc qemu 2>/dev/null || true; } | awk -v f="$orig" -v v="$debian_version" '
         /^$/ { ver = ""; on = 0 }
         /^Version:/ { ver = $2 }
         /^Checksums-Sha256:/ { on = 1; next }
         /^[^ ]/ { on = 0 }
-        on && ver == v && $3 == f { print $1; exit }'
+        on && ver == v && $3 == f && !found { print $1; found = 1 }'
 }
 
 if [ -z "$(index_sha256)" ]; then
     src=/etc/apt/sources.list.d/calametra-backports-src.sources
     if [ ! -f "$src" ]; then
-        uri=$(debian_uri | head -n1)
+        uri=$(debian_uri | awk 'NR == 1')
         [ -n "$uri" ] || die "found no Debian apt source with the bookworm suite to add deb-src $suite from"
         log "adding deb-src $suite from the machine's Debian source"
         cat > "$src" <<SRC
@@ -182,15 +184,18 @@ log "building qemu-system-x86_64 (ninja, $(nproc) jobs)"
 (cd "$work/build" && ninja qemu-system-x86_64 > "$out/ninja.log" 2>&1) \
     || { tail -n 30 "$out/ninja.log" >&2; die "ninja failed (log: $out/ninja.log)"; }
 cp "$work/build/qemu-system-x86_64" "$out/qemu-system-x86_64.tmp"
-"$out/qemu-system-x86_64.tmp" -device help 2>/dev/null | grep -q '"usb-calametra"' \
-    || die "the built QEMU has no usb-calametra device"
+devices=$("$out/qemu-system-x86_64.tmp" -device help 2>/dev/null || true)
+case "$devices" in
+    *'"usb-calametra"'*) ;;
+    *) die "the built QEMU has no usb-calametra device" ;;
+esac
 seconds=$(( $(date +%s) - started ))
 {
     echo "calametra lockstep qemu $key"
     echo "source=$orig sha256=$orig_sha256 debian=$debian_version suite=$suite"
     for p in "${patches[@]}"; do echo "patch=$(basename "$p") sha256=$(sha256sum < "$p" | cut -d' ' -f1)"; done
     echo "configure=${configure_flags[*]}"
-    echo "version=$("$out/qemu-system-x86_64.tmp" --version | head -n1)"
+    echo "version=$("$out/qemu-system-x86_64.tmp" --version | awk 'NR == 1')"
     echo "build_seconds=$seconds"
     echo "cores=$(nproc)"
 } > "$out/manifest.txt"

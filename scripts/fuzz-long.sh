@@ -25,5 +25,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
 mkdir -p "fuzz/corpus/$target" "fuzz/seeds/$target"
+dict=()
+[ -f "fuzz/dicts/$target.dict" ] && dict=(-dict="fuzz/dicts/$target.dict")
 exec cargo fuzz run -s none -a "$target" "fuzz/corpus/$target" "fuzz/seeds/$target" -- \
-  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$@"
+  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${dict[@]}" "$@"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A short bounded run of every fuzz target in fuzz/ (cargo-fuzz, libFuzzer), from the committed
-# seeds in fuzz/seeds/<target>. Fails if any target crashes, panics, times out or runs out of
-# memory; the input is left in fuzz/artifacts/<target>/ (reproduce with
-# `RUSTC_BOOTSTRAP=1 cargo fuzz run -s none -a <target> <file>`).
+# seeds in fuzz/seeds/<target> with the tokens in fuzz/dicts/<target>.dict. Fails if any target
+# crashes, panics, times out or runs out of memory; the input is left in fuzz/artifacts/<target>/
+# (reproduce with `RUSTC_BOOTSTRAP=1 cargo fuzz run -s none -a <target> <file>`).
 #
 # The whole smoke aims at about CALAMETRA_FUZZ_BUDGET seconds (default 220) including the
 # build: what the build leaves is split between the targets, at least 5 and at most 20 seconds
@@ -46,8 +46,10 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus" "fuzz/seeds/$t"
   log="fuzz/artifacts/$t.smoke.log"
   mkdir -p fuzz/artifacts
+  dict=()
+  [ -f "fuzz/dicts/$t.dict" ] && dict=(-dict="fuzz/dicts/$t.dict")
   if cargo fuzz run "${flags[@]}" "$t" "$corpus" "fuzz/seeds/$t" -- \
-      -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${dict[@]}" \
       >"$log" 2>&1; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")

@@ -336,3 +336,103 @@ fn a_planted_fault_found_in_a_guest_run_replays_byte_exactly_from_its_regression
         found.hash, replayed.hash
     );
 }
+
+/// Waits for the device, then up to 2 s of guest time for it to leave.
+const UNPLUG_SCRIPT: &str = r#"
+dev=1209:0001
+present() {
+    for d in /sys/bus/usb/devices/*; do
+        [ -f "$d/idVendor" ] || continue
+        [ "$(cat $d/idVendor):$(cat $d/idProduct)" = "$dev" ] && return 0
+    done
+    return 1
+}
+while ! present; do sleep 0.1; done
+echo "CALAMETRA-ENUMERATED $dev"
+i=0
+while present && [ $i -lt 20 ]; do sleep 0.1; i=$((i + 1)); done
+if present; then echo "CALAMETRA-STILL-THERE"; else echo "CALAMETRA-GONE after $i"; fi
+"#;
+
+#[test]
+#[ignore = "needs the lockstep QEMU build: run calametra-qemu/qemu/build.sh (after scripts/install-qemu.sh and guest/build.sh), then cargo test -p calametra-qemu --test lockstep -- --ignored"]
+fn an_unplug_placed_by_the_seed_lands_at_the_same_guest_clock_on_every_run() {
+    let Some(lock) =
+        lockstep_or_skip("an_unplug_placed_by_the_seed_lands_at_the_same_guest_clock_on_every_run")
+    else {
+        return;
+    };
+    let mut s = scenario(lock, FaultSet::None);
+    s.name = "lockstep::dfu_unplug".into();
+    s.probe = Probe::script(UNPLUG_SCRIPT);
+    s.extras.externals = vec![calametra_qemu::lockstep::External::new(
+        "unplug",
+        calametra_qemu::lockstep::ExternalAction::Unplug,
+    )];
+    // The baseline places no external: the guest configures the device and waits 2 s.
+    let base = s.run(&Trial::Baseline).expect("the baseline starts");
+    assert_eq!(base.run.outcome, Outcome::Passed, "{}", base.run.summary());
+    assert!(base
+        .run
+        .console
+        .iter()
+        .any(|l| l == "CALAMETRA-STILL-THERE"));
+    // Where Linux configured the device, on the guest clock: the unplug goes within a second
+    // after it.
+    let configured = base
+        .lines
+        .iter()
+        .filter(|l| l.contains("\"frame\":\"control\"") && l.contains("\"setup\":\"0009"))
+        .filter_map(|l| {
+            let at = l.find("\"clock_ns\":")? + "\"clock_ns\":".len();
+            l[at..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .last()
+        .expect("the guest configured the device");
+    s.extras.window = (configured + 100_000_000, configured + 1_000_000_000);
+
+    let a = s.run(&Trial::Seed(0x5eed)).expect("the run starts");
+    keep_trace("unplug-a", &a);
+    eprintln!("{}", a.run.summary());
+    let b = s.run(&Trial::Seed(0x5eed)).expect("the run starts");
+    keep_trace("unplug-b", &b);
+    for r in [&a, &b] {
+        assert_eq!(r.run.outcome, Outcome::Passed, "{}", r.run.summary());
+        assert!(
+            r.run
+                .console
+                .iter()
+                .any(|l| l.starts_with("CALAMETRA-GONE")),
+            "{}",
+            r.run.summary()
+        );
+        assert!(r.run.console.iter().any(|l| l.contains("USB disconnect")));
+    }
+    let at = |r: &ScenarioRun| match r.events.as_slice() {
+        [calametra_core::choices::Event::External { name, point }] if name == "unplug" => *point,
+        other => panic!("expected one unplug, found {other:?}"),
+    };
+    assert_eq!(at(&a), at(&b));
+    assert!((s.extras.window.0..s.extras.window.1).contains(&at(&a)));
+    assert_eq!(
+        a.run.console, b.run.console,
+        "the kernel saw it at the same time"
+    );
+    assert_eq!(a.hash, b.hash);
+    let c = s.run(&Trial::Seed(0x5eee)).expect("the run starts");
+    keep_trace("unplug-c", &c);
+    assert_ne!(at(&a), at(&c), "another seed, another guest clock");
+    assert_ne!(a.hash, c.hash);
+    eprintln!(
+        "HASH unplug: seed 0x5eed twice {} {} (at {} ns), seed 0x5eee {} (at {} ns)",
+        a.hash,
+        b.hash,
+        at(&a),
+        c.hash,
+        at(&c)
+    );
+}

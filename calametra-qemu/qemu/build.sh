@@ -63,12 +63,23 @@ if [ "$print_key" = 1 ]; then echo "$key"; exit 0; fi
 
 base="$target/qemu-lockstep"
 out="$base/$key"
-if [ -x "$out/qemu-system-x86_64" ] && [ -f "$out/manifest.txt" ]; then
-    ln -sfn "$key" "$base/current"
-    log "cached: $out"
-    echo "$out/qemu-system-x86_64"
-    exit 0
+cached() {
+    if [ -x "$out/qemu-system-x86_64" ] && [ -f "$out/manifest.txt" ]; then
+        ln -sfn "$key" "$base/current"
+        log "cached: $out"
+        echo "$out/qemu-system-x86_64"
+        exit 0
+    fi
+}
+cached
+# One build at a time per target directory: a second run waits, then finds the first's binary.
+mkdir -p "$base"
+exec 9>"$base/.build.lock"
+if ! flock -n 9; then
+    log "another build.sh is building in $base; waiting for it"
+    flock 9
 fi
+cached
 
 [ "$(id -u)" = 0 ] || die "needs root for apt-get (build dependencies, the deb-src entry)"
 export DEBIAN_FRONTEND=noninteractive

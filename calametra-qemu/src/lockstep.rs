@@ -22,6 +22,33 @@
 //! descriptor. `calametra-qemu/qemu/FRAMING.md` has every field; this module is its only
 //! implementation on the Rust side.
 //!
+//! # A guest scenario
+//!
+//! ```no_run
+//! use calametra_core::explore::Probe as Trial;
+//! use calametra_core::usb::Device;
+//! use calametra_core::RunConfig;
+//! use calametra_qemu::lockstep::{Extras, LockstepConfig, Scenario};
+//! use calametra_qemu::Probe;
+//! use std::rc::Rc;
+//!
+//! fn twice<D: Device>(model: impl Fn() -> D + 'static) -> Result<(), Box<dyn std::error::Error>> {
+//!     // calametra-qemu/qemu/build.sh and guest/build.sh built these under target/.
+//!     let lock = LockstepConfig::find(std::path::Path::new("target"))?;
+//!     let s = Scenario {
+//!         name: "mine::lsusb".into(),
+//!         model: Rc::new(model),
+//!         probe: Probe::Lsusb,
+//!         base: RunConfig::default(),
+//!         extras: Extras::default(),
+//!         lock,
+//!     };
+//!     let (a, b) = (s.run(&Trial::Baseline)?, s.run(&Trial::Baseline)?);
+//!     assert_eq!(a.hash, b.hash, "every frame and the console, the same twice");
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # Files of this module
 //!
 //! The codec ([`Header`], [`Request`], [`Reply`], [`FrameReader`], [`encode_reply`]) is

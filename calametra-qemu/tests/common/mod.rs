@@ -27,7 +27,10 @@ pub fn qemu_or_skip(test: &str) -> Option<QemuConfig> {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !ok {
-        return skip(test, &format!("`{qemu}` is not runnable; run scripts/install-qemu.sh"));
+        return skip(
+            test,
+            &format!("`{qemu}` is not runnable; run scripts/install-qemu.sh"),
+        );
     }
     match GuestImage::find(&target_dir()) {
         Ok(g) => {

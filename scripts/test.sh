@@ -39,8 +39,11 @@ step "cargo test --workspace --doc"
 cargo test --workspace --doc
 
 if [ $system = 1 ]; then
-  step "tests that need QEMU, the guest or chromium (cargo test --workspace -- --ignored)"
-  cargo test --workspace --no-fail-fast -- --ignored
+  # One guest at a time: over usb-redir a guest run depends on host timing (DESIGN.md 9), and
+  # two TCG guests on two cores starve each other's timeouts. A test that fails and then passes
+  # on a retry is reported FLAKY by nextest, not hidden.
+  step "tests that need QEMU, the guest or chromium (nextest --run-ignored ignored-only)"
+  cargo nextest run --workspace --run-ignored ignored-only --test-threads 1 --retries 2 --no-fail-fast
 fi
 
 step "hardware builds of the example drivers (nusb)"

@@ -1513,6 +1513,20 @@ pub fn run_with_extras<D: Device>(
         .map(|rx| drain(&rx, Duration::from_millis(500)))
         .unwrap_or_default();
     drop(scratch);
+    // QEMU stopped by a signal from outside (exit status 0, "terminating on signal 15 from
+    // pid N") ended where the host's scheduler put it: no verdict, nothing deterministic.
+    let mut served = served;
+    if let Some(line) = stderr.iter().find(|l| l.contains("terminating on signal")) {
+        if !matches!(
+            served.outcome,
+            Outcome::Passed | Outcome::EmulatorBlocked { .. }
+        ) {
+            served.outcome = Outcome::EmulatorBlocked {
+                reason: format!("QEMU was stopped from outside the run: {line}"),
+            };
+            served.deterministic_end = false;
+        }
+    }
 
     // The console, whole, as deterministic records: with the vCPU waiting on every frame, what
     // the guest printed up to where the run ended is the same bytes on every run.

@@ -12,7 +12,7 @@ use calametra_core::host::DeviceHost;
 use calametra_core::regress::{self, Regression};
 use calametra_core::spec::Spec;
 use calametra_core::{Failure, RunConfig};
-use calametra_models::dfu::{marks, seal_image, state_machine_legal, Dfu};
+use calametra_models::dfu::{marks, never_bricked, seal_image, state_machine_legal, Dfu, Sabotage};
 use calametra_qemu::lockstep::{Extras, Invariant, LockstepConfig, Scenario, ScenarioRun};
 use calametra_qemu::{Outcome, Probe};
 use std::path::PathBuf;
@@ -433,5 +433,77 @@ fn an_unplug_placed_by_the_seed_lands_at_the_same_guest_clock_on_every_run() {
         at(&a),
         c.hash,
         at(&c)
+    );
+}
+
+#[test]
+#[ignore = "needs the lockstep QEMU build: run calametra-qemu/qemu/build.sh (after scripts/install-qemu.sh and guest/build.sh), then cargo test -p calametra-qemu --test lockstep -- --ignored"]
+fn a_planted_bug_stops_the_guest_at_the_same_frame_and_console_line_every_run() {
+    let Some(lock) = lockstep_or_skip(
+        "a_planted_bug_stops_the_guest_at_the_same_frame_and_console_line_every_run",
+    ) else {
+        return;
+    };
+    let mut s = scenario(lock, FaultSet::None);
+    s.name = "lockstep::dfu_in_place_write".into();
+    // The planted bug: blocks are programmed over the running image.
+    let model_spec = spec();
+    s.model = Rc::new(move || {
+        let mut d = Dfu::try_from_spec(&model_spec).expect("the DFU model builds");
+        d.sabotage = Some(Sabotage::InPlaceWrite);
+        d
+    });
+    let old = Dfu::try_from_spec(&spec())
+        .expect("the DFU model builds")
+        .dfu_spec()
+        .factory_image
+        .clone();
+    let new = image();
+    let bricked: Invariant = Rc::new(move |h: &DeviceHost| match h.device::<Dfu>() {
+        Some(d) => never_bricked(d, &old, &new),
+        None => Err("the host holds no DFU model".into()),
+    });
+    s.extras.invariants.push(("never_bricked".into(), bricked));
+
+    let a = s.run(&Trial::Baseline).expect("the run starts");
+    keep_trace("in-place-a", &a);
+    eprintln!("{}", a.run.summary());
+    let b = s.run(&Trial::Baseline).expect("the run starts");
+    keep_trace("in-place-b", &b);
+    for r in [&a, &b] {
+        assert!(
+            matches!(&r.failure, Some(Failure::Invariant { name, .. }) if name == "never_bricked"),
+            "{}",
+            r.run.summary()
+        );
+        // Stopped mid-download, on the frame after which the image was no longer valid.
+        assert!(r
+            .run
+            .console
+            .iter()
+            .any(|l| l.starts_with("CALAMETRA-DFU-DOWNLOAD-BEGIN")));
+        assert!(!r
+            .run
+            .console
+            .iter()
+            .any(|l| l.starts_with("CALAMETRA-DFU-DOWNLOAD-END")));
+    }
+    assert_eq!(a.run.frames, b.run.frames, "the same frame");
+    assert_eq!(
+        a.run.console, b.run.console,
+        "the same console, to the byte"
+    );
+    assert_eq!(a.hash, b.hash);
+
+    let reg = s.regression(&a).expect("a failed run has a regression");
+    let dir = regress::scenario_dir(&target_dir().join("calametra/regressions"), &reg.scenario);
+    let path = reg.save(&dir).expect("the regression file is written");
+    let replayed = s
+        .replay(&Regression::load(&path).expect("it reads back"))
+        .expect("the replay is byte-exact");
+    assert_eq!(replayed.hash, a.hash);
+    eprintln!(
+        "HASH in-place write: {} {} replayed {} (stopped at frame {}, guest clock {} ns)",
+        a.hash, b.hash, replayed.hash, a.run.frames, a.run.end_clock_ns
     );
 }

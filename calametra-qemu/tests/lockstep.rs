@@ -391,7 +391,7 @@ fn an_unplug_placed_by_the_seed_lands_at_the_same_guest_clock_on_every_run() {
                 .parse::<u64>()
                 .ok()
         })
-        .last()
+        .next_back()
         .expect("the guest configured the device");
     s.extras.window = (configured + 100_000_000, configured + 1_000_000_000);
 

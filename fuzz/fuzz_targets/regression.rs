@@ -22,5 +22,8 @@ fuzz_target!(|data: &[u8]| {
     let again = Regression::parse(path, &r.to_json()).expect("a written file reads back");
     assert_eq!(again, r);
     let _ = story(&r.events);
-    no_panic(&run_loopback(FaultPlan::default(), Source::Replay(r.events)));
+    no_panic(&run_loopback(
+        FaultPlan::default(),
+        Source::Replay(r.events),
+    ));
 });

@@ -1,10 +1,14 @@
 //! What a driver or a guest sends a model: arbitrary 8-byte setups with data stages, bulk and
 //! interrupt OUT payloads, IN polls, time passing and bus resets (`calametra_fuzz::Op`), through
 //! `DeviceHost` against the Trigger 6 model and the DFU models built from the project's specs.
-//! A model may stall and record a model gap; it may not panic.
+//! A model may stall and record a model gap; it may not panic. With no faults injected, the DFU
+//! model's history must also stay legal under the DFU 1.1 transition table whatever the host
+//! sends (`state_machine_legal`, an independent check).
 #![no_main]
 
 use calametra_fuzz::{drive, host, models_from, observe, spec, Input, MAX_OPS, SPECS};
+use calametra_models::dfu::{state_machine_legal, Dfu};
+use calametra_qemu::Boxed;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -16,4 +20,9 @@ fuzz_target!(|data: &[u8]| {
     let mut h = host(model);
     drive(&mut h, &mut input, MAX_OPS);
     observe(&mut h);
+    if let Some(dfu) = h.device::<Boxed>().and_then(|b| b.get::<Dfu>()) {
+        if let Err(m) = state_machine_legal(dfu) {
+            panic!("the DFU model left the DFU 1.1 state machine: {m}");
+        }
+    }
 });

@@ -3,8 +3,8 @@
 //! whatever the guest sends, the bridge and the model answer or drop it without panicking.
 #![no_main]
 
-use calametra_models::dfu::marks::{WILL_DETACH_TO_APP, WILL_DETACH_TO_DFU};
 use calametra_fuzz::{host, models_from, observe, spec, Input, SPECS};
+use calametra_models::dfu::marks::{WILL_DETACH_TO_APP, WILL_DETACH_TO_DFU};
 use calametra_qemu::{Bridge, BridgeOptions};
 use libfuzzer_sys::fuzz_target;
 

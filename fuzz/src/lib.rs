@@ -11,9 +11,7 @@ use calametra_core::exec::sleep;
 use calametra_core::fault::FaultPlan;
 use calametra_core::host::DeviceHost;
 use calametra_core::spec::Spec;
-use calametra_core::usb::{
-    ControlIn, ControlOut, ControlType, Device, Loopback, Recipient, Setup,
-};
+use calametra_core::usb::{ControlIn, ControlOut, ControlType, Device, Loopback, Recipient, Setup};
 use calametra_core::{run, Failure, RunConfig, RunResult, Sim};
 use calametra_models::dfu::{self, Dfu};
 use calametra_models::trigger6::{DriverView, Trigger6};

@@ -128,7 +128,10 @@ fn capture_seeds(file: &[u8]) {
     // Windows: the enumeration, the EDID and status reads, the timing table, the modeset and
     // the first bulk and interrupt traffic, and a stretch of the end.
     let find = |pred: &dyn Fn(&Event) -> bool| events.iter().position(pred).unwrap_or(0);
-    let edid = find(&|e| e.setup.is_some_and(|s| s.request == 0x80 && s.request_type == 0xc0));
+    let edid = find(&|e| {
+        e.setup
+            .is_some_and(|s| s.request == 0x80 && s.request_type == 0xc0)
+    });
     let timing = find(&|e| e.setup.is_some_and(|s| s.request == 0x89));
     let modeset = find(&|e| e.setup.is_some_and(|s| s.request == 0x12));
     let bulk = find(&|e| e.xfer == XferType::Bulk);
@@ -182,10 +185,13 @@ fn capture_seeds(file: &[u8]) {
             text.push_str(&text_line(e));
             text.push('\n');
         }
-        let c = Capture::parse("x.txt", text.as_bytes())
-            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let c = Capture::parse("x.txt", text.as_bytes()).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(c.events.len(), picked.len());
-        write("capture", &format!("jcd543-{name}.usbmon.txt"), text.as_bytes());
+        write(
+            "capture",
+            &format!("jcd543-{name}.usbmon.txt"),
+            text.as_bytes(),
+        );
     }
     // A gzipped one, for the detection path.
     let small = cut(&bl, 0..24);
@@ -229,7 +235,11 @@ fn trigger6_ops(file: &[u8]) -> Vec<Vec<Op>> {
         match item {
             Item::C(x) => ops.push(Op::Control {
                 setup: x.setup.to_bytes(),
-                data: if x.is_in() { Vec::new() } else { x.data.clone() },
+                data: if x.is_in() {
+                    Vec::new()
+                } else {
+                    x.data.clone()
+                },
             }),
             Item::D(x) if x.is_in() => ops.push(Op::In {
                 ep: x.endpoint,
@@ -351,8 +361,8 @@ fn guest_stream(model: usize) -> Vec<u8> {
     out.extend_from_slice(&[0, 0, 0, 0, 68, 0, 0, 0, 0, 0, 0, 0]);
     out.extend_from_slice(&v);
     out.extend_from_slice(&[0xff, 0, 0, 0]);
-    let control = |bm: u8, req: u8, value: u16, index: u16, length: u16, data: &[u8]| {
-        Packet::Control {
+    let control =
+        |bm: u8, req: u8, value: u16, index: u16, length: u16, data: &[u8]| Packet::Control {
             header: ControlHeader {
                 endpoint: bm & 0x80,
                 request: req,
@@ -363,8 +373,7 @@ fn guest_stream(model: usize) -> Vec<u8> {
                 length,
             },
             data: data.to_vec(),
-        }
-    };
+        };
     push(Packet::Reset, &mut out);
     push(control(0x80, 6, 0x0100, 0, 64, &[]), &mut out);
     push(Packet::Reset, &mut out);
@@ -447,7 +456,11 @@ fn make_seeds() {
 
     // setup: the capture for the dock, DFU sessions for the DFU models.
     for (i, ops) in trigger6_ops(&file).iter().enumerate() {
-        write("setup", &format!("trigger6-capture-{i}"), &encode(&[0], ops));
+        write(
+            "setup",
+            &format!("trigger6-capture-{i}"),
+            &encode(&[0], ops),
+        );
         if i == 0 {
             let head = &ops[..ops.len().min(48)];
             write("spec_fields", "trigger6-capture-0", &encode(&[0, 0], head));
@@ -478,14 +491,21 @@ fn make_seeds() {
         write(
             "spec_fields",
             &format!("dfu-{name}-edit"),
-            &encode(&[which, 2, 10, 0, 2, 7, 30, 0, 6, 0, 4, 0], &dfu_ops(1, 64, true)),
+            &encode(
+                &[which, 2, 10, 0, 2, 7, 30, 0, 6, 0, 4, 0],
+                &dfu_ops(1, 64, true),
+            ),
         );
     }
 
     // usbredir: what the guest sends, and what the bridge sends back.
     for (which, name) in [(0usize, "trigger6"), (1, "dfu")] {
         let g = guest_stream(which);
-        write("usbredir", &format!("guest-{name}"), &[&[0u8][..], &g].concat());
+        write(
+            "usbredir",
+            &format!("guest-{name}"),
+            &[&[0u8][..], &g].concat(),
+        );
         write(
             "usbredir_bridge",
             &format!("guest-{name}"),
@@ -497,6 +517,10 @@ fn make_seeds() {
         b.feed(&g).unwrap();
         let reply = b.take_output();
         assert!(!reply.is_empty());
-        write("usbredir", &format!("host-{name}"), &[&[1u8][..], &reply].concat());
+        write(
+            "usbredir",
+            &format!("host-{name}"),
+            &[&[1u8][..], &reply].concat(),
+        );
     }
 }

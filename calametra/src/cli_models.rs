@@ -27,7 +27,10 @@ pub fn model_for(spec: &Spec) -> Result<Box<dyn Device>, String> {
 }
 
 fn host_for(spec: &Spec, config: &RunConfig) -> Result<DeviceHost, String> {
-    Ok(DeviceHost::new(calametra_qemu::Boxed(model_for(spec)?), config))
+    Ok(DeviceHost::new(
+        calametra_qemu::Boxed(model_for(spec)?),
+        config,
+    ))
 }
 
 /// `calametra compare --capture FILE --spec SPEC [--device BUS:ADDR]`.

@@ -509,7 +509,12 @@ fn make_seeds() {
         write(
             "usbredir_bridge",
             &format!("guest-{name}"),
-            &[&[which as u8][..], &g].concat(),
+            &[&[which as u8, 0][..], &g].concat(),
+        );
+        write(
+            "usbredir_bridge",
+            &format!("guest-{name}-faults"),
+            &[&[which as u8, 0x85][..], &g].concat(),
         );
         let model = models_from(spec(which)).pop().unwrap();
         let mut b = Bridge::new(host(model), BridgeOptions::default()).unwrap();

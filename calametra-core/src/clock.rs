@@ -37,27 +37,66 @@ pub fn format_ns(ns: Nanos) -> String {
     format!("{ns}ns")
 }
 
-/// Parses `250us`, `1.5ms`, `2s`, `100ns` or a bare number of nanoseconds.
+/// Formats nanoseconds exactly, in the largest unit that divides them: `250us`, `1ms`,
+/// `1234567ns`. What [`parse_ns`] reads back is the same number; trial names use this form.
+pub fn format_ns_exact(ns: Nanos) -> String {
+    let units: [(u64, &str); 3] = [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")];
+    for (scale, unit) in units {
+        if ns != 0 && ns % scale == 0 {
+            return format!("{}{unit}", ns / scale);
+        }
+    }
+    format!("{ns}ns")
+}
+
+/// Parses `250us`, `1.5ms`, `2s`, `100ns` or a bare number of nanoseconds, exactly (decimal
+/// arithmetic, no floating point): a fraction finer than a nanosecond is an error, and so is a
+/// duration beyond `u64::MAX` nanoseconds.
 pub fn parse_ns(s: &str) -> Result<Nanos, String> {
     let s = s.trim();
-    let (num, scale) = if let Some(n) = s.strip_suffix("ns") {
-        (n, 1.0)
+    let (num, scale, digits_allowed): (&str, u64, usize) = if let Some(n) = s.strip_suffix("ns") {
+        (n, 1, 0)
     } else if let Some(n) = s.strip_suffix("us") {
-        (n, 1e3)
+        (n, 1_000, 3)
     } else if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e6)
+        (n, 1_000_000, 6)
     } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1e9)
+        (n, 1_000_000_000, 9)
     } else {
-        (s, 1.0)
+        (s, 1, 0)
     };
-    let v: f64 = num.trim().parse().map_err(|_| {
-        format!("`{s}` is not a duration; expected for example `250us`, `1.5ms`, `2s`")
-    })?;
-    if !(v >= 0.0) || !v.is_finite() {
-        return Err(format!("`{s}`: a duration must be a finite number >= 0"));
+    let bad = || format!("`{s}` is not a duration; expected for example `250us`, `1.5ms`, `2s`");
+    let num = num.trim();
+    let (int, frac) = match num.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (num, ""),
+    };
+    let all_digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    if (int.is_empty() && frac.is_empty()) || !all_digits(int) || !all_digits(frac) {
+        return Err(bad());
     }
-    Ok((v * scale).round() as u64)
+    let frac = frac.trim_end_matches('0');
+    if frac.len() > digits_allowed {
+        return Err(format!(
+            "`{s}`: finer than a nanosecond; a duration is a whole number of nanoseconds"
+        ));
+    }
+    let too_large = || format!("`{s}`: longer than {} nanoseconds", u64::MAX);
+    let whole: u128 = if int.is_empty() {
+        0
+    } else {
+        int.parse::<u128>().map_err(|_| too_large())?
+    };
+    let mut part: u128 = 0;
+    for b in frac.bytes() {
+        part = part * 10 + u128::from(b - b'0');
+    }
+    let part = part * 10u128.pow((digits_allowed - frac.len()) as u32);
+    let total = whole
+        .checked_mul(u128::from(scale))
+        .and_then(|w| w.checked_add(part))
+        .ok_or_else(too_large)?;
+    u64::try_from(total).map_err(|_| too_large())
 }
 
 #[cfg(test)]
@@ -70,5 +109,41 @@ mod tests {
         }
         assert!(parse_ns("soon").is_err());
         assert!(parse_ns("-1ms").is_err());
+    }
+
+    #[test]
+    fn exact_durations_round_trip() {
+        for ns in [
+            0,
+            1,
+            999,
+            1_000,
+            1_234_567,
+            250_000,
+            1_500_000,
+            2_000_000_000,
+            (1 << 53) + 1,
+            u64::MAX,
+        ] {
+            let text = format_ns_exact(ns);
+            assert_eq!(parse_ns(&text), Ok(ns), "{text}");
+        }
+        assert_eq!(format_ns_exact(1_234_567), "1234567ns");
+        assert_eq!(format_ns_exact(1_000_000), "1ms");
+        assert_eq!(parse_ns("1.5ms"), Ok(1_500_000));
+        assert_eq!(parse_ns(".5us"), Ok(500));
+        assert_eq!(parse_ns("2."), Ok(2));
+        assert_eq!(parse_ns("007s"), Ok(7_000_000_000));
+        assert_eq!(
+            parse_ns("1.0000000001s").unwrap_err(),
+            "`1.0000000001s`: finer than a nanosecond; a duration is a whole number of nanoseconds"
+        );
+        assert!(parse_ns("18446744073709551616ns")
+            .unwrap_err()
+            .contains("longer than"));
+        assert!(parse_ns("1e3ms").is_err());
+        assert!(parse_ns(".").is_err());
+        assert!(parse_ns("").is_err());
+        assert!(parse_ns("+1ms").is_err());
     }
 }

@@ -154,7 +154,7 @@ impl fmt::Display for Fault {
             Fault::Timeout => f.write_str("timeout"),
             Fault::Short(n) => write!(f, "short({n})"),
             Fault::Disconnect => f.write_str("disconnect"),
-            Fault::Delay(ns) => write!(f, "delay({})", crate::clock::format_ns(*ns)),
+            Fault::Delay(ns) => write!(f, "delay({})", crate::clock::format_ns_exact(*ns)),
             Fault::Corrupt { offset, xor } => write!(f, "corrupt({offset},{xor:#04x})"),
         }
     }

@@ -67,3 +67,24 @@ fn a_delay_to_the_end_of_time_saturates() {
     let _ = host.control(load(), &[]);
     let _ = host.control(load(), &[]);
 }
+
+/// `faults`: `delay(1.2345ms)` named a fault whose trial name read `delay(1.235ms)`, so the
+/// trial the name selects delayed a different time than the plan. Trial names now write
+/// durations exactly and read them with decimal arithmetic.
+#[test]
+fn a_delay_fault_name_reads_back_as_the_same_delay() {
+    for text in [
+        "delay(1.2345ms)",
+        "delay(9007199254740993ns)",
+        "delay(18446744073709551615)",
+        "delay(0.000000001s)",
+    ] {
+        let f = Fault::parse(text).unwrap();
+        assert_eq!(Fault::parse(&f.to_string()), Ok(f.clone()), "{text} -> {f}");
+    }
+    assert_eq!(
+        Fault::parse("delay(1.2345ms)").unwrap().to_string(),
+        "delay(1234500ns)"
+    );
+    assert!(Fault::parse("delay(18446744073709551616ns)").is_err());
+}

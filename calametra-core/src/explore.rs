@@ -35,6 +35,24 @@ impl Probe {
         }
     }
 
+    /// Reads a trial-name suffix back (`baseline`, `seed::0x2a`, `site::ctrl.dnload#3::stall`).
+    pub fn parse_suffix(s: &str) -> Option<Probe> {
+        if s == "baseline" {
+            return Some(Probe::Baseline);
+        }
+        if let Some(hex) = s.strip_prefix("seed::0x") {
+            return u64::from_str_radix(hex, 16).ok().map(Probe::Seed);
+        }
+        let (site, fault) = s.strip_prefix("site::")?.rsplit_once("::")?;
+        if site.is_empty() || !site.contains('#') {
+            return None;
+        }
+        Some(Probe::Site {
+            site: site.to_string(),
+            fault: Fault::parse(fault).ok()?,
+        })
+    }
+
     fn baseline(c: &mut RunConfig) {
         c.source = Source::Seeded(0);
         c.fault_set = FaultSet::None;
@@ -53,6 +71,29 @@ impl Probe {
             Probe::Seed(s) => c.source = Source::Seeded(*s),
         }
         c
+    }
+}
+
+/// What runs a scenario under one configuration: the in-process simulator ([`InProcess`]), or
+/// a Linux guest under lockstep QEMU (`calametra-qemu`'s guest scenarios). The harness makes the
+/// same trials, minimizes and saves failures the same way, whichever runs them.
+pub trait Runner {
+    /// One run under `config`. `Err` when the run gave no verdict (a guest that made no progress,
+    /// an emulator that would not start): the harness reports it and never minimizes it.
+    fn run(&self, config: RunConfig) -> Result<RunResult, String>;
+
+    /// At most how many runs minimizing one failure may take (`None`: as many as ddmin needs).
+    fn shrink_budget(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// The in-process simulator running a scenario function.
+pub struct InProcess<'a>(pub &'a dyn Fn(&mut Sim));
+
+impl Runner for InProcess<'_> {
+    fn run(&self, config: RunConfig) -> Result<RunResult, String> {
+        Ok(run(config, self.0))
     }
 }
 
@@ -112,4 +153,44 @@ pub fn replay_config(base: &RunConfig, events: &[crate::choices::Event]) -> RunC
     c.faults = plan;
     c.source = Source::Replay(events.to_vec());
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trial_suffixes_read_back() {
+        for p in [
+            Probe::Baseline,
+            Probe::Seed(0x4f21a9),
+            Probe::Site {
+                site: "ctrl.get_status#3".into(),
+                fault: Fault::Stall,
+            },
+            Probe::Site {
+                site: "bulk.out#2".into(),
+                fault: Fault::Corrupt {
+                    offset: 0,
+                    xor: 0xff,
+                },
+            },
+            Probe::Site {
+                site: "ctrl.dnload#3".into(),
+                fault: Fault::Delay(1_234_567),
+            },
+        ] {
+            assert_eq!(Probe::parse_suffix(&p.trial_suffix()), Some(p.clone()));
+        }
+        for bad in [
+            "",
+            "seed::12",
+            "seed::0xzz",
+            "site::ctrl::stall",
+            "site::a#1::melt",
+            "finds::x",
+        ] {
+            assert_eq!(Probe::parse_suffix(bad), None, "{bad}");
+        }
+    }
 }

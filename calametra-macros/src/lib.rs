@@ -20,7 +20,7 @@ const PRIMITIVES: [&str; 6] = [
     "corrupt",
 ];
 const KNOWN: &str =
-    "spec, schedules, faults, seed, max_steps, virtual_timeout, expect, fault_schedule";
+    "spec, schedules, faults, seed, max_steps, virtual_timeout, expect, fault_schedule, guest";
 
 struct Args(Punctuated<Meta, Token![,]>);
 
@@ -40,6 +40,10 @@ struct Parsed {
     max_steps: Option<u64>,
     virtual_timeout: Option<u64>,
     expect: Option<LitStr>,
+    /// `guest = lockstep`: the span of the argument.
+    guest: Option<proc_macro2::Span>,
+    /// Spans of the arguments that mean nothing to a guest scenario.
+    sim_only: Vec<(String, proc_macro2::Span)>,
 }
 
 fn lit_str(e: &Expr, what: &str) -> syn::Result<LitStr> {
@@ -185,6 +189,12 @@ fn parse_args(args: Args) -> syn::Result<Parsed> {
         }
         seen.push(name.clone());
         let v = &nv.value;
+        if matches!(
+            name.as_str(),
+            "max_steps" | "virtual_timeout" | "fault_schedule"
+        ) {
+            p.sim_only.push((name.clone(), nv.path.span()));
+        }
         match name.as_str() {
             "spec" => p.spec = Some(lit_str(v, "spec")?),
             "fault_schedule" => p.fault_schedule = Some(lit_str(v, "fault_schedule")?),
@@ -210,6 +220,16 @@ fn parse_args(args: Args) -> syn::Result<Parsed> {
             "virtual_timeout" => {
                 p.virtual_timeout = Some(duration_ns(&lit_str(v, "virtual_timeout")?)?)
             }
+            "guest" => {
+                let ok = matches!(v, Expr::Path(p) if p.path.is_ident("lockstep"));
+                if !ok {
+                    return Err(Error::new(
+                        v.span(),
+                        "`guest` expects `lockstep` (a Linux guest under the lockstep QEMU)",
+                    ));
+                }
+                p.guest = Some(nv.path.span())
+            }
             "expect" => {
                 let s = lit_str(v, "expect")?;
                 if s.value().is_empty() {
@@ -226,6 +246,14 @@ fn parse_args(args: Args) -> syn::Result<Parsed> {
                     format!("unknown argument `{name}`; expected one of: {KNOWN}"),
                 ))
             }
+        }
+    }
+    if p.guest.is_some() {
+        if let Some((name, span)) = p.sim_only.first() {
+            return Err(Error::new(
+                *span,
+                format!("`{name}` does not apply to a guest scenario (the guest's clock and budget are the lockstep QEMU's)"),
+            ));
         }
     }
     if let (Some(_), Some(e)) = (&p.seed, &p.expect) {
@@ -265,6 +293,10 @@ fn opt_u64(v: Option<u64>) -> TokenStream2 {
 /// Arguments: `spec = "specs/x.json"`, `schedules = 48`, `faults = none | transport | all |
 /// [stall, ...]`, `seed = 0x..`, `max_steps = N`, `virtual_timeout = "2s"`,
 /// `expect = "invariant"`, `fault_schedule = "specs/faults/x.json"`.
+///
+/// With `guest = lockstep` the function is `fn(guest: &mut calametra_qemu::Guest)` and each
+/// trial boots a Linux guest under the lockstep QEMU serving the model it attaches (the crate
+/// depends on `calametra-qemu`); the trials have the same names and are ignored unless asked for.
 #[proc_macro_attribute]
 pub fn scenario(attr: TokenStream, item: TokenStream) -> TokenStream {
     match expand(attr.into(), item.into()) {
@@ -297,7 +329,11 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             } else {
                 sig.inputs.span()
             },
-            "a scenario takes exactly one argument: `sim: &mut Sim`",
+            if p.guest.is_some() {
+                "a guest scenario takes exactly one argument: `guest: &mut Guest`"
+            } else {
+                "a scenario takes exactly one argument: `sim: &mut Sim`"
+            },
         ));
     }
     let name = &sig.ident;
@@ -315,6 +351,13 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         Some(s) => quote!(::core::option::Option::Some(#s)),
         None => quote!(::core::option::Option::None),
     };
+    let body = match p.guest {
+        // The runner lives in calametra-qemu, which a crate with guest scenarios depends on.
+        Some(span) => quote_spanned! {span=>
+            ::calametra::__private::Body::Guest(|| ::calametra_qemu::scenario::runner(#name))
+        },
+        None => quote!(::calametra::__private::Body::Sim(#name)),
+    };
     Ok(quote! {
         #f
 
@@ -322,7 +365,7 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             ::calametra::__private::ScenarioDef {
                 module: ::core::module_path!(),
                 name: #name_str,
-                func: #name,
+                func: #body,
                 manifest_dir: ::core::env!("CARGO_MANIFEST_DIR"),
                 package: ::core::env!("CARGO_PKG_NAME"),
                 target: ::core::env!("CARGO_CRATE_NAME"),

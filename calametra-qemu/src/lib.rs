@@ -43,11 +43,14 @@ pub mod descriptors;
 pub mod guest;
 pub mod launcher;
 pub mod lockstep;
+pub mod probes;
 pub mod proto;
+pub mod scenario;
 
 pub use bridge::{Bridge, BridgeError, BridgeOptions};
 pub use guest::{GuestImage, Probe};
 pub use launcher::{run, run_with_host, Outcome, QemuConfig, QemuError, QemuRun, Timings};
+pub use scenario::Guest;
 
 use calametra_core::usb::{DevCtx, Device, Reply, Setup};
 use std::any::Any;

@@ -44,50 +44,10 @@ fn spec() -> Spec {
     Spec::parse("specs/dfu11-tolerant.json", SPEC).expect("the DFU spec parses")
 }
 
-/// 64 KiB: a deterministic pattern sealed with the model's CRC-32 trailer.
+/// 64 KiB the model accepts.
 fn image() -> Vec<u8> {
-    let mut x = 0x2545_f491u32;
-    let body: Vec<u8> = (0..65536 - 4)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect();
-    seal_image(&body)
+    seal_image(&calametra_qemu::probes::pattern(65536 - 4))
 }
-
-/// Enumeration, `lsusb -v`, detach to DFU mode (the device re-enumerates), a 64 KiB download.
-const SCRIPT: &str = r#"
-dev=1209:0001
-# The sysfs name of the configured device whose first interface has DFU protocol $1.
-find() {
-    for d in /sys/bus/usb/devices/*; do
-        [ -f "$d/idVendor" ] || continue
-        [ "$(cat $d/idVendor):$(cat $d/idProduct)" = "$dev" ] || continue
-        [ -n "$(cat $d/bConfigurationValue 2>/dev/null)" ] || continue
-        [ "$(cat $d:1.0/bInterfaceProtocol 2>/dev/null)" = "$1" ] || continue
-        echo "${d##*/}"
-        return 0
-    done
-    return 1
-}
-wait_mode() { while ! find "$1" >/dev/null; do sleep 0.2; done; }
-wait_mode 01
-echo "CALAMETRA-ENUMERATED $(find 01) $dev"
-echo "CALAMETRA-LSUSB-BEGIN"
-lsusb -v -d $dev
-echo "CALAMETRA-LSUSB-END rc=$?"
-dfu-util -d $dev -e
-wait_mode 02
-echo "CALAMETRA-DFU-MODE $(find 02)"
-echo "CALAMETRA-DFU-DOWNLOAD-BEGIN"
-dfu-util -d $dev -a 0 -D /calametra/image.bin
-rc=$?
-echo "CALAMETRA-DFU-DOWNLOAD-END rc=$rc"
-exit $rc
-"#;
 
 fn scenario(lock: LockstepConfig, fault_set: FaultSet) -> Scenario<Dfu> {
     let spec = spec();
@@ -107,7 +67,7 @@ fn scenario(lock: LockstepConfig, fault_set: FaultSet) -> Scenario<Dfu> {
         name: "lockstep::dfu_download".into(),
         model: Rc::new(move || Dfu::try_from_spec(&model_spec).expect("the DFU model builds")),
         probe: Probe::Script {
-            script: SCRIPT.into(),
+            script: calametra_qemu::probes::dfu_detach_and_download("1209:0001"),
             files: vec![("calametra/image.bin".into(), image())],
         },
         base: RunConfig {

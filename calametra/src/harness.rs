@@ -8,14 +8,14 @@
 //! and reported on one screen. Environment: `CALAMETRA_SCHEDULES`, `CALAMETRA_SEED`,
 //! `CALAMETRA_REGRESSIONS=off|<dir>`, `CALAMETRA_REPLAY=strict`, `CALAMETRA_REPLAY_FILE=<file>`.
 
-use crate::__private::{FaultsArg, ScenarioDef};
+use crate::__private::{Body, FaultsArg, ScenarioDef};
 use crate::report::{self, Screen};
 use calametra_core::choices::{story, Event};
-use calametra_core::explore::{self, Probe};
+use calametra_core::explore::{self, InProcess, Probe, Runner};
 use calametra_core::fault::{FaultKind, FaultPlan, FaultSet};
 use calametra_core::regress::{self, Regression};
 use calametra_core::shrink::minimize;
-use calametra_core::sim::{run, Failure, RunConfig, RunResult};
+use calametra_core::sim::{Failure, RunConfig, RunResult};
 use calametra_core::spec::Spec;
 use calametra_core::trace::{first_divergence, parse_kept, read_jsonl, render_divergence};
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -162,8 +162,23 @@ impl Scenario {
         })
     }
 
-    fn func(&self) -> &dyn Fn(&mut calametra_core::Sim) {
-        &self.def.func
+    /// Runs `f` with the scenario's runner: the simulator in process, or (for a guest
+    /// scenario) the lockstep guest, built when a trial first needs it.
+    fn with_runner<R>(
+        &self,
+        f: impl FnOnce(&dyn Runner) -> Result<R, String>,
+    ) -> Result<R, String> {
+        match &self.def.func {
+            Body::Sim(func) => f(&InProcess(func)),
+            Body::Guest(make) => {
+                let runner = make()?;
+                f(&*runner)
+            }
+        }
+    }
+
+    fn is_guest(&self) -> bool {
+        matches!(self.def.func, Body::Guest(_))
     }
 
     fn trial(&self, suffix: &str) -> String {
@@ -207,34 +222,55 @@ impl Scenario {
     }
 
     /// Replays events and returns the run (with its trace kept when asked).
-    fn replay(&self, events: &[Event], keep: bool) -> RunResult {
+    fn replay(
+        &self,
+        runner: &dyn Runner,
+        events: &[Event],
+        keep: bool,
+    ) -> Result<RunResult, String> {
         let mut c = explore::replay_config(&self.base, events);
         c.keep_trace = keep;
-        run(c, self.func())
+        runner.run(c)
     }
 
     /// Minimizes, saves and reports a failure found by `trial`.
-    fn report(&self, trial: &str, probe: Option<&Probe>, r: &RunResult, fail: &Failure) -> String {
-        self.report_as(trial, probe, r, fail, true)
+    fn report(
+        &self,
+        runner: &dyn Runner,
+        trial: &str,
+        probe: Option<&Probe>,
+        r: &RunResult,
+        fail: &Failure,
+    ) -> String {
+        self.report_as(runner, trial, probe, r, fail, true).0
     }
 
     /// [`Self::report`]; `unexpected` failures go into the binary's summary of signatures.
+    /// Also returns the regression file written, if one was.
     fn report_as(
         &self,
+        runner: &dyn Runner,
         trial: &str,
         probe: Option<&Probe>,
         r: &RunResult,
         fail: &Failure,
         unexpected: bool,
-    ) -> String {
+    ) -> (String, Option<(PathBuf, Regression)>) {
         let sig = fail.signature();
         let reproduced = self
-            .replay(&r.events, false)
-            .failure
+            .replay(runner, &r.events, false)
+            .ok()
+            .and_then(|rr| rr.failure)
             .is_some_and(|f| f.signature() == sig);
+        let mut budget = runner.shrink_budget();
         let shrunk = if reproduced {
             minimize(r.events.clone(), &mut |cand| {
-                let rr = self.replay(cand, false);
+                match &mut budget {
+                    Some(0) => return None,
+                    Some(n) => *n -= 1,
+                    None => {}
+                }
+                let rr = self.replay(runner, cand, false).ok()?;
                 match rr.failure {
                     Some(f) if f.signature() == sig => Some(rr.events),
                     _ => None,
@@ -247,7 +283,12 @@ impl Scenario {
                 attempts: 0,
             }
         };
-        let fin = self.replay(&shrunk.events, true);
+        // The minimal run once more with its trace kept; a guest that gives no verdict this
+        // time leaves the run that failed as the case.
+        let fin = match self.replay(runner, &shrunk.events, true) {
+            Ok(f) => f,
+            Err(_) => r.clone(),
+        };
         let hash = fin.hash.to_string();
         let id = regress::id_for(&self.path, &sig);
         let failure_text = fail.to_string();
@@ -288,6 +329,7 @@ impl Scenario {
             ),
             Some(d) => reg.save(d).map_err(|e| e.to_string()),
         };
+        let saved = regression.as_ref().ok().map(|p| (p.clone(), reg.clone()));
         let mut note = String::new();
         if let Some(f) = &fin.failure {
             if f.signature() != sig {
@@ -320,14 +362,19 @@ impl Scenario {
             trace,
             replay: self.replay_command(&replay_trial),
         };
-        format!("{}{note}", screen.render())
+        (format!("{}{note}", screen.render()), saved)
     }
 
     fn baseline(&self) -> Result<(), Failed> {
+        self.with_runner(|runner| self.baseline_with(runner))
+            .map_err(Failed::from)
+    }
+
+    fn baseline_with(&self, runner: &dyn Runner) -> Result<(), String> {
         let mut c = Probe::Baseline.config(&self.base);
         c.keep_trace = true;
-        let a = run(c.clone(), self.func());
-        let b = run(c, self.func());
+        let a = runner.run(c.clone()).map_err(no_verdict)?;
+        let b = runner.run(c).map_err(no_verdict)?;
         if a.hash != b.hash {
             let (ra, rb) = (parse_kept(&a.lines), parse_kept(&b.lines));
             let detail = match first_divergence(&ra, &rb) {
@@ -337,43 +384,70 @@ impl Scenario {
             return Err(format!(
                 "nondeterminism: the baseline ran twice and the trace hashes differ\n  first run:  {}\n  second run: {}\n{detail}\nSomething in the scenario reads the wall clock, iterates a std HashMap/HashSet, spawns a thread or uses OS randomness.",
                 a.hash, b.hash
-            )
-            .into());
+            ));
         }
         match &a.failure {
             None => Ok(()),
             Some(f) if self.def.expect.is_some_and(|e| f.invariant() == Some(e)) => Ok(()),
-            Some(f) => Err(self
-                .report(&self.trial("baseline"), Some(&Probe::Baseline), &a, f)
-                .into()),
+            Some(f) => Err(self.report(
+                runner,
+                &self.trial("baseline"),
+                Some(&Probe::Baseline),
+                &a,
+                f,
+            )),
         }
     }
 
     fn probe(&self, p: &Probe) -> Result<(), Failed> {
-        let r = run(p.config(&self.base), self.func());
-        match &r.failure {
-            None => Ok(()),
-            Some(f) => Err(self
-                .report(&self.trial(&p.trial_suffix()), Some(p), &r, f)
-                .into()),
-        }
+        self.with_runner(|runner| {
+            let r = runner.run(p.config(&self.base)).map_err(no_verdict)?;
+            match &r.failure {
+                None => Ok(()),
+                Some(f) => Err(self.report(runner, &self.trial(&p.trial_suffix()), Some(p), &r, f)),
+            }
+        })
+        .map_err(Failed::from)
     }
 
+    /// `finds::<invariant>`: walks the sites (when listing could name them) and the seeds until
+    /// the invariant breaks, minimizes and saves the case, and checks that the file it saved
+    /// replays byte-exactly (same signature, same trace hash).
     fn finds(&self, invariant: &str, sites: &[Probe]) -> Result<(), Failed> {
+        self.with_runner(|runner| self.finds_with(runner, invariant, sites))
+            .map_err(Failed::from)
+    }
+
+    fn finds_with(
+        &self,
+        runner: &dyn Runner,
+        invariant: &str,
+        sites: &[Probe],
+    ) -> Result<(), String> {
         let mut probes = sites.to_vec();
         probes.extend(self.seed_probes());
-        let wanted = |f: &Failure| f.invariant() == Some(invariant);
-        let Some((probe, r)) = explore::find(&probes, &self.base, self.func(), &wanted) else {
+        let mut found = None;
+        for p in &probes {
+            let r = runner.run(p.config(&self.base)).map_err(no_verdict)?;
+            if r.failure
+                .as_ref()
+                .is_some_and(|f| f.invariant() == Some(invariant))
+            {
+                found = Some((p.clone(), r));
+                break;
+            }
+        }
+        let Some((probe, r)) = found else {
             return Err(format!(
                 "exploration ran out of budget ({} runs: {} fault sites and {} seeds) without breaking invariant `{invariant}`; widen it with CALAMETRA_SCHEDULES=N",
                 probes.len(),
                 sites.len(),
                 probes.len() - sites.len()
-            )
-            .into());
+            ));
         };
         let Some(f) = &r.failure else { return Ok(()) };
-        let text = self.report_as(
+        let (text, saved) = self.report_as(
+            runner,
             &self.trial(&probe.trial_suffix()),
             Some(&probe),
             &r,
@@ -383,10 +457,41 @@ impl Scenario {
         if std::env::var_os("CALAMETRA_VERBOSE").is_some() {
             println!("{text}");
         }
+        // The case it saved, read back from disk and replayed, is the same run.
+        if let Some((path, written)) = saved {
+            let reg = Regression::load(&path).map_err(|e| e.to_string())?;
+            if reg != written {
+                return Err(format!(
+                    "{}: the regression file read back differs from what was written",
+                    path.display()
+                ));
+            }
+            let again = self
+                .replay(runner, &reg.events, false)
+                .map_err(no_verdict)?;
+            let sig = again.failure.as_ref().map(Failure::signature);
+            if sig.as_deref() != Some(reg.signature.as_str())
+                || again.hash.to_string() != reg.trace_hash
+            {
+                return Err(format!(
+                    "found `{invariant}`, but the case saved in {} does not replay byte-exactly\n  recorded: {} ({})\n  replayed: {} ({:?})\n{text}",
+                    path.display(),
+                    reg.trace_hash,
+                    reg.signature,
+                    again.hash,
+                    sig
+                ));
+            }
+        }
         Ok(())
     }
 
     fn regression(&self, path: &Path) -> Result<(), Failed> {
+        self.with_runner(|runner| self.regression_with(runner, path))
+            .map_err(Failed::from)
+    }
+
+    fn regression_with(&self, runner: &dyn Runner, path: &Path) -> Result<(), String> {
         let reg = Regression::load(path).map_err(|e| e.to_string())?;
         if reg.scenario != self.path {
             return Err(format!(
@@ -394,18 +499,16 @@ impl Scenario {
                 path.display(),
                 reg.scenario,
                 self.path
-            )
-            .into());
+            ));
         }
         let spec_now = self.base.spec.as_ref().map(|s| s.sha256().to_string());
         if reg.spec_sha256 != spec_now {
             return Err(format!(
                 "{}: field `spec_sha256`: the spec changed since this case was recorded ({:?} then, {:?} now); replay is only byte-exact against the same spec. Re-explore and delete the file if the case no longer applies.",
                 path.display(), reg.spec_sha256, spec_now
-            )
-            .into());
+            ));
         }
-        let r = self.replay(&reg.events, true);
+        let r = self.replay(runner, &reg.events, true).map_err(no_verdict)?;
         let same_sig = r
             .failure
             .as_ref()
@@ -429,8 +532,7 @@ impl Scenario {
                 reg.trace_hash,
                 r.hash,
                 reg.story
-            )
-            .into());
+            ));
         }
         match &r.failure {
             None => Ok(()),
@@ -456,16 +558,20 @@ impl Scenario {
                     reg.story,
                     path.display(),
                     self.replay_command(&self.trial(&format!("regression::{}", reg.id)))
-                )
-                .into())
+                ))
             }
         }
     }
 
     /// `CALAMETRA_REPLAY_FILE`: replays a regression file or a trace file byte-exactly.
     fn replay_file(&self, path: &Path) -> Result<(), Failed> {
+        self.with_runner(|runner| self.replay_file_with(runner, path))
+            .map_err(Failed::from)
+    }
+
+    fn replay_file_with(&self, runner: &dyn Runner, path: &Path) -> Result<(), String> {
         let (events, hash, lines) = load_replayable(path)?;
-        let r = self.replay(&events, true);
+        let r = self.replay(runner, &events, true).map_err(no_verdict)?;
         if r.hash.to_string() == hash {
             return Ok(());
         }
@@ -480,8 +586,14 @@ impl Scenario {
                 msg.push_str(&render_divergence(&recorded, &d, 20));
             }
         }
-        Err(msg.into())
+        Err(msg)
     }
+}
+
+/// A run that gave no verdict (DESIGN 9: `emulator_blocked`) is neither a pass nor a failure
+/// of the scenario; the trial reports it as not run to its end.
+fn no_verdict(reason: String) -> String {
+    format!("no verdict: {reason}")
 }
 
 /// Events, hash and (for traces) records of a regression or trace file.
@@ -535,7 +647,22 @@ pub fn load_replayable(
     Ok((events, hash, Some(recs)))
 }
 
-fn trials_for(s: Arc<Scenario>) -> Vec<Trial> {
+/// Why a guest scenario's trials are ignored by default, and how to run them.
+pub const GUEST_IGNORED: &str = "guest scenarios boot a Linux guest under the lockstep QEMU (about a minute a run): their trials are ignored unless asked for with --ignored or --include-ignored (cargo nextest run --run-ignored all), after scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh";
+
+fn trials_for(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
+    let guest = s.is_guest();
+    let mut trials = trials_unmarked(s, requested);
+    if guest {
+        trials = trials
+            .into_iter()
+            .map(|t| t.with_ignored_flag(true))
+            .collect();
+    }
+    trials
+}
+
+fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
     let mut trials = Vec::new();
     // Saved failures first.
     if let Some(dir) = &s.regress_dir {
@@ -570,11 +697,28 @@ fn trials_for(s: Arc<Scenario>) -> Vec<Trial> {
     }
     let s2 = s.clone();
     trials.push(Trial::test(s.trial("baseline"), move || s2.baseline()));
-    let disc = explore::discover(&s.base, s.func());
-    let sites = explore::site_probes(&disc.sites, &s.base.fault_set);
-    let mut s_h = (*s).clone_shallow();
-    s_h.base.horizon = disc.steps.max(1);
-    let s = Arc::new(s_h);
+    let (sites, s) = match &s.def.func {
+        Body::Sim(func) => {
+            let disc = explore::discover(&s.base, func);
+            let sites = explore::site_probes(&disc.sites, &s.base.fault_set);
+            let mut s_h = (*s).clone_shallow();
+            s_h.base.horizon = disc.steps.max(1);
+            (sites, Arc::new(s_h))
+        }
+        // Listing does not boot a guest to find sites; a site trial asked for by its name
+        // (`--exact path::site::<site>::<fault>`) is made for it.
+        Body::Guest(_) => {
+            for p in requested {
+                if matches!(p, Probe::Site { .. }) {
+                    let (s2, p2) = (s.clone(), p.clone());
+                    trials.push(Trial::test(s.trial(&p.trial_suffix()), move || {
+                        s2.probe(&p2)
+                    }));
+                }
+            }
+            (Vec::new(), s)
+        }
+    };
     if let Some(inv) = s.def.expect {
         let s2 = s.clone();
         trials.push(Trial::test(s.trial(&format!("finds::{inv}")), move || {
@@ -634,12 +778,25 @@ pub fn main() {
         }
     }
     let mut trials = Vec::new();
+    let mut guests = 0usize;
     for def in defs {
         if only.as_ref().is_some_and(|o| *o != def.path()) {
             continue;
         }
+        // A trial asked for by its exact name, which listing may not make by itself.
+        let requested: Vec<Probe> = match (&args.filter, args.exact) {
+            (Some(f), true) => f
+                .strip_prefix(&format!("{}::", def.path()))
+                .and_then(Probe::parse_suffix)
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        };
+        if matches!(def.func, Body::Guest(_)) {
+            guests += 1;
+        }
         match Scenario::new(def, &env) {
-            Ok(s) => trials.extend(trials_for(Arc::new(s))),
+            Ok(s) => trials.extend(trials_for(Arc::new(s), &requested)),
             Err(e) => {
                 let path = def.path();
                 trials.push(Trial::test(format!("{path}::baseline"), move || {
@@ -647,6 +804,9 @@ pub fn main() {
                 }));
             }
         }
+    }
+    if guests > 0 && !args.ignored && !args.include_ignored && !args.list {
+        eprintln!("calametra: {guests} guest scenario(s) ignored: {GUEST_IGNORED}");
     }
     let conclusion = libtest_mimic::run(&args, trials);
     if let Some(s) = report::summary() {

@@ -101,6 +101,18 @@ pub mod __private {
         Only(&'static [&'static str]),
     }
 
+    /// Builds a guest scenario's runner (`calametra_qemu::scenario::runner`); `Err` says why it
+    /// cannot run here (the QEMU build or the guest is missing) and how to get it.
+    pub type GuestRunner = fn() -> Result<Box<dyn calametra_core::explore::Runner>, String>;
+
+    /// What a scenario's function is.
+    pub enum Body {
+        /// `fn(sim: &mut Sim)`, run in process.
+        Sim(fn(&mut crate::Sim)),
+        /// `guest = lockstep`: a Linux guest under lockstep QEMU.
+        Guest(GuestRunner),
+    }
+
     /// One registered scenario.
     pub struct ScenarioDef {
         /// `module_path!()` of the function.
@@ -108,7 +120,7 @@ pub mod __private {
         /// The function's name.
         pub name: &'static str,
         /// The function.
-        pub func: fn(&mut crate::Sim),
+        pub func: Body,
         /// `CARGO_MANIFEST_DIR` of the crate under test.
         pub manifest_dir: &'static str,
         /// `CARGO_PKG_NAME`.

@@ -15,4 +15,6 @@ fn attribute_arguments_are_validated_at_compile_time() {
     t.compile_fail("tests/ui/async_fn.rs");
     t.compile_fail("tests/ui/no_sim.rs");
     t.compile_fail("tests/ui/missing_spec.rs");
+    t.compile_fail("tests/ui/bad_guest.rs");
+    t.compile_fail("tests/ui/guest_max_steps.rs");
 }

@@ -1,0 +1,206 @@
+//! Guest scenarios: `#[calametra::scenario(guest = lockstep, ...)]` on a `fn(guest: &mut Guest)`.
+//!
+//! The function describes one guest run the way an in-process scenario describes one simulated
+//! run: the model it attaches, what the guest runs, the invariants over the model, the external
+//! events a seed may place. The harness calls it once per run and makes the same trials as for
+//! an in-process scenario (`baseline`, `seed::0x..`, `regression::<id>`, `finds::<inv>`, and
+//! `site::<site>::<fault>` by name); each run is a Linux guest under the lockstep QEMU, with the
+//! model's clock driven by the guest's, so a seed's faults and externals land at the same guest
+//! clock every time and the trace hash (frames and console included) is the run's identity.
+//!
+//! ```ignore
+//! #[calametra::scenario(spec = "specs/dfu11-tolerant.json", guest = lockstep, schedules = 2, faults = [stall])]
+//! fn dfu_download(guest: &mut Guest) {
+//!     guest.attach(Dfu::from_spec(guest.spec()));
+//!     guest.reenumerate_on(marks::WILL_DETACH_TO_DFU);
+//!     guest.run_script("dfu-util -d 1209:0001 -e; ...", vec![("calametra/image.bin".into(), image)]);
+//!     guest.invariant("state_machine_legal", |d: &Dfu| state_machine_legal(d));
+//! }
+//! ```
+
+use crate::guest::Probe;
+use crate::lockstep::{run_with_extras, External, ExternalAction, Extras, LockstepConfig};
+use crate::{Boxed, Outcome};
+use calametra_core::clock::Nanos;
+use calametra_core::explore::Runner;
+use calametra_core::host::DeviceHost;
+use calametra_core::spec::Spec;
+use calametra_core::usb::Device;
+use calametra_core::{RunConfig, RunResult};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// At most this many guest runs go into minimizing one failure (each is a boot).
+pub const SHRINK_RUNS: u64 = 6;
+
+/// One guest run, as a guest scenario's function describes it.
+pub struct Guest {
+    spec: Option<Arc<Spec>>,
+    model: Option<Box<dyn Device>>,
+    probe: Option<Probe>,
+    extras: Extras,
+    reenumerate_marks: Vec<String>,
+}
+
+impl Guest {
+    fn new(spec: Option<Arc<Spec>>) -> Guest {
+        Guest {
+            spec,
+            model: None,
+            probe: None,
+            extras: Extras::default(),
+            reenumerate_marks: Vec::new(),
+        }
+    }
+
+    /// The spec named in the attribute. Panics if the scenario has none (as `Sim::spec`).
+    pub fn spec(&self) -> &Spec {
+        self.spec.as_deref().expect(
+            "calametra: this guest scenario has no spec; add `spec = \"specs/....json\"` to its attribute",
+        )
+    }
+
+    /// The model the guest sees on its USB bus (one per scenario; a second replaces the first).
+    pub fn attach<D: Device>(&mut self, model: D) {
+        self.model = Some(Box::new(model));
+    }
+
+    /// What the guest runs once its USB modules are loaded.
+    pub fn probe(&mut self, probe: Probe) {
+        self.probe = Some(probe);
+    }
+
+    /// A `sh` script the guest runs (`/calametra/probe.sh`) with extra files (paths relative to
+    /// `/`); its exit status is the verdict. It must wait for the device itself.
+    pub fn run_script(&mut self, script: &str, files: Vec<(String, Vec<u8>)>) {
+        self.probe = Some(Probe::Script {
+            script: script.to_string(),
+            files,
+        });
+    }
+
+    /// An invariant over the model, checked after every frame; the first that breaks stops
+    /// the guest on that frame.
+    pub fn invariant<D: Device>(
+        &mut self,
+        name: &str,
+        check: impl Fn(&D) -> Result<(), String> + 'static,
+    ) {
+        let name_owned = name.to_string();
+        let f = move |h: &DeviceHost| match h.device::<Boxed>().and_then(|b| b.get::<D>()) {
+            Some(d) => check(d),
+            None => Err(format!(
+                "invariant `{name_owned}`: the attached model is not a {}",
+                std::any::type_name::<D>()
+            )),
+        };
+        self.extras.invariants.push((name.to_string(), Rc::new(f)));
+    }
+
+    /// An external event a seeded run places on the guest clock, inside [`Guest::window`].
+    pub fn external(&mut self, name: &str, action: ExternalAction) {
+        self.extras.externals.push(External::new(name, action));
+    }
+
+    /// Where on the guest clock (ns since boot) seeded runs place the externals.
+    pub fn window(&mut self, from_ns: Nanos, to_ns: Nanos) {
+        self.extras.window = (from_ns, to_ns);
+    }
+
+    /// A coverage mark meaning the model re-enumerated by itself (a DFU device with
+    /// bitWillDetach): the guest sees it detach and attach.
+    pub fn reenumerate_on(&mut self, mark: &str) {
+        self.reenumerate_marks.push(mark.to_string());
+    }
+}
+
+/// Where the lockstep QEMU and the guest may have been built: `CARGO_TARGET_DIR`, the target
+/// directory holding this test binary, and the workspace's `target/`.
+fn target_dirs() -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+        v.push(PathBuf::from(d));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(t) = exe.ancestors().find(|a| a.join("CACHEDIR.TAG").is_file()) {
+            v.push(t.to_path_buf());
+        }
+    }
+    v.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    v
+}
+
+/// The runner of a guest scenario (what `guest = lockstep` registers): finds the lockstep QEMU
+/// and the guest, or says how to build them.
+pub fn runner(scenario: fn(&mut Guest)) -> Result<Box<dyn Runner>, String> {
+    let mut why = Vec::new();
+    for dir in target_dirs() {
+        match LockstepConfig::find(&dir) {
+            Ok(lock) => return Ok(Box::new(GuestRunner { scenario, lock })),
+            Err(e) => why.push(e),
+        }
+    }
+    why.dedup();
+    Err(format!(
+        "this guest scenario needs the lockstep QEMU and the guest ({}); run scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh",
+        why.join("; ")
+    ))
+}
+
+/// Runs a guest scenario's trials, one lockstep guest run each.
+pub struct GuestRunner {
+    scenario: fn(&mut Guest),
+    lock: LockstepConfig,
+}
+
+impl GuestRunner {
+    /// A runner over an explicit QEMU and guest.
+    pub fn new(scenario: fn(&mut Guest), lock: LockstepConfig) -> GuestRunner {
+        GuestRunner { scenario, lock }
+    }
+}
+
+impl Runner for GuestRunner {
+    fn run(&self, config: RunConfig) -> Result<RunResult, String> {
+        let mut g = Guest::new(config.spec.clone());
+        (self.scenario)(&mut g);
+        let model = g
+            .model
+            .take()
+            .ok_or("the guest scenario attached no model (call guest.attach(..))")?;
+        let probe = g
+            .probe
+            .take()
+            .ok_or("the guest scenario gave the guest nothing to run (guest.run_script(..))")?;
+        let mut lock = self.lock.clone();
+        lock.options
+            .reenumerate_marks
+            .extend(g.reenumerate_marks.iter().cloned());
+        let (run, _host) = run_with_extras(Boxed(model), &config, &g.extras, &probe, &lock)
+            .map_err(|e| e.to_string())?;
+        if let Outcome::EmulatorBlocked { reason } = &run.outcome {
+            return Err(format!("emulator_blocked: {reason}"));
+        }
+        Ok(RunResult {
+            hash: run.hash,
+            records: run.records,
+            events: run.events,
+            failure: run.failure,
+            lines: if config.keep_trace {
+                run.trace
+            } else {
+                Vec::new()
+            },
+            sites: Vec::new(),
+            marks: BTreeMap::new(),
+            steps: run.frames,
+            end_ns: run.end_clock_ns,
+        })
+    }
+
+    fn shrink_budget(&self) -> Option<u64> {
+        Some(SHRINK_RUNS)
+    }
+}

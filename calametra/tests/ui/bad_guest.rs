@@ -1,0 +1,3 @@
+#[calametra::scenario(guest = usbredir)]
+fn s(guest: &mut Guest) { let _ = guest; }
+calametra::main!();

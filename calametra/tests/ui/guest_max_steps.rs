@@ -1,0 +1,3 @@
+#[calametra::scenario(guest = lockstep, max_steps = 100)]
+fn s(guest: &mut Guest) { let _ = guest; }
+calametra::main!();

@@ -71,6 +71,12 @@ impl DeviceHost {
             .or_else(|| setup.standard_name().map(str::to_string))
     }
 
+    /// The events the run has taken so far, in order: faults injected, schedule picks among
+    /// simultaneous events, client and data draws (what `Source::Replay` needs to repeat it).
+    pub fn events(&self) -> Vec<crate::choices::Event> {
+        self.world.core.decide.log.clone()
+    }
+
     /// The world (for invariants written against `&World`).
     pub fn world(&mut self) -> &mut World {
         &mut self.world
@@ -168,6 +174,12 @@ impl DeviceHost {
     /// Unplugs the device.
     pub fn disconnect(&mut self) {
         self.world.disconnect_index(self.dev);
+    }
+
+    /// Plugs the device back in after [`DeviceHost::disconnect`]: it sees a bus reset
+    /// (`on_reset`), having seen the power go at the disconnect (`on_disconnect`).
+    pub fn reconnect(&mut self) {
+        self.world.reconnect_index(self.dev);
     }
 
     /// A USB bus reset.

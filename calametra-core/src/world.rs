@@ -439,7 +439,10 @@ impl World {
 
     /// Plugs a disconnected device back in (a bus reset); drivers must take a new interface.
     pub fn reconnect<D>(&mut self, h: DeviceHandle<D>) {
-        let id = h.id;
+        self.reconnect_index(h.id);
+    }
+
+    pub(crate) fn reconnect_index(&mut self, id: usize) {
         if self.devices[id].attached {
             return;
         }

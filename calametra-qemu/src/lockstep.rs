@@ -80,13 +80,13 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 /// The framing version this build speaks (the hello's).
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// `CLM1` read as a little-endian u32.
 pub const MAGIC: u32 = 0x314d_4c43;
 /// Bytes in a header.
 pub const HEADER_LEN: usize = 24;
-/// Bytes every reply payload starts with (`status`, `actions`, `wake_ns`).
-pub const PREFIX_LEN: usize = 16;
+/// Bytes every reply payload starts with (`status`, `actions`, `wake_ns`, `complete_ns`).
+pub const PREFIX_LEN: usize = 24;
 /// The largest payload either side accepts.
 pub const MAX_PAYLOAD: u32 = 1 << 20;
 /// Set in a reply's `type`.
@@ -397,6 +397,9 @@ pub struct Reply {
     pub actions: u32,
     /// When QEMU should send a `tick` (guest clock), or 0.
     pub wake_ns: Nanos,
+    /// When the packet completes on the guest clock (the model took longer: a delay), or 0
+    /// for at once. QEMU holds it async until then.
+    pub complete_ns: Nanos,
     /// The data (an IN's, the hello's).
     pub data: Vec<u8>,
 }
@@ -407,6 +410,7 @@ impl Reply {
             status,
             actions: 0,
             wake_ns: 0,
+            complete_ns: 0,
             data: Vec::new(),
         }
     }
@@ -427,6 +431,7 @@ pub fn encode_reply(req: &Request, clock_ns: Nanos, reply: &Reply) -> Vec<u8> {
     out.extend_from_slice(&reply.status.code().to_le_bytes());
     out.extend_from_slice(&reply.actions.to_le_bytes());
     out.extend_from_slice(&reply.wake_ns.to_le_bytes());
+    out.extend_from_slice(&reply.complete_ns.to_le_bytes());
     out.extend_from_slice(&reply.data);
     out
 }
@@ -487,9 +492,9 @@ pub enum ExternalAction {
     /// The device is unplugged: the model loses power (`on_disconnect`), the guest sees it
     /// leave the bus, and it stays gone.
     Unplug,
-    /// The cable is pulled and pushed back: the guest sees the device leave and a device
-    /// arrive `reattach_gap_ns` later (it re-enumerates); the model sees a USB reset. (The
-    /// core's `DeviceHost` cannot plug a disconnected model back in, so power stays on.)
+    /// The cable is pulled and pushed back: a power cycle. The model loses power
+    /// (`on_disconnect`) and is plugged back in (`on_reset`); the guest sees the device leave
+    /// and a device arrive `reattach_gap_ns` later, and enumerates it afresh.
     Replug,
     /// Anything else done to the model (plugging a monitor into a dock), through its host.
     Model(Rc<dyn Fn(&mut DeviceHost)>),
@@ -576,6 +581,11 @@ pub struct LockstepOptions {
     /// Coverage marks that mean "the model re-enumerated by itself" (a DFU device with
     /// bitWillDetach switching modes): the device is detached and attached for the guest.
     pub reenumerate_marks: Vec<String>,
+    /// A transfer the model completes more than this after the guest asked (a delay fault,
+    /// a slow model) completes on the guest clock when the model did (`complete_ns`), so the
+    /// guest sees the delay and the model never runs ahead of what the guest has seen; faster
+    /// ones complete at once.
+    pub defer_over_ns: Nanos,
 }
 
 impl Default for LockstepOptions {
@@ -585,6 +595,7 @@ impl Default for LockstepOptions {
             reattach_gap_ns: 20_000_000,
             repoll_ns: 1_000_000,
             reenumerate_marks: Vec::new(),
+            defer_over_ns: 500_000,
         }
     }
 }
@@ -785,7 +796,8 @@ impl Server {
             match &ext.action {
                 ExternalAction::Unplug => self.host.disconnect(),
                 ExternalAction::Replug => {
-                    self.host.reset();
+                    self.host.disconnect();
+                    self.host.reconnect();
                     self.replug = true;
                 }
                 ExternalAction::Model(f) => f(&mut self.host),
@@ -982,6 +994,13 @@ impl Server {
                 Reply::status(Status::Ok)
             }
         };
+        // A transfer the model took longer over completes on the guest clock when it did.
+        if matches!(req.kind, Kind::Control | Kind::Out | Kind::In)
+            && reply.status != Status::Nak
+            && self.host.now() > req.clock_ns.saturating_add(self.opts.defer_over_ns)
+        {
+            reply.complete_ns = self.host.now();
+        }
         reply.actions |= self.attachment();
         // A tick, an external or a transfer may have given a NAKed IN its data.
         let changed = external
@@ -1046,6 +1065,9 @@ impl Server {
             }
             if reply.wake_ns != 0 {
                 d.u64("wake_ns", reply.wake_ns);
+            }
+            if reply.complete_ns != 0 {
+                d.u64("complete_ns", reply.complete_ns);
             }
         });
     }
@@ -1120,6 +1142,18 @@ pub fn events_of(lines: &[String]) -> Vec<Event> {
         }
     }
     out
+}
+
+/// The events of a run: the model's (faults, schedule picks, data draws, as its decider took
+/// them) and then the externals the server fired on the guest clock.
+fn run_events(host: &DeviceHost, trace: &[String]) -> Vec<Event> {
+    let mut events = host.events();
+    events.extend(
+        events_of(trace)
+            .into_iter()
+            .filter(|e| matches!(e, Event::External { .. })),
+    );
+    events
 }
 
 /// The first model gap of a trace.
@@ -1577,7 +1611,7 @@ pub fn run_with_extras<D: Device>(
         failure,
         console: served.console,
         console_at: served.console_at,
-        events: events_of(&trace),
+        events: run_events(server.host(), &trace),
         trace,
         hash,
         records,
@@ -1959,15 +1993,27 @@ mod tests {
     }
 
     fn server(externals: Vec<External>, placed: Vec<(Nanos, usize)>) -> Server {
+        server_with(
+            RunConfig {
+                keep_trace: true,
+                ..RunConfig::default()
+            },
+            externals,
+            placed,
+        )
+    }
+
+    fn server_with(
+        config: RunConfig,
+        externals: Vec<External>,
+        placed: Vec<(Nanos, usize)>,
+    ) -> Server {
         let host = DeviceHost::new(
             Ticker {
                 armed: false,
                 ready: false,
             },
-            &RunConfig {
-                keep_trace: true,
-                ..RunConfig::default()
-            },
+            &config,
         );
         Server::new(
             host,
@@ -1985,17 +2031,27 @@ mod tests {
         let h = Header::decode(&hb).unwrap();
         let p = &bytes[HEADER_LEN..];
         let w = |i: usize| u32::from_le_bytes([p[i], p[i + 1], p[i + 2], p[i + 3]]);
-        let mut wake = [0u8; 8];
-        wake.copy_from_slice(&p[8..16]);
+        let q = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&p[i..i + 8]);
+            u64::from_le_bytes(b)
+        };
         (
             h,
             Reply {
                 status: Status::from_code(w(0)),
                 actions: w(4),
-                wake_ns: u64::from_le_bytes(wake),
-                data: p[16..].to_vec(),
+                wake_ns: q(8),
+                complete_ns: q(16),
+                data: p[PREFIX_LEN..].to_vec(),
             },
         )
+    }
+
+    fn hello() -> Vec<u8> {
+        let mut v = VERSION.to_le_bytes().to_vec();
+        v.extend_from_slice(&[0, 0, 0, 0]);
+        v
     }
 
     fn req(kind: Kind, seq: u32, clock_ns: Nanos, ep: u8, payload: Vec<u8>) -> Request {
@@ -2046,10 +2102,7 @@ mod tests {
     #[test]
     fn the_hello_gives_version_speed_and_descriptor() {
         let mut s = server(Vec::new(), Vec::new());
-        let r = serve(
-            &mut s,
-            req(Kind::Hello, 0, 0, 0, vec![1, 0, 0, 0, 0, 0, 0, 0]),
-        );
+        let r = serve(&mut s, req(Kind::Hello, 0, 0, 0, hello()));
         assert_eq!(r.status, Status::Ok);
         assert_eq!(&r.data[..4], &VERSION.to_le_bytes());
         assert_eq!(r.data[4], crate::proto::speed::HIGH);
@@ -2072,7 +2125,7 @@ mod tests {
     #[test]
     fn the_model_runs_on_the_guest_clock_and_naks_are_polled_again() {
         let mut s = server(Vec::new(), Vec::new());
-        serve(&mut s, req(Kind::Hello, 0, 0, 0, vec![1, 0, 0, 0]));
+        serve(&mut s, req(Kind::Hello, 0, 0, 0, hello()));
         let r = serve(
             &mut s,
             req(Kind::In, 1, 1_000, 0x81, 8u32.to_le_bytes().to_vec()),
@@ -2118,10 +2171,60 @@ mod tests {
     }
 
     #[test]
+    fn a_delayed_transfer_completes_later_on_the_guest_clock() {
+        let mut plan = calametra_core::fault::FaultPlan::default();
+        plan.faults
+            .insert("ctrl.get_descriptor#3".into(), Fault::Delay(3_000_000));
+        let mut s = server_with(
+            RunConfig {
+                keep_trace: true,
+                faults: plan,
+                ..RunConfig::default()
+            },
+            Vec::new(),
+            Vec::new(),
+        );
+        serve(&mut s, req(Kind::Hello, 0, 0, 0, hello()));
+        let get = vec![0x80, 6, 0, 1, 0, 0, 18, 0];
+        // (get_descriptor#1 was the server's own, for the hello.) The next completes within
+        // the model's latency: at once.
+        let r = serve(&mut s, req(Kind::Control, 1, 1_000_000, 0, get.clone()));
+        assert_eq!((r.status, r.complete_ns, r.data.len()), (Status::Ok, 0, 18));
+        // The second is delayed 3 ms: answered now, completed on the guest clock then.
+        let r = serve(&mut s, req(Kind::Control, 2, 2_000_000, 0, get));
+        assert_eq!((r.status, r.data.len()), (Status::Ok, 18));
+        assert!(r.complete_ns >= 5_000_000, "{}", r.complete_ns);
+        assert_eq!(r.complete_ns, s.host().now());
+        assert!(s
+            .host()
+            .lines()
+            .iter()
+            .any(|l| l.contains(&format!("\"complete_ns\":{}", r.complete_ns))));
+    }
+
+    #[test]
+    fn a_replug_power_cycles_the_model_and_reenumerates_the_guest() {
+        let ext = vec![External::new("replug", ExternalAction::Replug)];
+        let mut s = server(ext, vec![(5_000, 0)]);
+        serve(&mut s, req(Kind::Hello, 0, 0, 0, hello()));
+        let r = serve(&mut s, req(Kind::Tick, 1, 5_000, 0, vec![]));
+        assert_eq!(r.actions, action::DETACH | action::ATTACH);
+        assert!(s.host().is_attached());
+        let lines = s.host().lines().join("\n");
+        let gone = lines
+            .find("\"to\":\"detached\"")
+            .expect("the model lost power");
+        let back = lines
+            .find("\"to\":\"attached\"")
+            .expect("and was plugged back");
+        assert!(gone < back, "{lines}");
+    }
+
+    #[test]
     fn externals_land_on_the_guest_clock_and_detach_the_device() {
         let ext = vec![External::new("unplug", ExternalAction::Unplug)];
         let mut s = server(ext.clone(), vec![(5_000, 0)]);
-        let r = serve(&mut s, req(Kind::Hello, 0, 0, 0, vec![1, 0, 0, 0]));
+        let r = serve(&mut s, req(Kind::Hello, 0, 0, 0, hello()));
         assert_eq!(r.wake_ns, 5_000, "a tick at the external's time");
         let r = serve(&mut s, req(Kind::Tick, 1, 5_000, 0, vec![]));
         assert_eq!(r.actions, action::DETACH);

@@ -40,8 +40,9 @@ fn dfu_util_session(guest: &mut Guest, sabotage: Option<Sabotage>) {
 }
 
 /// dfu-util against the manifestation-tolerant model: the baseline twice (same hash, console
-/// included), and a seeded run.
-#[calametra::scenario(spec = "../../specs/dfu11-tolerant.json", guest = lockstep, schedules = 1)]
+/// included), and seeds that delay the model's answers (each delay reaches the guest on its
+/// clock: the transfer completes that much later).
+#[calametra::scenario(spec = "../../specs/dfu11-tolerant.json", guest = lockstep, schedules = 2, faults = [delay])]
 fn dfu_util_download(guest: &mut Guest) {
     dfu_util_session(guest, None);
 }

@@ -136,17 +136,37 @@ fn replay(args: &[String]) -> Result<(), CliError> {
         events.len(),
         story(&events)
     );
-    println!("$ {cargo} test -p {package} --test {target} -- --exact {trial}");
-    let status = std::process::Command::new(&cargo)
+    // A guest scenario's trials are ignored unless asked for; an in-process one's are not,
+    // and --include-ignored changes nothing for them.
+    println!("$ {cargo} test -p {package} --test {target} -- --exact {trial} --include-ignored");
+    let out = std::process::Command::new(&cargo)
         .args([
-            "test", "-p", &package, "--test", &target, "--", "--exact", &trial,
+            "test",
+            "-p",
+            &package,
+            "--test",
+            &target,
+            "--",
+            "--exact",
+            &trial,
+            "--include-ignored",
         ])
         .env("CALAMETRA_REPLAY_FILE", &abs)
-        .status()
+        .stderr(std::process::Stdio::inherit())
+        .output()
         .map_err(|e| fail(format!("cannot run `{cargo}`: {e}")))?;
-    if status.success() {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    // Exit status 0 with no trial run (a scenario renamed since) is not a replay.
+    let ran = stdout.lines().any(|l| l.contains(" 1 passed;"));
+    if out.status.success() && ran {
         println!("replay is byte-exact: {hash}");
         Ok(())
+    } else if out.status.success() {
+        Err(fail(format!(
+            "replay of {}: no trial `{trial}` ran in {package}'s test `{target}` (was the scenario renamed or moved?)",
+            file.display()
+        )))
     } else {
         Err(fail(format!(
             "replay of {} failed (see the trial's output above)",

@@ -201,8 +201,10 @@ impl Scenario {
 
     fn replay_command(&self, trial: &str) -> String {
         format!(
-            "cargo test -p {} --test {} -- --exact {trial}",
-            self.def.package, self.def.target
+            "cargo test -p {} --test {} -- --exact {trial}{}",
+            self.def.package,
+            self.def.target,
+            if self.is_guest() { " --ignored" } else { "" }
         )
     }
 

@@ -183,7 +183,7 @@ impl std::fmt::Display for QemuError {
 
 impl std::error::Error for QemuError {}
 
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> QemuError {
+pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> QemuError {
     let what = what.into();
     move |error| QemuError::Io { what, error }
 }
@@ -233,40 +233,55 @@ impl QemuRun {
             "outcome: {}\ntrace hash: {} ({} records)\nenumerated after: {:?}, probe: {:?}, total: {:.1?}\nusbredir: {:?}\n",
             self.outcome, self.hash, self.records, self.timings.enumerated, self.timings.probe, self.timings.total, self.stats
         );
-        let from = self.console.len().saturating_sub(25);
-        for l in &self.console[from..] {
-            s.push_str("  | ");
-            s.push_str(l);
-            s.push('\n');
-        }
-        if !self.qemu_stderr.trim().is_empty() {
-            s.push_str("qemu stderr:\n");
-            s.push_str(&self.qemu_stderr);
-        }
+        console_tail(&mut s, &self.console, &self.qemu_stderr);
         s
     }
 
     /// Writes the trace as JSON Lines to `path` (creating its directory), atomically.
     pub fn write_trace(&self, path: &Path) -> std::io::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let tmp = path.with_extension("jsonl.tmp");
-        std::fs::write(&tmp, self.trace.concat())?;
-        std::fs::rename(&tmp, path)
+        write_trace(path, &self.trace)
     }
 
     /// Console lines between `begin` and the next line starting with `end` (exclusive).
     pub fn console_block(&self, begin: &str, end: &str) -> Vec<String> {
-        let Some(i) = self.console.iter().position(|l| l.starts_with(begin)) else {
-            return Vec::new();
-        };
-        self.console[i + 1..]
-            .iter()
-            .take_while(|l| !l.starts_with(end))
-            .cloned()
-            .collect()
+        console_block(&self.console, begin, end)
     }
+}
+
+/// The last 25 console lines and QEMU's stderr, for a run's summary.
+pub(crate) fn console_tail(s: &mut String, console: &[String], qemu_stderr: &str) {
+    let from = console.len().saturating_sub(25);
+    for l in &console[from..] {
+        s.push_str("  | ");
+        s.push_str(l);
+        s.push('\n');
+    }
+    if !qemu_stderr.trim().is_empty() {
+        s.push_str("qemu stderr:\n");
+        s.push_str(qemu_stderr);
+    }
+}
+
+/// Writes trace lines as JSON Lines to `path` (creating its directory), atomically.
+pub(crate) fn write_trace(path: &Path, trace: &[String]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("jsonl.tmp");
+    std::fs::write(&tmp, trace.concat())?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Console lines between `begin` and the next line starting with `end` (exclusive).
+pub(crate) fn console_block(console: &[String], begin: &str, end: &str) -> Vec<String> {
+    let Some(i) = console.iter().position(|l| l.starts_with(begin)) else {
+        return Vec::new();
+    };
+    console[i + 1..]
+        .iter()
+        .take_while(|l| !l.starts_with(end))
+        .cloned()
+        .collect()
 }
 
 /// Removes ANSI escape sequences and carriage returns from a console line.
@@ -297,7 +312,8 @@ pub fn clean_line(raw: &[u8]) -> String {
     out
 }
 
-fn read_lines(src: impl Read + Send + 'static) -> Receiver<String> {
+/// The lines `src` gives (a QEMU's console or stderr), cleaned, from a reader thread.
+pub(crate) fn read_lines(src: impl Read + Send + 'static) -> Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut r = BufReader::new(src);
@@ -317,10 +333,10 @@ fn read_lines(src: impl Read + Send + 'static) -> Receiver<String> {
     rx
 }
 
-static RUN_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+pub(crate) static RUN_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A scratch directory removed when dropped.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -329,14 +345,77 @@ impl Drop for Scratch {
 }
 
 /// Kills QEMU if the run unwinds.
-struct Guard(Option<Child>);
+pub(crate) struct Guard(pub(crate) Option<Child>);
 
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
+impl Guard {
+    /// Kills QEMU now (and waits for it).
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut c) = self.0.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A QEMU started with its console and stderr read line by line.
+pub(crate) struct Started {
+    /// The command line, for the trace and errors.
+    pub(crate) command: String,
+    pub(crate) console_rx: Option<Receiver<String>>,
+    pub(crate) stderr_rx: Option<Receiver<String>>,
+    pub(crate) guard: Guard,
+}
+
+/// Starts `cmd` (the QEMU at `binary`) with piped console and stderr.
+pub(crate) fn start_qemu(mut cmd: Command, binary: &Path) -> Result<Started, QemuError> {
+    let command = format!("{cmd:?}");
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| QemuError::Qemu(format!("cannot start {}: {e}", binary.display())))?;
+    Ok(Started {
+        command,
+        console_rx: child.stdout.take().map(read_lines),
+        stderr_rx: child.stderr.take().map(read_lines),
+        guard: Guard(Some(child)),
+    })
+}
+
+/// Waits (at most 30 s from `start`) for QEMU to connect to `listener` (the `what` socket);
+/// a QEMU that exits first is an error with its stderr.
+pub(crate) fn accept_qemu(
+    listener: &UnixListener,
+    q: &mut Started,
+    start: Instant,
+    what: &str,
+) -> Result<UnixStream, QemuError> {
+    loop {
+        match listener.accept() {
+            Ok((s, _)) => return Ok(s),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => return Err(io("accepting QEMU's connection")(e)),
+        }
+        let exited = q.guard.0.as_mut().and_then(|c| c.try_wait().ok().flatten());
+        if exited.is_some() || start.elapsed() > Duration::from_secs(30) {
+            let err: Vec<String> = q.stderr_rx.iter().flat_map(|r| r.try_iter()).collect();
+            return Err(QemuError::Qemu(format!(
+                "did not connect to the {what} socket ({}): {}",
+                match exited {
+                    Some(s) => format!("exited with {s}"),
+                    None => "30 s passed".into(),
+                },
+                err.join("\n")
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -377,42 +456,20 @@ pub fn run_with_host<D: Device>(
         probe.name(),
         qemu.extra_append
     );
-    let mut cmd = qemu.command(&socket, &initrd, append.trim());
-    let command = format!("{cmd:?}");
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| QemuError::Qemu(format!("cannot start {}: {e}", qemu.qemu.display())))?;
-    let console_rx = child.stdout.take().map(read_lines);
-    let stderr_rx = child.stderr.take().map(read_lines);
-    let mut guard = Guard(Some(child));
+    let mut q = start_qemu(qemu.command(&socket, &initrd, append.trim()), &qemu.qemu)?;
+    let command = q.command.clone();
     bridge.host_mut().record("emulator", "qemu", false, |r| {
         r.str("event", "start").str("command", &command);
     });
 
     // QEMU connects to us while it starts.
-    let stream = loop {
-        match listener.accept() {
-            Ok((s, _)) => break s,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-            Err(e) => return Err(io("accepting QEMU's connection")(e)),
-        }
-        let exited = guard.0.as_mut().and_then(|c| c.try_wait().ok().flatten());
-        if exited.is_some() || start.elapsed() > Duration::from_secs(30) {
-            let err: Vec<String> = stderr_rx.iter().flat_map(|r| r.try_iter()).collect();
-            return Err(QemuError::Qemu(format!(
-                "did not connect to the usbredir socket ({}): {}",
-                match exited {
-                    Some(s) => format!("exited with {s}"),
-                    None => "30 s passed".into(),
-                },
-                err.join("\n")
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let stream = accept_qemu(&listener, &mut q, start, "usbredir")?;
+    let Started {
+        console_rx,
+        stderr_rx,
+        mut guard,
+        ..
+    } = q;
     let outcome = serve(&mut bridge, stream, &mut guard, console_rx, qemu, start);
     let (outcome_kind, console, timings, exit) = outcome;
     let stderr: Vec<String> = stderr_rx.iter().flat_map(|r| r.try_iter()).collect();

@@ -59,7 +59,10 @@
 
 use crate::descriptors::{self, Configuration, DeviceInfo};
 use crate::guest::{self, marker, GuestImage, Probe};
-use crate::launcher::{clean_line, Outcome, QemuConfig, QemuError, Timings};
+use crate::launcher::{
+    accept_qemu, io, start_qemu, Guard, Outcome, QemuConfig, QemuError, Scratch, Started, Timings,
+    RUN_COUNTER,
+};
 use calametra_core::choices::{self, Event, Source, StreamName};
 use calametra_core::clock::Nanos;
 use calametra_core::explore;
@@ -71,12 +74,12 @@ use calametra_core::usb::{Device, Setup, TransferError};
 use calametra_core::world::ModelGap;
 use calametra_core::{Failure, RunConfig};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::rc::Rc;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 /// The framing version this build speaks (the hello's).
@@ -1312,39 +1315,18 @@ impl LockstepRun {
         if !self.events.is_empty() {
             s.push_str(&format!("events: {}\n", choices::story(&self.events)));
         }
-        let from = self.console.len().saturating_sub(25);
-        for l in &self.console[from..] {
-            s.push_str("  | ");
-            s.push_str(l);
-            s.push('\n');
-        }
-        if !self.qemu_stderr.trim().is_empty() {
-            s.push_str("qemu stderr:\n");
-            s.push_str(&self.qemu_stderr);
-        }
+        crate::launcher::console_tail(&mut s, &self.console, &self.qemu_stderr);
         s
     }
 
     /// Writes the trace as JSON Lines to `path` (creating its directory), atomically.
     pub fn write_trace(&self, path: &Path) -> std::io::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let tmp = path.with_extension("jsonl.tmp");
-        std::fs::write(&tmp, self.trace.concat())?;
-        std::fs::rename(&tmp, path)
+        crate::launcher::write_trace(path, &self.trace)
     }
 
     /// Console lines between `begin` and the next line starting with `end` (exclusive).
     pub fn console_block(&self, begin: &str, end: &str) -> Vec<String> {
-        let Some(i) = self.console.iter().position(|l| l.starts_with(begin)) else {
-            return Vec::new();
-        };
-        self.console[i + 1..]
-            .iter()
-            .take_while(|l| !l.starts_with(end))
-            .cloned()
-            .collect()
+        crate::launcher::console_block(&self.console, begin, end)
     }
 
     /// Wall time between the first console lines starting with `begin` and `end` (a step of
@@ -1358,31 +1340,6 @@ impl LockstepRun {
     }
 }
 
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> QemuError {
-    let what = what.into();
-    move |error| QemuError::Io { what, error }
-}
-
-fn read_lines(src: impl Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut r = BufReader::new(src);
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            match r.read_until(b'\n', &mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {
-                    if tx.send(clean_line(&buf)).is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    });
-    rx
-}
-
 /// Every line still to come from `rx`, until its writer ends (QEMU exited) or `patience`.
 fn drain(rx: &Receiver<String>, patience: Duration) -> Vec<String> {
     let deadline = Instant::now() + patience;
@@ -1392,35 +1349,6 @@ fn drain(rx: &Receiver<String>, patience: Duration) -> Vec<String> {
             Ok(l) => out.push(l),
             Err(RecvTimeoutError::Disconnected) | Err(RecvTimeoutError::Timeout) => return out,
         }
-    }
-}
-
-static RUN_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// A scratch directory removed when dropped.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Kills QEMU if the run unwinds.
-struct Guard(Option<Child>);
-
-impl Guard {
-    fn kill(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -1500,41 +1428,22 @@ pub fn run_with_extras<D: Device>(
         probe.name(),
         lock.qemu.extra_append
     );
-    let mut cmd = lock.command(&socket, &initrd, append.trim());
-    let command = format!("{cmd:?}");
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| QemuError::Qemu(format!("cannot start {}: {e}", lock.qemu.qemu.display())))?;
-    let console_rx = child.stdout.take().map(read_lines);
-    let stderr_rx = child.stderr.take().map(read_lines);
-    let mut guard = Guard(Some(child));
+    let mut q = start_qemu(
+        lock.command(&socket, &initrd, append.trim()),
+        &lock.qemu.qemu,
+    )?;
+    let command = q.command.clone();
     server.host_mut().record("emulator", "qemu", false, |r| {
         r.str("event", "start").str("command", &command);
     });
 
-    let stream = loop {
-        match listener.accept() {
-            Ok((s, _)) => break s,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-            Err(e) => return Err(io("accepting QEMU's connection")(e)),
-        }
-        let exited = guard.0.as_mut().and_then(|c| c.try_wait().ok().flatten());
-        if exited.is_some() || start.elapsed() > Duration::from_secs(30) {
-            let err: Vec<String> = stderr_rx.iter().flat_map(|r| r.try_iter()).collect();
-            return Err(QemuError::Qemu(format!(
-                "did not connect to the lockstep socket ({}): {}",
-                match exited {
-                    Some(s) => format!("exited with {s}"),
-                    None => "30 s passed".into(),
-                },
-                err.join("\n")
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let stream = accept_qemu(&listener, &mut q, start, "lockstep")?;
+    let Started {
+        console_rx,
+        stderr_rx,
+        mut guard,
+        ..
+    } = q;
     let served = serve(
         &mut server,
         stream,

@@ -229,11 +229,6 @@ impl Decider {
         d
     }
 
-    /// Whether schedule choices can be non-default (so they need labels).
-    pub(crate) fn is_logging_schedule(&self) -> bool {
-        !matches!(self.source, Source::Default)
-    }
-
     pub(crate) fn is_seeded(&self) -> bool {
         matches!(self.source, Source::Seeded(_))
     }

@@ -107,8 +107,7 @@ impl DeviceHost {
     }
 
     fn fire_next(&mut self) -> bool {
-        let due = self.world.core.due();
-        let Some(&key) = due.first() else {
+        let Some((t, n)) = self.world.core.due_span() else {
             return false;
         };
         let point = self.world.core.point;
@@ -116,10 +115,11 @@ impl DeviceHost {
             .world
             .core
             .decide
-            .schedule(point, due.len(), |i| format!("event {i}"));
+            .schedule(point, n, |i| format!("event {i}"));
         self.world.core.point += 1;
-        self.world.core.now = key.0.max(self.world.core.now);
-        if let Some(ev) = self.world.core.take_event(due[pick]) {
+        self.world.core.now = t.max(self.world.core.now);
+        let key = self.world.core.due_nth(t, pick);
+        if let Some(ev) = key.and_then(|k| self.world.core.take_event(k)) {
             self.world.fire(ev);
         }
         true

@@ -532,13 +532,11 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
                 }
             }
         } else {
-            let due = w.core.due();
-            if due.is_empty() {
+            let Some((t, n)) = w.core.due_span() else {
                 return Some(Failure::Deadlock {
                     blocked: w.tasks.unfinished(),
                 });
-            }
-            let t = due[0].0;
+            };
             if t > sim.config.virtual_timeout {
                 return Some(Failure::VirtualTimeout {
                     limit: sim.config.virtual_timeout,
@@ -548,19 +546,25 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
             let point = w.core.point;
             let pick = {
                 let core = &mut w.core;
-                // Labels only when there is a choice to log (an allocation a step otherwise).
-                let labels: Vec<String> = if due.len() > 1 && core.decide.is_logging_schedule() {
-                    due.iter().map(|k| core.describe_event(*k)).collect()
-                } else {
-                    Vec::new()
-                };
-                core.decide.schedule(point, due.len(), |i| {
-                    format!("{} first, at {}", labels[i], format_ns(t))
-                })
+                let at = core.decide.log.len();
+                let pick = core.decide.schedule(point, n, |_| String::new());
+                // Only a logged (non-default) pick is described: describing every due event
+                // was allocations a step.
+                if pick != 0 {
+                    let label = core
+                        .due_nth(t, pick)
+                        .map(|k| core.describe_event(k))
+                        .unwrap_or_default();
+                    if let Some(Event::Schedule { what, .. }) = core.decide.log.get_mut(at) {
+                        *what = Some(format!("{label} first, at {}", format_ns(t)));
+                    }
+                }
+                pick
             };
             w.core.point += 1;
             w.core.now = t;
-            if let Some(ev) = w.core.take_event(due[pick]) {
+            let key = w.core.due_nth(t, pick);
+            if let Some(ev) = key.and_then(|k| w.core.take_event(k)) {
                 let r = catch_unwind(AssertUnwindSafe(|| w.fire(ev)));
                 if r.is_err() {
                     return Some(Failure::Panic {

@@ -115,6 +115,50 @@ struct Xfer {
     deadline_set: bool,
 }
 
+/// The transfers in flight by id: a short vector kept in id order (ids only grow, so a new one
+/// goes at the end). Iteration is in submission order, and once grown it allocates nothing per
+/// transfer (a `BTreeMap` allocated a node each time it went from empty to one: a hot path).
+#[derive(Default)]
+struct XferTable(Vec<(u64, Xfer)>);
+
+impl XferTable {
+    fn index(&self, id: u64) -> Result<usize, usize> {
+        self.0.binary_search_by_key(&id, |(k, _)| *k)
+    }
+
+    fn get(&self, id: &u64) -> Option<&Xfer> {
+        self.index(*id).ok().map(|i| &self.0[i].1)
+    }
+
+    fn get_mut(&mut self, id: &u64) -> Option<&mut Xfer> {
+        self.index(*id).ok().map(|i| &mut self.0[i].1)
+    }
+
+    fn insert(&mut self, id: u64, x: Xfer) {
+        match self.index(id) {
+            Ok(i) => self.0[i].1 = x,
+            Err(i) => self.0.insert(i, (id, x)),
+        }
+    }
+
+    fn remove(&mut self, id: &u64) -> Option<Xfer> {
+        let i = self.index(*id).ok()?;
+        Some(self.0.remove(i).1)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&u64, &Xfer)> {
+        self.0.iter().map(|(k, x)| (k, x))
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Xfer> {
+        self.0.iter().map(|(_, x)| x)
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
 /// Appends the decimal digits of `n` without the formatting machinery (a hot path).
 fn push_decimal(out: &mut String, mut n: u32) {
     let mut b = [0u8; 10];
@@ -149,7 +193,7 @@ pub(crate) struct Core {
     pub(crate) point: u64,
     queue: BTreeMap<(Nanos, u64), Ev>,
     next_ev: u64,
-    transfers: BTreeMap<u64, Xfer>,
+    transfers: XferTable,
     next_xfer: u64,
     site_counts: BTreeMap<String, u32>,
     pub(crate) plan: FaultPlan,
@@ -181,7 +225,7 @@ impl Core {
             point: 0,
             queue: BTreeMap::new(),
             next_ev: 0,
-            transfers: BTreeMap::new(),
+            transfers: XferTable::default(),
             next_xfer: 0,
             site_counts: BTreeMap::new(),
             plan,
@@ -234,15 +278,19 @@ impl Core {
         self.queue.keys().next().map(|k| k.0)
     }
 
-    /// Keys of the events due at the earliest time, in their stable order.
-    pub(crate) fn due(&self) -> Vec<(Nanos, u64)> {
-        let Some(t) = self.next_time() else {
-            return Vec::new();
-        };
+    /// The earliest event time and how many events are due then (counted, not collected:
+    /// this runs every step).
+    pub(crate) fn due_span(&self) -> Option<(Nanos, usize)> {
+        let t = self.next_time()?;
+        Some((t, self.queue.range((t, 0)..=(t, u64::MAX)).count()))
+    }
+
+    /// The key of the `i`th event due at `t`, in their stable order.
+    pub(crate) fn due_nth(&self, t: Nanos, i: usize) -> Option<(Nanos, u64)> {
         self.queue
             .range((t, 0)..=(t, u64::MAX))
+            .nth(i)
             .map(|(k, _)| *k)
-            .collect()
     }
 
     pub(crate) fn take_event(&mut self, key: (Nanos, u64)) -> Option<Ev> {

@@ -286,10 +286,17 @@ impl Scenario {
             }
         };
         // The minimal run once more with its trace kept; a guest that gives no verdict this
-        // time leaves the run that failed as the case.
-        let fin = match self.replay(runner, &shrunk.events, true) {
-            Ok(f) => f,
-            Err(_) => r.clone(),
+        // time leaves the run that failed, with its own events, as the case.
+        let (shrunk, fin) = match self.replay(runner, &shrunk.events, true) {
+            Ok(f) => (shrunk, f),
+            Err(_) => (
+                calametra_core::shrink::Shrunk {
+                    events: r.events.clone(),
+                    chain: vec![r.events.len()],
+                    attempts: shrunk.attempts,
+                },
+                r.clone(),
+            ),
         };
         let hash = fin.hash.to_string();
         let id = regress::id_for(&self.path, &sig);

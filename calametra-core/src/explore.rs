@@ -125,20 +125,21 @@ pub fn discover(base: &RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     run(c, scenario)
 }
 
-/// Runs probes in order until `wanted` accepts a failure; returns the probe and its run.
+/// Runs probes in order with `runner` until `wanted` accepts a failure; returns the probe and
+/// its run (`None` when the probes ran out), or the first run that gave no verdict.
 pub fn find(
     probes: &[Probe],
     base: &RunConfig,
-    scenario: &dyn Fn(&mut Sim),
+    runner: &dyn Runner,
     wanted: &dyn Fn(&Failure) -> bool,
-) -> Option<(Probe, RunResult)> {
+) -> Result<Option<(Probe, RunResult)>, String> {
     for p in probes {
-        let r = run(p.config(base), scenario);
+        let r = runner.run(p.config(base))?;
         if r.failure.as_ref().is_some_and(wanted) {
-            return Some((p.clone(), r));
+            return Ok(Some((p.clone(), r)));
         }
     }
-    None
+    Ok(None)
 }
 
 /// The fault plan a replay of `events` needs: the scenario's file plan plus the events' faults.

@@ -435,17 +435,8 @@ impl Scenario {
     ) -> Result<(), String> {
         let mut probes = sites.to_vec();
         probes.extend(self.seed_probes());
-        let mut found = None;
-        for p in &probes {
-            let r = runner.run(p.config(&self.base)).map_err(no_verdict)?;
-            if r.failure
-                .as_ref()
-                .is_some_and(|f| f.invariant() == Some(invariant))
-            {
-                found = Some((p.clone(), r));
-                break;
-            }
-        }
+        let wanted = |f: &Failure| f.invariant() == Some(invariant);
+        let found = explore::find(&probes, &self.base, runner, &wanted).map_err(no_verdict)?;
         let Some((probe, r)) = found else {
             return Err(format!(
                 "exploration ran out of budget ({} runs: {} fault sites and {} seeds) without breaking invariant `{invariant}`; widen it with CALAMETRA_SCHEDULES=N",

@@ -179,17 +179,21 @@ fn regression_files(dir: &Path) -> Vec<std::path::PathBuf> {
     v
 }
 
+/// The seeded trials of the planted binary's `status_long` scenario, as it lists them.
+fn planted_seeds() -> Vec<String> {
+    let (_, list) = run(bin("planted").arg("--list"));
+    list.lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .filter(|n| n.starts_with("status_long::seed::"))
+        .map(str::to_string)
+        .collect()
+}
+
 #[test]
 fn a_planted_bug_is_found_minimized_saved_and_replayed() {
     let tmp = tempfile::tempdir().unwrap();
     let regs = tmp.path().join("regs");
-    let (_, list) = run(bin("planted").arg("--list"));
-    let seeds: Vec<String> = list
-        .lines()
-        .filter_map(|l| l.strip_suffix(": test"))
-        .filter(|n| n.starts_with("status_long::seed::"))
-        .map(str::to_string)
-        .collect();
+    let seeds = planted_seeds();
     assert_eq!(seeds.len(), 64);
     // Find a seed whose failing run took at least 40 events.
     let mut found = None;
@@ -394,13 +398,7 @@ fn a_model_that_panics_is_one_failed_trial_with_the_panic() {
 fn a_process_killed_mid_write_leaves_no_partial_regression_file() {
     let tmp = tempfile::tempdir().unwrap();
     let regs = tmp.path().join("regs");
-    let (_, list) = run(bin("planted").arg("--list"));
-    let seeds: Vec<String> = list
-        .lines()
-        .filter_map(|l| l.strip_suffix(": test"))
-        .filter(|n| n.starts_with("status_long::seed::"))
-        .map(str::to_string)
-        .collect();
+    let seeds = planted_seeds();
     // Kill writers at many different moments (deterministic delays, no randomness).
     for (i, seed) in seeds.iter().take(24).enumerate() {
         let mut child = bin("planted")

@@ -28,4 +28,4 @@ if [ -f examples/dfu-updater/tests/scenarios.rs ]; then
 fi
 
 step "the real capture against the Trigger 6 model"
-"$tool" compare --capture "${CALAMETRA_REFDATA:-../shared/refdata}/trace-JCD543-20220514T1928-4k-edid.pcapng.gz" --spec specs/trigger6-jcd543.json | tail -n 3 || true
+"$tool" compare --capture refdata/trace-JCD543-20220514T1928-4k-edid.pcapng.gz --spec specs/trigger6-jcd543.json | tail -n 3

@@ -1,5 +1,5 @@
 //! Capture import and comparison, end to end: the real link-type-220 records and the real
-//! gzipped JCD543 capture from `shared/refdata`, synthesized pcap and pcapng files (189 and 220,
+//! gzipped JCD543 capture from `refdata/`, synthesized pcap and pcapng files (189 and 220,
 //! both byte orders), usbmon text, malformed files (each error names the file and the offset or
 //! line), pseudo-random bytes (never a panic), and a comparison against the loopback device
 //! showing every verdict.
@@ -14,25 +14,17 @@ use calametra_core::RunConfig;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// `shared/refdata`: `$CALAMETRA_REFDATA`, else `shared/` beside the repository, else
-/// `/work/shared/refdata`.
+/// A file of the repository's `refdata/` folder.
 fn refdata(name: &str) -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        std::env::var_os("CALAMETRA_REFDATA").map(PathBuf::from),
-        manifest
-            .parent()
-            .and_then(Path::parent)
-            .map(|p| p.join("shared/refdata")),
-        Some(PathBuf::from("/work/shared/refdata")),
-    ];
-    for dir in candidates.into_iter().flatten() {
-        let p = dir.join(name);
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("refdata file {name} not found: set CALAMETRA_REFDATA to the shared/refdata folder");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../refdata")
+        .join(name);
+    assert!(
+        p.exists(),
+        "refdata file {} not found: it is part of the repository",
+        p.display()
+    );
+    p
 }
 
 fn data(name: &str) -> PathBuf {

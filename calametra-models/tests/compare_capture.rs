@@ -1,4 +1,4 @@
-//! Physical comparison (DESIGN.md section 10): the real JCD543 capture in `shared/refdata`
+//! Physical comparison (DESIGN.md section 10): the real JCD543 capture in `refdata/`
 //! replayed against the Trigger 6 model built from `specs/trigger6-jcd543.json`. It must compare
 //! clean: every control transfer the same, or each difference explained by a named reason from
 //! the model's state.
@@ -12,25 +12,17 @@ use std::path::{Path, PathBuf};
 
 const CAPTURE: &str = "trace-JCD543-20220514T1928-4k-edid.pcapng.gz";
 
-/// `shared/refdata`: `$CALAMETRA_REFDATA`, else `shared/` beside the repository, else
-/// `/work/shared/refdata`.
+/// A file of the repository's `refdata/` folder.
 fn refdata(name: &str) -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        std::env::var_os("CALAMETRA_REFDATA").map(PathBuf::from),
-        manifest
-            .parent()
-            .and_then(Path::parent)
-            .map(|p| p.join("shared/refdata")),
-        Some(PathBuf::from("/work/shared/refdata")),
-    ];
-    for dir in candidates.into_iter().flatten() {
-        let p = dir.join(name);
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("refdata file {name} not found: set CALAMETRA_REFDATA to the shared/refdata folder");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../refdata")
+        .join(name);
+    assert!(
+        p.exists(),
+        "refdata file {} not found: it is part of the repository",
+        p.display()
+    );
+    p
 }
 
 fn spec() -> Spec {

@@ -188,15 +188,14 @@ fn bad_files_are_clear_errors() {
     assert_eq!(code, 2, "{out}");
 }
 
+/// A file of the repository's `refdata/` folder.
 fn refdata(name: &str) -> PathBuf {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let dir = std::env::var_os("CALAMETRA_REFDATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo.join("../shared/refdata"));
-    let p = dir.join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../refdata")
+        .join(name);
     assert!(
         p.exists(),
-        "refdata {} not found; set CALAMETRA_REFDATA to shared/refdata",
+        "refdata {} not found: it is part of the repository",
         p.display()
     );
     p

@@ -1,5 +1,5 @@
 //! Makes the synthesized part of the seed corpora under `fuzz/seeds/` from real inputs: the
-//! JCD543 capture in `shared/refdata` (cut into small pcapng files, re-framed as pcap and
+//! JCD543 capture in `refdata/` (cut into small pcapng files, re-framed as pcap and
 //! usbmon text, replayed as request sequences for the Trigger 6 model), DFU campaigns for the
 //! DFU models, and usbredir streams a guest sends (and the bridge's replies to them).
 //!
@@ -15,11 +15,17 @@ use calametra_qemu::proto::{Caps, ControlHeader, Packet, Status as RStatus, HOST
 use calametra_qemu::{Bridge, BridgeOptions};
 use std::path::{Path, PathBuf};
 
+/// A file of the repository's `refdata/` folder.
 fn refdata(name: &str) -> PathBuf {
-    let dir = std::env::var_os("CALAMETRA_REFDATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/shared/refdata"));
-    dir.join(name)
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../refdata")
+        .join(name);
+    assert!(
+        p.exists(),
+        "refdata {} not found: it is part of the repository",
+        p.display()
+    );
+    p
 }
 
 fn seeds(target: &str) -> PathBuf {

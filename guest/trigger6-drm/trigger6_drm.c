@@ -2,7 +2,7 @@
 /*
  * trigger6_drm: a DRM/KMS driver for the MCT Trigger 6 USB display function of a j5create
  * JCD543 dock (USB 0711:5601), written for Calametra's disposable Linux 6.1 guest from the
- * protocol notes in shared/refdata/mct-trigger6.md and the JCD543 capture decodes.
+ * protocol notes in refdata/mct-trigger6.md and the JCD543 capture decodes.
  *
  * What lives here: one simple display pipe per output (two: HDMI and the second head), a
  * shadow-buffered primary plane over shmem GEM buffers, connector status from QUERY_MONITOR_

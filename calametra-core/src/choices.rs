@@ -1,10 +1,13 @@
 //! Choices: every decision a run makes, where it comes from and how it is recorded.
 //!
-//! A run is driven by one of three sources. The *default* source (the baseline, "seed 0") takes
-//! the first option of every decision and places no external event or fault. A *seeded* source
-//! draws from four named ChaCha streams (`schedule`, `faults`, `client`, `data`), each derived
-//! from (seed, stream name), so a new choice in one area does not perturb the others. A *replay*
-//! source answers from a list of [`Event`]s.
+//! A run is driven by one of three sources. A *seeded* source draws from four named ChaCha
+//! streams (`schedule`, `faults`, `client`, `data`), each derived from (seed, stream name), so a
+//! new choice in one area does not perturb the others. The harness's baseline trial is seed 0
+//! with no faults and no externals: its schedule, client and data draws are seed 0's draws, not
+//! the first option or 0 (see `explore::Probe::Baseline`). A *replay* source answers from a list
+//! of [`Event`]s. The *default* source (`RunConfig::default()`, a direct `sim::run`) takes the
+//! first option of every decision, draws 0 for data, ends the client at once and places no
+//! external event or fault; no trial runs it.
 //!
 //! Whatever the source, the run logs the events it actually took: the non-default schedule
 //! choices, the externals it fired, the faults it injected and the values client and data
@@ -160,7 +163,8 @@ pub fn story(events: &[Event]) -> String {
 /// Where a run's decisions come from.
 #[derive(Clone, Debug)]
 pub enum Source {
-    /// The baseline: first option everywhere, no externals, no faults.
+    /// First option everywhere, data draws 0, no client actions, no externals, no faults. Not
+    /// the harness's baseline trial, which is `Seeded(0)` without faults or externals.
     Default,
     /// Drawn from the streams of this seed.
     Seeded(u64),
@@ -291,7 +295,7 @@ impl Decider {
         Some(v)
     }
 
-    /// A data draw in `0..n`; 0 in the baseline and past the end of a replayed list.
+    /// A data draw in `0..n`; 0 for the default source and past the end of a replayed list.
     pub(crate) fn data(&mut self, n: u64) -> u64 {
         let v = match lazy(&mut self.data, self.seed, StreamName::Data) {
             Some(rng) => below(rng, n.max(1)),

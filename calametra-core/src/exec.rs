@@ -25,7 +25,11 @@ pub enum TaskExit {
     Err(String),
 }
 
-/// Outputs a task may return: `()` or a `Result` whose `Err` fails the run.
+/// Outputs a task may return: `()`, a plain value, or a `Result`. A task that returns `Err`
+/// fails the run (``task `name` returned an error: <the error's Debug>``), as a panic does, so
+/// a task returns `Err` only for what the scenario counts as a failure. An outcome the driver
+/// handles (a stall it retried, a timeout or an unplug it reported to its caller) is `Ok` or
+/// `()`; the scenario's invariants then check what the driver reported.
 pub trait TaskOutput: 'static {
     /// Whether this output means the task failed.
     fn exit(&self) -> TaskExit;
@@ -197,7 +201,8 @@ where
     (boxed, JoinHandle { slot })
 }
 
-/// Spawns a task that the scenario waits for: the run passes only when it finishes.
+/// Spawns a task that the scenario waits for: the run passes only when it finishes, and does
+/// not return `Err` (see [`TaskOutput`]).
 pub fn spawn<F>(name: &str, fut: F) -> JoinHandle<F::Output>
 where
     F: Future + 'static,
@@ -317,12 +322,14 @@ pub fn client_choose(labels: &[&str]) -> Option<usize> {
     })
 }
 
-/// Draws a client value in `0..n`; `None` when a replayed run has no more actions.
+/// Draws a client value in `0..n` from the `client` stream (in the baseline trial, seed 0's
+/// draws); `None` when a replayed run has no more actions, and always for the default source.
 pub fn client_below(n: u64) -> Option<u64> {
     world::with(|w| w.core.decide.client(n, |_| None))
 }
 
-/// Draws a value in `0..n` from the `data` stream (0 in the baseline).
+/// Draws a value in `0..n` from the `data` stream: in the baseline trial, seed 0's draws (not
+/// 0); on replay, the recorded values; 0 only for the default source (`RunConfig::default()`).
 pub fn data_below(n: u64) -> u64 {
     world::with(|w| w.core.decide.data(n))
 }

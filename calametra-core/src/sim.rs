@@ -26,7 +26,8 @@ use std::task::{Context, Poll};
 /// What one run is: where its choices come from, its faults, its limits.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
-    /// Default (baseline), seeded, or replayed choices.
+    /// Default (first option everywhere), seeded (the baseline trial is seed 0), or replayed
+    /// choices.
     pub source: Source,
     /// Faults pinned to sites.
     pub faults: FaultPlan,

@@ -353,7 +353,8 @@ impl<'a> DevCtx<'a> {
         world::device_timer(self.core, self.dev, ns, token);
     }
 
-    /// A draw in `0..n` from the `data` choice stream (0 in the baseline).
+    /// A draw in `0..n` from the `data` choice stream: in the baseline trial, seed 0's draws
+    /// (not 0); on replay, the recorded values; 0 only for the default source.
     pub fn data_below(&mut self, n: u64) -> u64 {
         self.core.decide.data(n)
     }

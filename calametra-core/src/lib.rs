@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod capture;
+pub mod chain;
 pub mod choices;
 pub mod clock;
 pub mod compare;
@@ -28,6 +29,7 @@ pub mod sim;
 pub mod spec;
 pub mod sync;
 pub mod trace;
+pub mod tracefile;
 pub mod usb;
 pub mod world;
 

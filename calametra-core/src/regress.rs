@@ -142,6 +142,40 @@ impl Regression {
     }
 }
 
+/// Where the failure chain keeps saved cases: a directory ([`Dir`]) or nowhere ([`Off`]).
+/// proptest's `FailurePersistence` in spirit: the chain decides what to keep, the store keeps it.
+pub trait Store: Send + Sync {
+    /// Keeps `case`; `Err` says why it could not be kept.
+    fn save(&self, case: &Regression) -> Result<Saved, String>;
+}
+
+/// What a store did with a case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Saved {
+    /// The case was written to this file.
+    Written(PathBuf),
+}
+
+/// Saving turned off (`CALAMETRA_REGRESSIONS=off`).
+pub struct Off;
+
+impl Store for Off {
+    fn save(&self, _: &Regression) -> Result<Saved, String> {
+        Err("CALAMETRA_REGRESSIONS=off".into())
+    }
+}
+
+/// A scenario's regression directory.
+pub struct Dir(pub PathBuf);
+
+impl Store for Dir {
+    fn save(&self, case: &Regression) -> Result<Saved, String> {
+        case.save(&self.0)
+            .map(Saved::Written)
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file beside it, synced, then renamed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let dir = path.parent().unwrap_or(Path::new("."));

@@ -4,10 +4,10 @@
 //! and exits non-zero; nothing here panics on input.
 
 use crate::export;
-use crate::harness::load_replayable;
 use calametra_core::choices::story;
 use calametra_core::regress::Regression;
 use calametra_core::trace::{first_divergence, read_jsonl, render_divergence, Record};
+use calametra_core::tracefile::load_replayable;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

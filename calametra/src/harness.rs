@@ -10,14 +10,15 @@
 
 use crate::__private::{Body, FaultsArg, ScenarioDef};
 use crate::report::{self, Screen};
-use calametra_core::choices::{story, Event};
+use calametra_core::chain::{self, Found, Handled, Owner, Replay};
+use calametra_core::choices::Event;
 use calametra_core::explore::{self, InProcess, Probe, Runner};
 use calametra_core::fault::{FaultKind, FaultPlan, FaultSet};
-use calametra_core::regress::{self, Regression};
-use calametra_core::shrink::minimize;
+use calametra_core::regress::{self, Regression, Saved, Store};
 use calametra_core::sim::{Failure, RunConfig, RunResult};
 use calametra_core::spec::Spec;
-use calametra_core::trace::{first_divergence, parse_kept, read_jsonl, render_divergence};
+use calametra_core::trace::{first_divergence, parse_kept, render_divergence};
+use calametra_core::tracefile::load_replayable;
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -230,9 +231,22 @@ impl Scenario {
         events: &[Event],
         keep: bool,
     ) -> Result<RunResult, String> {
-        let mut c = explore::replay_config(&self.base, events);
-        c.keep_trace = keep;
-        runner.run(c)
+        chain::replay(runner, &self.base, events, keep)
+    }
+
+    fn owner(&self) -> Owner {
+        Owner {
+            package: self.def.package.into(),
+            target: self.def.target.into(),
+            scenario: self.path.clone(),
+        }
+    }
+
+    fn store(&self) -> Box<dyn Store> {
+        match &self.regress_dir {
+            Some(d) => Box::new(regress::Dir(d.clone())),
+            None => Box::new(regress::Off),
+        }
     }
 
     /// Minimizes, saves and reports a failure found by `trial`.
@@ -248,7 +262,7 @@ impl Scenario {
     }
 
     /// [`Self::report`]; `unexpected` failures go into the binary's summary of signatures.
-    /// Also returns the regression file written, if one was.
+    /// Also returns what the failure chain made of it.
     fn report_as(
         &self,
         runner: &dyn Runner,
@@ -257,51 +271,23 @@ impl Scenario {
         r: &RunResult,
         fail: &Failure,
         unexpected: bool,
-    ) -> (String, Option<(PathBuf, Regression)>) {
-        let sig = fail.signature();
-        let reproduced = self
-            .replay(runner, &r.events, false)
-            .ok()
-            .and_then(|rr| rr.failure)
-            .is_some_and(|f| f.signature() == sig);
-        let mut budget = runner.shrink_budget();
-        let shrunk = if reproduced {
-            minimize(r.events.clone(), &mut |cand| {
-                match &mut budget {
-                    Some(0) => return None,
-                    Some(n) => *n -= 1,
-                    None => {}
-                }
-                let rr = self.replay(runner, cand, false).ok()?;
-                match rr.failure {
-                    Some(f) if f.signature() == sig => Some(rr.events),
-                    _ => None,
-                }
-            })
-        } else {
-            calametra_core::shrink::Shrunk {
-                events: r.events.clone(),
-                chain: vec![r.events.len()],
-                attempts: 0,
-            }
+    ) -> (String, Handled) {
+        let found = Found {
+            trial,
+            run: r,
+            failure: fail,
         };
-        // The minimal run once more with its trace kept; a guest that gives no verdict this
-        // time leaves the run that failed, with its own events, as the case.
-        let (shrunk, fin) = match self.replay(runner, &shrunk.events, true) {
-            Ok(f) => (shrunk, f),
-            Err(_) => (
-                calametra_core::shrink::Shrunk {
-                    events: r.events.clone(),
-                    chain: vec![r.events.len()],
-                    attempts: shrunk.attempts,
-                },
-                r.clone(),
-            ),
-        };
+        let h = chain::handle(
+            runner,
+            &self.base,
+            &self.owner(),
+            self.env.base_seed,
+            found,
+            &*self.store(),
+        );
+        let (sig, shrunk, fin) = (&h.signature, &h.shrunk, &h.fin);
         let hash = fin.hash.to_string();
-        let id = regress::id_for(&self.path, &sig);
-        let failure_text = fail.to_string();
-        let trace = self.traces_dir().join(format!("{id}.jsonl"));
+        let trace = self.traces_dir().join(format!("{}.jsonl", h.case.id));
         let trace = report::write_trace(
             &trace,
             &fin.lines,
@@ -310,41 +296,16 @@ impl Scenario {
             self.def.target,
             &shrunk.events,
             &hash,
-            Some(&failure_text),
+            Some(&h.case.failure),
         )
         .map(|_| trace);
-        let reg = Regression {
-            format: regress::FORMAT.into(),
-            version: regress::VERSION,
-            scenario: self.path.clone(),
-            id: id.clone(),
-            signature: sig.clone(),
-            failure: failure_text.clone(),
-            found_by: trial.to_string(),
-            base_seed: format!("{:#x}", self.env.base_seed),
-            spec_sha256: self.base.spec.as_ref().map(|s| s.sha256().to_string()),
-            events: shrunk.events.clone(),
-            story: story(&shrunk.events),
-            run_aloud: report::read_aloud(&calametra_core::trace::parse_kept(&fin.lines), 14),
-            trace_hash: hash.clone(),
-            package: self.def.package.into(),
-            target: self.def.target.into(),
+        let regression = h.saved.clone().map(|s| match s {
+            Saved::Written(p) => p,
+        });
+        let note = match h.fails_differently() {
+            Some(f) => format!("\nnote: the minimal run now fails differently: {f}\n"),
+            None => String::new(),
         };
-        let regression = match &self.regress_dir {
-            None => Err("CALAMETRA_REGRESSIONS=off".to_string()),
-            Some(_) if !reproduced => Err(
-                "the failure did not reproduce from its events (nondeterminism in the scenario?)"
-                    .to_string(),
-            ),
-            Some(d) => reg.save(d).map_err(|e| e.to_string()),
-        };
-        let saved = regression.as_ref().ok().map(|p| (p.clone(), reg.clone()));
-        let mut note = String::new();
-        if let Some(f) = &fin.failure {
-            if f.signature() != sig {
-                note = format!("\nnote: the minimal run now fails differently: {f}\n");
-            }
-        }
         let seed_line = match probe {
             Some(Probe::Seed(s)) => Some(format!(
                 "seed:      {s:#x} (base seed {:#x}; CALAMETRA_SEED re-bases the seeds)",
@@ -353,12 +314,12 @@ impl Scenario {
             _ => None,
         };
         if unexpected {
-            report::note_failure(&sig, trial, &shrunk.events, fail.is_model_gap());
+            report::note_failure(sig, trial, &shrunk.events, fail.is_model_gap());
         }
-        let replay_trial = self.trial(&format!("regression::{id}"));
+        let replay_trial = self.trial(&format!("regression::{}", h.case.id));
         let screen = Screen {
-            failure: &failure_text,
-            signature: &sig,
+            failure: &h.case.failure,
+            signature: sig,
             model_gap: fail.is_model_gap(),
             trial,
             seed_line,
@@ -366,12 +327,12 @@ impl Scenario {
             events: &shrunk.events,
             lines: &fin.lines,
             hash: &hash,
-            regression_json: regression.is_err().then(|| reg.to_json()),
+            regression_json: regression.is_err().then(|| h.case.to_json()),
             regression,
             trace,
             replay: self.replay_command(&replay_trial),
         };
-        (format!("{}{note}", screen.render()), saved)
+        (format!("{}{note}", screen.render()), h)
     }
 
     fn baseline(&self) -> Result<(), Failed> {
@@ -446,7 +407,7 @@ impl Scenario {
             ));
         };
         let Some(f) = &r.failure else { return Ok(()) };
-        let (text, saved) = self.report_as(
+        let (text, handled) = self.report_as(
             runner,
             &self.trial(&probe.trial_suffix()),
             Some(&probe),
@@ -458,32 +419,8 @@ impl Scenario {
             println!("{text}");
         }
         // The case it saved, read back from disk and replayed, is the same run.
-        if let Some((path, written)) = saved {
-            let reg = Regression::load(&path).map_err(|e| e.to_string())?;
-            if reg != written {
-                return Err(format!(
-                    "{}: the regression file read back differs from what was written",
-                    path.display()
-                ));
-            }
-            let again = self
-                .replay(runner, &reg.events, false)
-                .map_err(no_verdict)?;
-            let sig = again.failure.as_ref().map(Failure::signature);
-            if sig.as_deref() != Some(reg.signature.as_str())
-                || again.hash.to_string() != reg.trace_hash
-            {
-                return Err(format!(
-                    "found `{invariant}`, but the case saved in {} does not replay byte-exactly\n  recorded: {} ({})\n  replayed: {} ({:?})\n{text}",
-                    path.display(),
-                    reg.trace_hash,
-                    reg.signature,
-                    again.hash,
-                    sig
-                ));
-            }
-        }
-        Ok(())
+        chain::verify(runner, &self.base, &handled)
+            .map_err(|e| format!("found `{invariant}`, but {e}\n{text}"))
     }
 
     fn regression(&self, path: &Path) -> Result<(), Failed> {
@@ -508,23 +445,36 @@ impl Scenario {
                 path.display(), reg.spec_sha256, spec_now
             ));
         }
-        let r = self.replay(runner, &reg.events, true).map_err(no_verdict)?;
-        let same_sig = r
-            .failure
-            .as_ref()
-            .is_some_and(|f| f.signature() == reg.signature);
-        let same_hash = r.hash.to_string() == reg.trace_hash;
+        let replayed = chain::compare(
+            runner,
+            &self.base,
+            &reg.events,
+            &reg.signature,
+            &reg.trace_hash,
+            true,
+        );
+        let trial = self.trial(&format!("regression::{}", reg.id));
         let expected_here = self.def.expect.is_some() || self.env.strict;
+        match &replayed {
+            Replay::NoVerdict(e) => return Err(no_verdict(e.clone())),
+            Replay::Exact(_) if expected_here => return Ok(()),
+            Replay::Passes(_) if !expected_here => return Ok(()),
+            _ => {}
+        }
+        let Some(r) = replayed.run() else {
+            return Ok(());
+        };
         if expected_here {
-            if same_sig && same_hash {
-                return Ok(());
-            }
-            let what = match &r.failure {
-                Some(f) if same_sig => {
-                    format!("it fails the same way ({f}) but the trace hash differs")
-                }
-                Some(f) => format!("it now fails differently: {f}"),
-                None => "it no longer fails".into(),
+            let what = match &replayed {
+                Replay::OtherHash(r) => format!(
+                    "it fails the same way ({}) but the trace hash differs",
+                    r.failure
+                        .as_ref()
+                        .map(|f| f.to_string())
+                        .unwrap_or_default()
+                ),
+                Replay::Different(_, f) => format!("it now fails differently: {f}"),
+                _ => "it no longer fails".into(),
             };
             return Err(format!(
                 "replay of {} is not byte-exact: {what}\n  recorded: {}\n  replayed: {}\n  events: {}",
@@ -534,33 +484,22 @@ impl Scenario {
                 reg.story
             ));
         }
-        match &r.failure {
-            None => Ok(()),
-            Some(f) => {
-                let how = if same_sig && same_hash {
-                    "reproduced byte-exactly".to_string()
-                } else if same_sig {
-                    format!(
-                        "same signature, but the trace hash is {} (recorded {})",
-                        r.hash, reg.trace_hash
-                    )
-                } else {
-                    "a different failure now".to_string()
-                };
-                report::note_failure(
-                    &f.signature(),
-                    &self.trial(&format!("regression::{}", reg.id)),
-                    &reg.events,
-                    f.is_model_gap(),
-                );
-                Err(format!(
-                    "saved failure still fails ({how}): {f}\nminimal events: {}\nfile: {}\nreplay: {}",
-                    reg.story,
-                    path.display(),
-                    self.replay_command(&self.trial(&format!("regression::{}", reg.id)))
-                ))
-            }
-        }
+        let Some(f) = &r.failure else { return Ok(()) };
+        let how = match &replayed {
+            Replay::Exact(_) => "reproduced byte-exactly".to_string(),
+            Replay::OtherHash(r) => format!(
+                "same signature, but the trace hash is {} (recorded {})",
+                r.hash, reg.trace_hash
+            ),
+            _ => "a different failure now".to_string(),
+        };
+        report::note_failure(&f.signature(), &trial, &reg.events, f.is_model_gap());
+        Err(format!(
+            "saved failure still fails ({how}): {f}\nminimal events: {}\nfile: {}\nreplay: {}",
+            reg.story,
+            path.display(),
+            self.replay_command(&trial)
+        ))
     }
 
     /// `CALAMETRA_REPLAY_FILE`: replays a regression file or a trace file byte-exactly.
@@ -594,57 +533,6 @@ impl Scenario {
 /// of the scenario; the trial reports it as not run to its end.
 fn no_verdict(reason: String) -> String {
     format!("no verdict: {reason}")
-}
-
-/// Events, hash and (for traces) records of a regression or trace file.
-#[allow(clippy::type_complexity)]
-pub fn load_replayable(
-    path: &Path,
-) -> Result<
-    (
-        Vec<Event>,
-        String,
-        Option<Vec<calametra_core::trace::Record>>,
-    ),
-    String,
-> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    let whole: Option<serde_json::Value> = serde_json::from_str(&text).ok();
-    if whole.as_ref().is_some_and(|v| v.get("format").is_some()) {
-        let reg = Regression::parse(path, &text).map_err(|e| e.to_string())?;
-        return Ok((reg.events, reg.trace_hash, None));
-    }
-    let recs = read_jsonl(path).map_err(|e| e.to_string())?;
-    let summary = recs
-        .iter()
-        .rev()
-        .find(|r| r.kind == "summary")
-        .ok_or_else(|| {
-            format!(
-                "{}: no `summary` record; expected a trace written by Calametra",
-                path.display()
-            )
-        })?;
-    let events: Vec<Event> =
-        serde_json::from_value(summary.data["events"].clone()).map_err(|e| {
-            format!(
-                "{}:{}: field `data.events`: {e}",
-                path.display(),
-                summary.line_no
-            )
-        })?;
-    let hash = summary.data["hash"]
-        .as_str()
-        .ok_or_else(|| {
-            format!(
-                "{}:{}: field `data.hash`: expected a string",
-                path.display(),
-                summary.line_no
-            )
-        })?
-        .to_string();
-    Ok((events, hash, Some(recs)))
 }
 
 /// Why a guest scenario's trials are ignored by default, and how to run them.

@@ -2,10 +2,10 @@
 //! per-binary summary of failure signatures. Quiet on success, complete on failure.
 
 use calametra_core::choices::{story, Event};
-use calametra_core::regress::write_atomic;
-use calametra_core::trace::{parse_kept, push_json_str, Record};
+use calametra_core::trace::{parse_kept, Record};
+pub use calametra_core::tracefile::{read_aloud, write_trace};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 /// Everything the failure screen shows.
@@ -101,85 +101,6 @@ fn context(e: &Event, records: &[Record]) -> String {
     } else {
         format!(" (step {point}, while {} in flight)", sites.join(", "))
     }
-}
-
-/// The last `n` things of a run a person cares about: transfers, externals, faults and the
-/// broken invariant, joined by ` . `.
-pub fn read_aloud(records: &[Record], n: usize) -> String {
-    let s = |r: &Record, k: &str| {
-        r.data
-            .get(k)
-            .and_then(|v| v.as_str())
-            .unwrap_or("")
-            .to_string()
-    };
-    let items: Vec<String> = records
-        .iter()
-        .filter_map(|r| match r.kind.as_str() {
-            "transfer" => {
-                let site = s(r, "site");
-                let site = site.strip_prefix("ctrl.").unwrap_or(&site).to_string();
-                let status = s(r, "status");
-                Some(match r.data.get("in").and_then(|v| v.as_str()) {
-                    Some(d) if status == "ok" && d.len() <= 8 => format!("{site} -> {d}"),
-                    _ if status == "ok" => site,
-                    _ => format!("{site} {status}"),
-                })
-            }
-            "external" => Some(s(r, "external").to_uppercase()),
-            "fault" => Some(format!(
-                "{} at {}",
-                s(r, "fault").to_uppercase(),
-                s(r, "site")
-            )),
-            "invariant" => Some(format!("`{}` BROKE", s(r, "invariant"))),
-            _ => None,
-        })
-        .collect();
-    let skip = items.len().saturating_sub(n);
-    let mut out = items[skip..].join(" . ");
-    if skip > 0 {
-        out = format!("... {out}");
-    }
-    out
-}
-
-/// Writes a trace file: the kept lines, then a non-deterministic `summary` record naming the
-/// scenario, its events and hash, so `calametra replay` and `show` can use the file alone.
-pub fn write_trace(
-    path: &Path,
-    lines: &[String],
-    scenario: &str,
-    package: &str,
-    target: &str,
-    events: &[Event],
-    hash: &str,
-    failure: Option<&str>,
-) -> Result<(), String> {
-    let mut out = String::new();
-    for l in lines {
-        out.push_str(l);
-    }
-    let seq = lines.len();
-    let events_json = serde_json::to_string(events).map_err(|e| e.to_string())?;
-    out.push_str(&format!(
-        "{{\"seq\":{seq},\"t_ns\":0,\"kind\":\"summary\",\"actor\":\"calametra\",\"deterministic\":false,\"data\":{{\"scenario\":"
-    ));
-    push_json_str(&mut out, scenario);
-    out.push_str(",\"package\":");
-    push_json_str(&mut out, package);
-    out.push_str(",\"target\":");
-    push_json_str(&mut out, target);
-    out.push_str(",\"hash\":");
-    push_json_str(&mut out, hash);
-    if let Some(f) = failure {
-        out.push_str(",\"failure\":");
-        push_json_str(&mut out, f);
-    }
-    out.push_str(",\"events\":");
-    out.push_str(&events_json);
-    out.push_str("}}\n");
-    write_atomic(path, out.as_bytes()).map_err(|e| e.to_string())
 }
 
 /// One failure signature seen by this test binary.

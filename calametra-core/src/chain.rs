@@ -1,0 +1,250 @@
+//! The failure chain: what happens after a find, the same for the test harness, the
+//! `calametra` tool and guest runs.
+//!
+//! A failing run is confirmed by replaying its events, minimized by delta debugging, replayed
+//! once more with its trace kept, turned into a saved case ([`Regression`]), persisted through a
+//! [`Store`] (a directory, or off) and verified by reading the kept case back and replaying it.
+//! Every step's result is a type ([`Replay`], [`Handled`]), never a string to parse; the
+//! libtest adapter only reports them. Nothing here reads the wall clock.
+
+use crate::choices::{story, Event};
+use crate::explore::{replay_config, Runner};
+use crate::regress::{self, Regression, Saved, Store};
+use crate::shrink::{minimize, Shrunk};
+use crate::sim::{Failure, RunConfig, RunResult};
+use crate::trace::parse_kept;
+use crate::tracefile::read_aloud;
+
+/// A replay of recorded events, compared with the recording.
+#[derive(Debug)]
+pub enum Replay {
+    /// The same failure signature and the same trace hash: byte-exact.
+    Exact(RunResult),
+    /// The same failure signature, another trace hash.
+    OtherHash(RunResult),
+    /// A failure with another signature.
+    Different(RunResult, Failure),
+    /// The run ends without a failure.
+    Passes(RunResult),
+    /// The run gave no verdict (a guest that made no progress): neither pass nor failure.
+    NoVerdict(String),
+}
+
+impl Replay {
+    /// The replayed run, when there was one.
+    pub fn run(&self) -> Option<&RunResult> {
+        match self {
+            Replay::Exact(r) | Replay::OtherHash(r) | Replay::Passes(r) => Some(r),
+            Replay::Different(r, _) => Some(r),
+            Replay::NoVerdict(_) => None,
+        }
+    }
+}
+
+/// Runs `events` with `runner` on top of `base` (the scenario's configuration), keeping the
+/// trace lines when `keep`. `Err` is a run that gave no verdict.
+pub fn replay(
+    runner: &dyn Runner,
+    base: &RunConfig,
+    events: &[Event],
+    keep: bool,
+) -> Result<RunResult, String> {
+    let mut c = replay_config(base, events);
+    c.keep_trace = keep;
+    runner.run(c)
+}
+
+/// Replays `events` and compares the run with a recorded `signature` and trace `hash`.
+pub fn compare(
+    runner: &dyn Runner,
+    base: &RunConfig,
+    events: &[Event],
+    signature: &str,
+    hash: &str,
+    keep: bool,
+) -> Replay {
+    let r = match replay(runner, base, events, keep) {
+        Ok(r) => r,
+        Err(e) => return Replay::NoVerdict(e),
+    };
+    match r.failure.clone() {
+        None => Replay::Passes(r),
+        Some(f) if f.signature() != signature => Replay::Different(r, f),
+        Some(_) if r.hash.to_string() == hash => Replay::Exact(r),
+        Some(_) => Replay::OtherHash(r),
+    }
+}
+
+/// Who a saved case belongs to: its Cargo package, test target and scenario path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// The Cargo package (`CARGO_PKG_NAME`).
+    pub package: String,
+    /// The test target's name as Cargo spells it (`hw-loop`, hyphens kept).
+    pub target: String,
+    /// The scenario path (`trigger6::stale_status_after_disconnect`).
+    pub scenario: String,
+}
+
+/// A failing run that exploration found.
+pub struct Found<'a> {
+    /// The trial that found it (`path::seed::0x4f21a9`).
+    pub trial: &'a str,
+    /// The run.
+    pub run: &'a RunResult,
+    /// Its failure.
+    pub failure: &'a Failure,
+}
+
+/// What the chain made of a find.
+#[derive(Debug)]
+pub struct Handled {
+    /// The failure signature.
+    pub signature: String,
+    /// Whether replaying the found run's events reproduced the signature (minimization and
+    /// saving happen only then).
+    pub reproduced: bool,
+    /// The minimized events and the reduction chain.
+    pub shrunk: Shrunk,
+    /// The minimal run, replayed once more with its trace kept.
+    pub fin: RunResult,
+    /// The saved case built from it.
+    pub case: Regression,
+    /// What the store did with the case, or why it could not keep it.
+    pub saved: Result<Saved, String>,
+}
+
+impl Handled {
+    /// The minimal run's failure when it differs from the found one.
+    pub fn fails_differently(&self) -> Option<&Failure> {
+        self.fin
+            .failure
+            .as_ref()
+            .filter(|f| f.signature() != self.signature)
+    }
+}
+
+/// Confirms, minimizes, replays, builds and persists the case of `found`.
+pub fn handle(
+    runner: &dyn Runner,
+    base: &RunConfig,
+    owner: &Owner,
+    base_seed: u64,
+    found: Found<'_>,
+    store: &dyn Store,
+) -> Handled {
+    let sig = found.failure.signature();
+    let r = found.run;
+    let reproduced = replay(runner, base, &r.events, false)
+        .ok()
+        .and_then(|rr| rr.failure)
+        .is_some_and(|f| f.signature() == sig);
+    let mut budget = runner.shrink_budget();
+    let shrunk = if reproduced {
+        minimize(r.events.clone(), &mut |cand| {
+            match &mut budget {
+                Some(0) => return None,
+                Some(n) => *n -= 1,
+                None => {}
+            }
+            let rr = replay(runner, base, cand, false).ok()?;
+            match rr.failure {
+                Some(f) if f.signature() == sig => Some(rr.events),
+                _ => None,
+            }
+        })
+    } else {
+        Shrunk {
+            events: r.events.clone(),
+            chain: vec![r.events.len()],
+            attempts: 0,
+        }
+    };
+    // The minimal run once more with its trace kept; a guest that gives no verdict this time
+    // leaves the run that failed, with its own events, as the case.
+    let (shrunk, fin) = match replay(runner, base, &shrunk.events, true) {
+        Ok(f) => (shrunk, f),
+        Err(_) => (
+            Shrunk {
+                events: r.events.clone(),
+                chain: vec![r.events.len()],
+                attempts: shrunk.attempts,
+            },
+            r.clone(),
+        ),
+    };
+    let case = Regression {
+        format: regress::FORMAT.into(),
+        version: regress::VERSION,
+        scenario: owner.scenario.clone(),
+        id: regress::id_for(&owner.scenario, &sig),
+        signature: sig.clone(),
+        failure: found.failure.to_string(),
+        found_by: found.trial.to_string(),
+        base_seed: format!("{base_seed:#x}"),
+        spec_sha256: base.spec.as_ref().map(|s| s.sha256().to_string()),
+        events: shrunk.events.clone(),
+        story: story(&shrunk.events),
+        run_aloud: read_aloud(&parse_kept(&fin.lines), 14),
+        trace_hash: fin.hash.to_string(),
+        package: owner.package.clone(),
+        target: owner.target.clone(),
+    };
+    let saved = if reproduced {
+        store.save(&case)
+    } else {
+        Err(
+            "the failure did not reproduce from its events (nondeterminism in the scenario?)"
+                .to_string(),
+        )
+    };
+    Handled {
+        signature: sig,
+        reproduced,
+        shrunk,
+        fin,
+        case,
+        saved,
+    }
+}
+
+/// Reads the case the store kept back and replays it: it must be the case written and replay
+/// byte-exactly (same signature, same trace hash). `Ok` when nothing was saved.
+pub fn verify(runner: &dyn Runner, base: &RunConfig, handled: &Handled) -> Result<(), String> {
+    let Ok(Saved::Written(path)) = &handled.saved else {
+        return Ok(());
+    };
+    let reg = Regression::load(path).map_err(|e| e.to_string())?;
+    if reg != handled.case {
+        return Err(format!(
+            "{}: the regression file read back differs from what was written",
+            path.display()
+        ));
+    }
+    match compare(
+        runner,
+        base,
+        &reg.events,
+        &reg.signature,
+        &reg.trace_hash,
+        false,
+    ) {
+        Replay::Exact(_) => Ok(()),
+        Replay::NoVerdict(e) => Err(format!("no verdict: {e}")),
+        other => {
+            let (hash, sig) = match other.run() {
+                Some(r) => (
+                    r.hash.to_string(),
+                    r.failure.as_ref().map(Failure::signature),
+                ),
+                None => (String::new(), None),
+            };
+            Err(format!(
+                "the case saved in {} does not replay byte-exactly\n  recorded: {} ({})\n  replayed: {hash} ({sig:?})",
+                path.display(),
+                reg.trace_hash,
+                reg.signature,
+            ))
+        }
+    }
+}

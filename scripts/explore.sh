@@ -15,7 +15,7 @@ cargo test -q -p calametra-example-trigger6 --test scenarios -- fixed_driver
 
 step "Trigger 6: exploration finds the planted race and minimizes it (the failure screen)"
 CALAMETRA_VERBOSE=1 cargo test -q -p calametra-example-trigger6 --test scenarios -- --exact stale_status_after_disconnect
-for reg in examples/trigger6/calametra-regressions/stale_status_after_disconnect/*.json; do
+for reg in examples/trigger6/calametra-regressions/scenarios/stale_status_after_disconnect/*.json; do
   step "the saved case: $reg"
   "$tool" show "$reg"
   step "replayed byte-exactly"

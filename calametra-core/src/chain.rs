@@ -208,16 +208,22 @@ pub fn handle(
     }
 }
 
-/// Reads the case the store kept back and replays it: it must be the case written and replay
-/// byte-exactly (same signature, same trace hash). `Ok` when nothing was saved.
+/// Reads the case the store keeps for the signature back and replays it: it must be this case
+/// or a better one of the same owner and signature, and replay byte-exactly (same signature,
+/// same trace hash). `Ok` when nothing was saved (saving off, or it failed: see `saved`).
 pub fn verify(runner: &dyn Runner, base: &RunConfig, handled: &Handled) -> Result<(), String> {
-    let Ok(Saved::Written(path)) = &handled.saved else {
+    let Some(path) = handled.saved.as_ref().ok().and_then(Saved::path) else {
         return Ok(());
     };
     let reg = Regression::load(path).map_err(|e| e.to_string())?;
-    if reg != handled.case {
+    let ours = &handled.case;
+    let same_owner = reg.package == ours.package
+        && reg.target == ours.target
+        && reg.scenario == ours.scenario
+        && reg.signature == ours.signature;
+    if !same_owner || (reg != *ours && !regress::better(&reg, ours)) {
         return Err(format!(
-            "{}: the regression file read back differs from what was written",
+            "{}: the regression file read back holds neither this case nor a better one of its signature",
             path.display()
         ));
     }
@@ -246,5 +252,150 @@ pub fn verify(runner: &dyn Runner, base: &RunConfig, handled: &Handled) -> Resul
                 reg.signature,
             ))
         }
+    }
+}
+
+/// Why a saved case is stale: it no longer describes this code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stale {
+    /// The scenario's spec is not the one the case was saved against.
+    Spec {
+        /// The spec's SHA-256 recorded in the case.
+        recorded: Option<String>,
+        /// The spec's SHA-256 now.
+        now: Option<String>,
+    },
+    /// A recorded event did not apply on replay.
+    Event {
+        /// Its index in the case's events (0-based).
+        index: usize,
+        /// The event.
+        event: Event,
+        /// Why it did not apply.
+        why: String,
+    },
+}
+
+impl std::fmt::Display for Stale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stale::Spec { recorded, now } => write!(
+                f,
+                "the spec changed since the case was saved (sha256 {} then, {} now)",
+                recorded.as_deref().unwrap_or("none"),
+                now.as_deref().unwrap_or("none")
+            ),
+            Stale::Event { index, event, why } => {
+                write!(f, "event {} (`{event}`) did not apply: {why}", index + 1)
+            }
+        }
+    }
+}
+
+/// What replaying a saved case shows about it.
+#[derive(Debug)]
+pub enum CaseState {
+    /// It fails with its recorded signature; `exact` when the trace hash is the recorded one.
+    Fails {
+        /// Byte-exact.
+        exact: bool,
+        /// The replayed run.
+        run: RunResult,
+    },
+    /// It fails with another signature.
+    FailsDifferently {
+        /// The replayed run.
+        run: RunResult,
+        /// Its failure.
+        failure: Failure,
+    },
+    /// Every recorded event applied and nothing failed: the bug is fixed.
+    Fixed {
+        /// The replayed run.
+        run: RunResult,
+    },
+    /// It no longer describes this code: an event did not apply, or the spec changed.
+    Stale(Stale),
+    /// It belongs to another package, test target or scenario: never run as this one's case.
+    Foreign(String),
+    /// The run gave no verdict.
+    NoVerdict(String),
+}
+
+impl CaseState {
+    /// One word for the state, as `calametra review` lists it.
+    pub fn word(&self) -> &'static str {
+        match self {
+            CaseState::Fails { .. } => "fails",
+            CaseState::FailsDifferently { .. } => "fails-differently",
+            CaseState::Fixed { .. } => "fixed",
+            CaseState::Stale(_) => "stale",
+            CaseState::Foreign(_) => "foreign",
+            CaseState::NoVerdict(_) => "no-verdict",
+        }
+    }
+}
+
+/// Whether `case` belongs to `owner`; `Err` says whose it is.
+pub fn check_owner(owner: &Owner, case: &Regression) -> Result<(), String> {
+    for (field, theirs, ours) in [
+        ("package", &case.package, &owner.package),
+        ("target", &case.target, &owner.target),
+        ("scenario", &case.scenario, &owner.scenario),
+    ] {
+        if theirs != ours {
+            return Err(format!(
+                "field `{field}`: the case belongs to {field} `{theirs}`, not `{ours}` (package `{}`, target `{}`, scenario `{}`); it is not run as this one's case",
+                case.package, case.target, case.scenario
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Replays a saved case for `owner` and says what it shows: fails, fails differently, fixed
+/// (every event applied, no failure), stale (the spec changed, or an event did not apply) or
+/// foreign. Keeps the trace lines when `keep`.
+pub fn check_case(
+    runner: &dyn Runner,
+    base: &RunConfig,
+    owner: &Owner,
+    case: &Regression,
+    keep: bool,
+) -> CaseState {
+    if let Err(e) = check_owner(owner, case) {
+        return CaseState::Foreign(e);
+    }
+    let now = base.spec.as_ref().map(|s| s.sha256().to_string());
+    if case.spec_sha256 != now {
+        return CaseState::Stale(Stale::Spec {
+            recorded: case.spec_sha256.clone(),
+            now,
+        });
+    }
+    let replayed = compare(
+        runner,
+        base,
+        &case.events,
+        &case.signature,
+        &case.trace_hash,
+        keep,
+    );
+    match replayed {
+        Replay::Exact(run) => CaseState::Fails { exact: true, run },
+        Replay::OtherHash(run) => CaseState::Fails { exact: false, run },
+        Replay::Different(run, failure) => CaseState::FailsDifferently { run, failure },
+        Replay::NoVerdict(e) => CaseState::NoVerdict(e),
+        Replay::Passes(run) => match crate::choices::first_unapplied(&case.events, &run.events) {
+            None => CaseState::Fixed { run },
+            Some(index) => {
+                let event = case.events[index].clone();
+                CaseState::Stale(Stale::Event {
+                    index,
+                    why: crate::choices::why_unapplied(&event),
+                    event,
+                })
+            }
+        },
     }
 }

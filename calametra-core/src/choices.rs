@@ -160,6 +160,62 @@ pub fn story(events: &[Event]) -> String {
         .join(" . ")
 }
 
+/// The first of `recorded` (a replayed event list) that the replayed run did not apply, by
+/// its index: a fault whose site was never reached, an external never placed (its name unknown
+/// or the run over before its point), a schedule pick at a point with no such choice, a client
+/// or data draw that no longer happens or returned another value. `log` is the replayed run's
+/// own record of the events it took. `None`: every recorded event applied.
+pub fn first_unapplied(recorded: &[Event], log: &[Event]) -> Option<usize> {
+    let mut clients = log.iter().filter_map(|e| match e {
+        Event::Client { value, .. } => Some(*value),
+        _ => None,
+    });
+    let mut datas = log.iter().filter_map(|e| match e {
+        Event::Data { value } => Some(*value),
+        _ => None,
+    });
+    for (i, e) in recorded.iter().enumerate() {
+        let applied = match e {
+            Event::Schedule { point, pick, .. } => log.iter().any(|l| {
+                matches!(l, Event::Schedule { point: p, pick: k, .. } if p == point && k == pick)
+            }),
+            Event::External { name, point } => log.iter().any(|l| {
+                matches!(l, Event::External { name: n, point: p } if n == name && p == point)
+            }),
+            Event::Fault { site, fault } => log.iter().any(|l| {
+                matches!(l, Event::Fault { site: s, fault: f } if s == site && f == fault)
+            }),
+            Event::Client { value, .. } => clients.next() == Some(*value),
+            Event::Data { value } => datas.next() == Some(*value),
+        };
+        if !applied {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// Why an event did not apply, in words for the `stale` verdict.
+pub fn why_unapplied(e: &Event) -> String {
+    match e {
+        Event::Schedule { point, pick, .. } => format!(
+            "no scheduling choice with option {pick} happened at step {point}"
+        ),
+        Event::External { name, point } => format!(
+            "the external `{name}` was not placed at step {point} (no such external, or the run ended before)"
+        ),
+        Event::Fault { site, .. } => format!(
+            "the fault site `{site}` was never reached (a renamed request or a changed driver?)"
+        ),
+        Event::Client { value, .. } => {
+            format!("the client draw of {value} no longer happens (or is out of range)")
+        }
+        Event::Data { value } => {
+            format!("the data draw of {value} no longer happens (or is out of range)")
+        }
+    }
+}
+
 /// Where a run's decisions come from.
 #[derive(Clone, Debug)]
 pub enum Source {

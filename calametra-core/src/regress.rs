@@ -1,11 +1,18 @@
-//! Regression files: minimized failures kept in `calametra-regressions/<scenario path>/<id>.json`
-//! in the crate under test, meant to be committed, replayed first by the harness.
+//! Saved cases (regression files): minimized failures kept in
+//! `calametra-regressions/<test target>/<scenario path>/<id>.json` in the crate under test, meant
+//! to be committed, replayed first by the harness.
 //!
-//! A file holds the build-independent event list itself (not only a seed), the failure
-//! signature, the spec's SHA-256 and the trace hash. Files are written atomically (a temporary
-//! file in the same directory, then a rename), so parallel writers of one id leave one complete
-//! file; reading one that is corrupt, truncated or of a foreign version is an error naming the
-//! file, never a panic.
+//! A case belongs to (package, test target, scenario path, signature): the directory names the
+//! target and scenario, the id is the signature's, and the file's own `package`/`target`/
+//! `scenario` fields are checked before it is run. A file holds the build-independent event list
+//! itself (not only a seed), the failure signature, the spec's SHA-256 and the trace hash.
+//!
+//! One file per signature holds the best case ([`better`]: fewest events, then a fixed order),
+//! whichever trial, thread or process offered it first: writers take the directory's lock, read
+//! what is there and replace it only with a strictly better case, atomically (a temporary file
+//! beside it with the user's umask, then a rename). Only regular files named `<id>.json` are
+//! cases; reading one that is corrupt, truncated or of a foreign version is an error naming the
+//! file and field, never a panic.
 
 use crate::choices::Event;
 use crate::error::Error;
@@ -145,7 +152,8 @@ impl Regression {
 /// Where the failure chain keeps saved cases: a directory ([`Dir`]) or nowhere ([`Off`]).
 /// proptest's `FailurePersistence` in spirit: the chain decides what to keep, the store keeps it.
 pub trait Store: Send + Sync {
-    /// Keeps `case`; `Err` says why it could not be kept.
+    /// Offers `case`; the store keeps the best case of its signature. `Err` says why it could
+    /// not be kept.
     fn save(&self, case: &Regression) -> Result<Saved, String>;
 }
 
@@ -154,6 +162,35 @@ pub trait Store: Send + Sync {
 pub enum Saved {
     /// The case was written to this file.
     Written(PathBuf),
+    /// This file already held exactly this case.
+    Unchanged(PathBuf),
+    /// This file holds a better case of the same signature (fewer events, or as few and first
+    /// in the fixed order), which is kept; the offered case is not saved.
+    KeptBetter {
+        /// The file.
+        path: PathBuf,
+        /// The case it holds.
+        kept: Box<Regression>,
+    },
+    /// Saving is turned off (`CALAMETRA_REGRESSIONS=off`).
+    Off,
+}
+
+impl Saved {
+    /// The file that holds the signature's case, if one does.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Saved::Written(p) | Saved::Unchanged(p) => Some(p),
+            Saved::KeptBetter { path, .. } => Some(path),
+            Saved::Off => None,
+        }
+    }
+}
+
+/// The order of cases of one signature: fewer events first, then the case's JSON text, a total
+/// order, so the kept case does not depend on which trial, thread or process offered it first.
+pub fn better(a: &Regression, b: &Regression) -> bool {
+    (a.events.len(), a.to_json()) < (b.events.len(), b.to_json())
 }
 
 /// Saving turned off (`CALAMETRA_REGRESSIONS=off`).
@@ -161,7 +198,7 @@ pub struct Off;
 
 impl Store for Off {
     fn save(&self, _: &Regression) -> Result<Saved, String> {
-        Err("CALAMETRA_REGRESSIONS=off".into())
+        Ok(Saved::Off)
     }
 }
 
@@ -170,15 +207,96 @@ pub struct Dir(pub PathBuf);
 
 impl Store for Dir {
     fn save(&self, case: &Regression) -> Result<Saved, String> {
-        case.save(&self.0)
-            .map(Saved::Written)
-            .map_err(|e| e.to_string())
+        case.save_best(&self.0).map_err(|e| e.to_string())
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file beside it, synced, then renamed.
+/// Holds the directory's lock: writers of one directory, threads or processes, take turns.
+/// On Unix the directory itself is locked (no lock file for users to commit); elsewhere a
+/// `.calametra.lock` file in it.
+struct DirLock(#[allow(dead_code)] std::fs::File);
+
+impl DirLock {
+    fn take(dir: &Path) -> Result<DirLock, Error> {
+        let io = |action: &'static str| {
+            let path = dir.to_path_buf();
+            move |source| Error::Io {
+                path,
+                action,
+                source,
+            }
+        };
+        #[cfg(unix)]
+        let f = std::fs::File::open(dir).map_err(io("open the regression directory to lock"))?;
+        #[cfg(not(unix))]
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .open(dir.join(".calametra.lock"))
+            .map_err(io("open the lock file in"))?;
+        f.lock().map_err(io("lock"))?;
+        Ok(DirLock(f))
+    }
+}
+
+impl Regression {
+    /// Writes the case into `dir` as `<id>.json` unless the file already holds this case or a
+    /// better one of the signature (see [`better`]); under the directory's lock, so concurrent
+    /// writers keep the best case. Orphaned temporary files (a writer killed mid-write) are
+    /// removed on the way.
+    pub fn save_best(&self, dir: &Path) -> Result<Saved, Error> {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            path: dir.to_path_buf(),
+            action: "create the regression directory",
+            source,
+        })?;
+        let _lock = DirLock::take(dir)?;
+        remove_orphans(dir);
+        let path = dir.join(format!("{}.json", self.id));
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            if let Ok(old) = Regression::parse(&path, &text) {
+                if old == *self {
+                    return Ok(Saved::Unchanged(path));
+                }
+                let same_case_kind = old.signature == self.signature
+                    && old.scenario == self.scenario
+                    && old.package == self.package
+                    && old.target == self.target;
+                if same_case_kind && better(&old, self) {
+                    return Ok(Saved::KeptBetter {
+                        path,
+                        kept: Box::new(old),
+                    });
+                }
+            }
+        }
+        write_atomic(&path, self.to_json().as_bytes())?;
+        Ok(Saved::Written(path))
+    }
+}
+
+/// Removes `.calametra-*.tmp` files left by a writer that died between creating and renaming
+/// them. Called with the directory's lock held, when no writer of ours is mid-write.
+fn remove_orphans(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(".calametra-") && name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it (created with mode 0666 less
+/// the user's umask, as any new file), synced, then renamed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     let io = |action: &'static str| {
         let path = path.to_path_buf();
         move |source| Error::Io {
@@ -188,9 +306,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
         }
     };
     std::fs::create_dir_all(dir).map_err(io("create the directory for"))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".calametra-")
-        .suffix(".tmp")
+    let mut b = tempfile::Builder::new();
+    b.prefix(".calametra-").suffix(".tmp");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        b.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut tmp = b
         .tempfile_in(dir)
         .map_err(io("create a temporary file beside"))?;
     tmp.write_all(bytes).map_err(io("write"))?;
@@ -203,12 +326,29 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-/// The regression files of a scenario, sorted by name. A directory that does not exist has
-/// none; any file that is not `*.json` (other than our temporaries) is an error.
-pub fn list(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+/// Whether `name` is a saved case's file name: `<id>.json`, the id 12 lowercase hex digits.
+pub fn is_case_file_name(name: &str) -> bool {
+    name.strip_suffix(".json").is_some_and(|id| {
+        id.len() == 12 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+/// A scenario's regression directory, read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// The saved cases' files (`<id>.json`, regular files), sorted.
+    pub cases: Vec<PathBuf>,
+    /// Other entries, skipped (a `.gitkeep`, `x.json.orig`, a FIFO, a symlink).
+    pub skipped: Vec<PathBuf>,
+}
+
+/// Reads a scenario's regression directory. A directory that does not exist has no cases;
+/// sub-directories (other scenarios under this path) are not listed; orphaned temporary files
+/// are removed (under the directory's lock).
+pub fn list(dir: &Path) -> Result<Listing, Error> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Listing::default()),
         Err(source) => {
             return Err(Error::Io {
                 path: dir.to_path_buf(),
@@ -217,19 +357,37 @@ pub fn list(dir: &Path) -> Result<Vec<PathBuf>, Error> {
             })
         }
     };
-    let mut out = Vec::new();
+    let mut out = Listing::default();
+    let mut orphans = false;
     for entry in rd.flatten() {
         let p = entry.path();
-        if p.is_dir() {
+        // Never follow a symlink or open a special file: a FIFO would hang the test binary.
+        let Ok(ft) = entry.file_type() else { continue };
+        if ft.is_dir() {
             continue;
         }
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with(".calametra-") {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(".calametra-") && name.ends_with(".tmp") {
+            orphans = true;
             continue;
         }
-        out.push(p);
+        if name == ".calametra.lock" {
+            continue;
+        }
+        if ft.is_file() && is_case_file_name(&name) {
+            out.cases.push(p);
+        } else {
+            out.skipped.push(p);
+        }
     }
-    out.sort();
+    if orphans {
+        if let Ok(_lock) = DirLock::take(dir) {
+            remove_orphans(dir);
+        }
+    }
+    out.cases.sort();
+    out.skipped.sort();
     Ok(out)
 }
 
@@ -284,7 +442,7 @@ mod tests {
         assert!(bad("{\"format\":\"other\"}").contains("format"));
         let e = bad(&r.to_json().replace("\"story\"", "\"stroy\""));
         assert!(e.contains("x.json"), "{e}");
-        assert_eq!(list(dir.path()).unwrap(), vec![p]);
-        assert!(list(&dir.path().join("none")).unwrap().is_empty());
+        assert_eq!(list(dir.path()).unwrap().cases, vec![p]);
+        assert!(list(&dir.path().join("none")).unwrap().cases.is_empty());
     }
 }

@@ -1,4 +1,5 @@
-//! The `calametra` command-line tool: `replay`, `diff`, `show`, `export`, `compare`, `qemu`.
+//! The `calametra` command-line tool: `replay`, `diff`, `show`, `review`, `export`, `compare`,
+//! `qemu`.
 //!
 //! Every command reads real files and reports a bad one with a clear message naming the file
 //! and exits non-zero; nothing here panics on input.
@@ -20,6 +21,9 @@ usage:
   calametra diff A.jsonl B.jsonl [--context N]
                                              first divergent record of two traces
   calametra show FILE                        the minimal story of a failure (regression or trace)
+  calametra review [--package P] [--prune STATE,..]
+                                             the workspace's saved cases: fails, fixed, stale, foreign,
+                                             unreferenced; --prune fixed,stale deletes those
   calametra export FILE (--chrome OUT.json | --html OUT.html)
                                              a Perfetto/Chrome trace or a self-contained HTML timeline
   calametra compare --capture CAPTURE --spec SPEC [--device BUS:ADDR] [--no-hotplug]
@@ -52,6 +56,7 @@ pub fn run(args: &[String]) -> Result<(), CliError> {
         "diff" => diff(rest),
         "show" => show(rest),
         "export" => export_cmd(rest),
+        "review" => crate::review::review(rest),
         "compare" => crate::cli_models::compare(rest),
         "qemu" => crate::cli_models::qemu(rest),
         "-h" | "--help" | "help" => {
@@ -138,7 +143,23 @@ fn replay(args: &[String]) -> Result<(), CliError> {
     );
     // A guest scenario's trials are ignored unless asked for; an in-process one's are not,
     // and --include-ignored changes nothing for them.
-    println!("$ {cargo} test -p {package} --test {target} -- --exact {trial} --include-ignored");
+    for (field, v) in [("package", &package), ("target", &target)] {
+        if v.is_empty()
+            || v.starts_with('-')
+            || !v
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(fail(format!(
+                "{}: field `{field}`: `{v}` is not a Cargo {field} name (letters, digits, `-`, `_`)",
+                file.display()
+            )));
+        }
+    }
+    println!(
+        "$ {cargo} test -p {package} --test {target} -- --exact {} --include-ignored",
+        crate::report::shell_quote(&trial)
+    );
     let out = std::process::Command::new(&cargo)
         .args([
             "test",
@@ -270,8 +291,13 @@ fn show(args: &[String]) -> Result<(), CliError> {
         }
         println!("trace hash: {}", r.trace_hash);
         println!(
-            "replay:    cargo test -p {} --test {} -- --exact {}::regression::{}",
-            r.package, r.target, r.scenario, r.id
+            "replay:    {}",
+            crate::report::replay_command(
+                &r.package,
+                &r.target,
+                &format!("{}::regression::{}", r.scenario, r.id),
+                false
+            )
         );
         return Ok(());
     }

@@ -1,16 +1,20 @@
 //! The libtest-mimic harness behind `calametra::main!()`.
 //!
 //! Every registered scenario becomes trials named so that the name is the replay command:
-//! `path::scenario::regression::<id>` (saved failures, listed first), `::baseline` (the default
-//! run twice, hashes compared), `::site::<site>::<fault>` (one fault at one site found in the
-//! baseline), `::seed::<hex>` (one seeded schedule) and, for `expect = "..."`, `::finds::<inv>`.
-//! `--exact path::scenario` runs all of a scenario's trials. A failing trial is minimized, saved
-//! and reported on one screen. Environment: `CALAMETRA_SCHEDULES`, `CALAMETRA_SEED`,
-//! `CALAMETRA_REGRESSIONS=off|<dir>`, `CALAMETRA_REPLAY=strict`, `CALAMETRA_REPLAY_FILE=<file>`.
+//! `path::scenario::regression::<id>` (saved cases, listed first), `::baseline` (seed 0 with no
+//! faults, run twice, hashes compared), `::site::<site>::<fault>` (one fault at one site found
+//! in the baseline), `::seed::<hex>` (one seeded schedule) and, for `expect = "..."`,
+//! `::finds::<inv>`. `--exact path::scenario` runs all of a scenario's trials; `--exact` of a
+//! saved case that does not exist fails. A failing trial goes through the failure chain
+//! ([`calametra_core::chain`]) and is reported on one screen per signature; a saved case's
+//! trial says whether it still fails, is fixed or is stale. This module only adapts: it builds
+//! trials and reports. Environment: `CALAMETRA_SCHEDULES`, `CALAMETRA_SEED`,
+//! `CALAMETRA_REGRESSIONS=off|<dir>`, `CALAMETRA_REPLAY=strict`, `CALAMETRA_REPLAY_FILE=<file>`,
+//! `CALAMETRA_CASE_STATES=<file>` (what `calametra review` reads), `CALAMETRA_VERBOSE`.
 
 use crate::__private::{Body, FaultsArg, ScenarioDef};
 use crate::report::{self, Screen};
-use calametra_core::chain::{self, Found, Handled, Owner, Replay};
+use calametra_core::chain::{self, CaseState, Found, Handled, Owner};
 use calametra_core::choices::Event;
 use calametra_core::explore::{self, InProcess, Probe, Runner};
 use calametra_core::fault::{FaultKind, FaultPlan, FaultSet};
@@ -41,6 +45,8 @@ struct Env {
     regressions: RegressionsMode,
     strict: bool,
     replay_file: Option<PathBuf>,
+    /// `CALAMETRA_CASE_STATES`: where to write the states of the saved cases replayed.
+    states_file: Option<PathBuf>,
 }
 
 fn parse_u64(s: &str) -> Option<u64> {
@@ -81,6 +87,7 @@ impl Env {
             regressions,
             strict,
             replay_file: var("CALAMETRA_REPLAY_FILE").map(PathBuf::from),
+            states_file: var("CALAMETRA_CASE_STATES").map(|p| absolute(Path::new(&p))),
         })
     }
 }
@@ -89,6 +96,10 @@ impl Env {
 struct Scenario {
     def: &'static ScenarioDef,
     path: String,
+    /// The test target's name as Cargo spells it (hyphens kept).
+    target: String,
+    /// Where this scenario's cases were kept before they were kept per test target.
+    legacy_dir: Option<PathBuf>,
     base: RunConfig,
     env: Env,
     regress_dir: Option<PathBuf>,
@@ -102,6 +113,59 @@ impl ScenarioDef {
             None => self.name.to_string(),
         }
     }
+}
+
+/// The test target's name as Cargo spells it. `CARGO_CRATE_NAME` (what the macro can see) has
+/// hyphens turned into underscores, and `--test hw_loop` does not run target `hw-loop`, so the
+/// name is looked up among the package's targets: the `name = ".."` of its `[[test]]`,
+/// `[[bench]]`, `[[example]]` and `[[bin]]` sections, and the auto-discovered `tests/*.rs`,
+/// `tests/*/main.rs` (likewise under `benches/`, `examples/` and `src/bin/`). Falls back to the crate name.
+fn cargo_target(def: &ScenarioDef) -> String {
+    let dir = Path::new(def.manifest_dir);
+    let mut names: Vec<String> = Vec::new();
+    if let Ok(toml) = std::fs::read_to_string(dir.join("Cargo.toml")) {
+        let mut in_target = false;
+        for line in toml.lines() {
+            let t = line.trim();
+            if t.starts_with('[') {
+                in_target = matches!(t, "[[test]]" | "[[bench]]" | "[[example]]" | "[[bin]]");
+                continue;
+            }
+            if !in_target {
+                continue;
+            }
+            if let Some(v) = t.strip_prefix("name").map(str::trim_start) {
+                if let Some(v) = v.strip_prefix('=') {
+                    let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
+                    names.push(v.to_string());
+                }
+            }
+        }
+    }
+    for sub in ["tests", "benches", "examples", "src/bin"] {
+        let Ok(rd) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".rs") {
+                names.push(stem.to_string());
+            } else if p.join("main.rs").is_file() {
+                names.push(name);
+            }
+        }
+    }
+    names
+        .into_iter()
+        .find(|n| n.replace('-', "_") == def.target)
+        .unwrap_or_else(|| def.target.to_string())
+}
+
+/// `p` made absolute against the current directory (a relative path in an environment
+/// variable means the same whichever directory the test binary later runs in).
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 fn fault_set(arg: &FaultsArg) -> FaultSet {
@@ -146,20 +210,28 @@ impl Scenario {
         if let Some(t) = def.virtual_timeout_ns {
             base.virtual_timeout = t;
         }
-        let regress_dir = match &env.regressions {
+        let target = cargo_target(def);
+        let root = match &env.regressions {
             RegressionsMode::Off => None,
-            RegressionsMode::Dir(Some(d)) => Some(regress::scenario_dir(d, &path)),
-            RegressionsMode::Dir(None) => Some(regress::scenario_dir(
-                &Path::new(def.manifest_dir).join("calametra-regressions"),
-                &path,
-            )),
+            RegressionsMode::Dir(Some(d)) => Some(absolute(d)),
+            RegressionsMode::Dir(None) => {
+                Some(Path::new(def.manifest_dir).join("calametra-regressions"))
+            }
         };
+        // One directory per test target: two targets never share (or replay) each other's cases.
+        let regress_dir = root
+            .as_ref()
+            .map(|r| regress::scenario_dir(&r.join(&target), &path));
+        // Before saved cases were kept per test target they sat directly under the root.
+        let legacy_dir = root.map(|r| regress::scenario_dir(&r, &path));
         Ok(Scenario {
             def,
             path,
+            target,
             base,
             env: env.clone(),
             regress_dir,
+            legacy_dir,
         })
     }
 
@@ -201,12 +273,7 @@ impl Scenario {
     }
 
     fn replay_command(&self, trial: &str) -> String {
-        format!(
-            "cargo test -p {} --test {} -- --exact {trial}{}",
-            self.def.package,
-            self.def.target,
-            if self.is_guest() { " --ignored" } else { "" }
-        )
+        report::replay_command(self.def.package, &self.target, trial, self.is_guest())
     }
 
     fn traces_dir(&self) -> PathBuf {
@@ -237,7 +304,7 @@ impl Scenario {
     fn owner(&self) -> Owner {
         Owner {
             package: self.def.package.into(),
-            target: self.def.target.into(),
+            target: self.target.clone(),
             scenario: self.path.clone(),
         }
     }
@@ -293,15 +360,24 @@ impl Scenario {
             &fin.lines,
             &self.path,
             self.def.package,
-            self.def.target,
+            &self.target,
             &shrunk.events,
             &hash,
             Some(&h.case.failure),
         )
         .map(|_| trace);
-        let regression = h.saved.clone().map(|s| match s {
-            Saved::Written(p) => p,
-        });
+        let regression = match &h.saved {
+            Ok(Saved::Written(p)) | Ok(Saved::Unchanged(p)) => Ok(p.display().to_string()),
+            Ok(Saved::KeptBetter { path, kept }) => Ok(format!(
+                "{} (it keeps a better case of this signature, {} found by {}; this run's {} are not saved)",
+                path.display(),
+                report::count(kept.events.len(), "event"),
+                kept.found_by,
+                report::count(shrunk.events.len(), "event"),
+            )),
+            Ok(Saved::Off) => Ok("not saved (CALAMETRA_REGRESSIONS=off)".to_string()),
+            Err(e) => Err(e.clone()),
+        };
         let note = match h.fails_differently() {
             Some(f) => format!("\nnote: the minimal run now fails differently: {f}\n"),
             None => String::new(),
@@ -332,6 +408,21 @@ impl Scenario {
             trace,
             replay: self.replay_command(&replay_trial),
         };
+        // One full screen per signature per test binary; the others say where it is.
+        if unexpected {
+            if let Some(first) = report::claim_screen(sig, trial) {
+                let case = match &screen.regression {
+                    Ok(r) => r.clone(),
+                    Err(e) => format!("not saved: {e}"),
+                };
+                let line = format!(
+                    "same failure as {first} (its screen above): {}; this trial's minimal run: {}; case: {case}",
+                    h.case.failure,
+                    report::count(shrunk.events.len(), "event"),
+                );
+                return (line, h);
+            }
+        }
         (format!("{}{note}", screen.render()), h)
     }
 
@@ -418,7 +509,14 @@ impl Scenario {
         if std::env::var_os("CALAMETRA_VERBOSE").is_some() {
             println!("{text}");
         }
-        // The case it saved, read back from disk and replayed, is the same run.
+        // An `expect` scenario's job is a saved case: one that could not be saved is a failure
+        // (saving turned off is not).
+        if let Err(e) = &handled.saved {
+            return Err(format!(
+                "found `{invariant}`, but its case could not be saved: {e}\n{text}"
+            ));
+        }
+        // The case kept for the signature, read back from disk and replayed, is byte-exact.
         chain::verify(runner, &self.base, &handled)
             .map_err(|e| format!("found `{invariant}`, but {e}\n{text}"))
     }
@@ -429,77 +527,101 @@ impl Scenario {
     }
 
     fn regression_with(&self, runner: &dyn Runner, path: &Path) -> Result<(), String> {
-        let reg = Regression::load(path).map_err(|e| e.to_string())?;
-        if reg.scenario != self.path {
-            return Err(format!(
-                "{}: field `scenario`: the file belongs to `{}`, not `{}`",
-                path.display(),
-                reg.scenario,
-                self.path
-            ));
-        }
-        let spec_now = self.base.spec.as_ref().map(|s| s.sha256().to_string());
-        if reg.spec_sha256 != spec_now {
-            return Err(format!(
-                "{}: field `spec_sha256`: the spec changed since this case was recorded ({:?} then, {:?} now); replay is only byte-exact against the same spec. Re-explore and delete the file if the case no longer applies.",
-                path.display(), reg.spec_sha256, spec_now
-            ));
-        }
-        let replayed = chain::compare(
-            runner,
-            &self.base,
-            &reg.events,
-            &reg.signature,
-            &reg.trace_hash,
-            true,
-        );
+        let reg = match Regression::load(path) {
+            Ok(r) => r,
+            Err(e) => {
+                note_state(path, &self.path, "unreadable", &e.to_string());
+                return Err(e.to_string());
+            }
+        };
         let trial = self.trial(&format!("regression::{}", reg.id));
-        let expected_here = self.def.expect.is_some() || self.env.strict;
-        match &replayed {
-            Replay::NoVerdict(e) => return Err(no_verdict(e.clone())),
-            Replay::Exact(_) if expected_here => return Ok(()),
-            Replay::Passes(_) if !expected_here => return Ok(()),
-            _ => {}
-        }
-        let Some(r) = replayed.run() else {
-            return Ok(());
-        };
-        if expected_here {
-            let what = match &replayed {
-                Replay::OtherHash(r) => format!(
-                    "it fails the same way ({}) but the trace hash differs",
-                    r.failure
-                        .as_ref()
-                        .map(|f| f.to_string())
-                        .unwrap_or_default()
+        let state = chain::check_case(runner, &self.base, &self.owner(), &reg, true);
+        let retire = format!(
+            "retire it with `calametra review --prune {}` (or delete {})",
+            state.word(),
+            path.display()
+        );
+        let (ok, detail) = match &state {
+            CaseState::Foreign(e) => (false, format!("{}: foreign case: {e}", path.display())),
+            CaseState::NoVerdict(e) => (false, no_verdict(e.clone())),
+            CaseState::Stale(why) => (
+                false,
+                format!(
+                    "stale: {why}\nThe saved case no longer describes this code, so its replay proves nothing (neither fixed nor failing).\nfile: {}\nevents: {}\nRe-explore to find the failure again if it still exists, then {retire}.",
+                    path.display(),
+                    reg.story
                 ),
-                Replay::Different(_, f) => format!("it now fails differently: {f}"),
-                _ => "it no longer fails".into(),
-            };
-            return Err(format!(
-                "replay of {} is not byte-exact: {what}\n  recorded: {}\n  replayed: {}\n  events: {}",
-                path.display(),
-                reg.trace_hash,
-                r.hash,
-                reg.story
-            ));
-        }
-        let Some(f) = &r.failure else { return Ok(()) };
-        let how = match &replayed {
-            Replay::Exact(_) => "reproduced byte-exactly".to_string(),
-            Replay::OtherHash(r) => format!(
-                "same signature, but the trace hash is {} (recorded {})",
-                r.hash, reg.trace_hash
             ),
-            _ => "a different failure now".to_string(),
+            CaseState::Fixed { run } => {
+                let text = format!(
+                    "fixed: every recorded event applied and the failure no longer happens ({})\nfile: {}\nevents: {}\ntrace hash now: {}\nKeep it as a regression test, or {retire}.",
+                    reg.failure,
+                    path.display(),
+                    reg.story,
+                    run.hash
+                );
+                // An `expect` scenario's case is its known bug, and strict replay demands the
+                // recorded run: for them a fixed case is a failed trial.
+                let expected_here = self.def.expect.is_some() || self.env.strict;
+                if !expected_here {
+                    eprintln!("calametra: {trial}: {}", text.replace('\n', "\n  "));
+                }
+                (!expected_here, text)
+            }
+            CaseState::Fails { exact: true, .. } if self.def.expect.is_some() || self.env.strict => {
+                (true, "fails as recorded, byte-exactly".to_string())
+            }
+            CaseState::Fails { exact, run } => {
+                let f = run.failure.clone();
+                let how = if *exact {
+                    "reproduced byte-exactly".to_string()
+                } else {
+                    format!(
+                        "same signature, but the trace hash is {} (recorded {}); replay is not byte-exact",
+                        run.hash, reg.trace_hash
+                    )
+                };
+                if let Some(f) = &f {
+                    report::note_failure(&f.signature(), &trial, &reg.events, f.is_model_gap());
+                }
+                (
+                    false,
+                    format!(
+                        "saved failure still fails ({how}): {}\nminimal events: {}\nfile: {}\nreplay: {}",
+                        reg.failure,
+                        reg.story,
+                        path.display(),
+                        self.replay_command(&trial)
+                    ),
+                )
+            }
+            CaseState::FailsDifferently { run, failure } => {
+                report::note_failure(
+                    &failure.signature(),
+                    &trial,
+                    &reg.events,
+                    failure.is_model_gap(),
+                );
+                (
+                    false,
+                    format!(
+                        "saved failure now fails differently: {failure}\n  recorded: {} ({})\n  replayed: {}\nminimal events: {}\nfile: {}\nreplay: {}",
+                        reg.failure,
+                        reg.trace_hash,
+                        run.hash,
+                        reg.story,
+                        path.display(),
+                        self.replay_command(&trial)
+                    ),
+                )
+            }
         };
-        report::note_failure(&f.signature(), &trial, &reg.events, f.is_model_gap());
-        Err(format!(
-            "saved failure still fails ({how}): {f}\nminimal events: {}\nfile: {}\nreplay: {}",
-            reg.story,
-            path.display(),
-            self.replay_command(&trial)
-        ))
+        note_state(path, &self.path, state.word(), &detail);
+        if ok {
+            Ok(())
+        } else {
+            Err(detail)
+        }
     }
 
     /// `CALAMETRA_REPLAY_FILE`: replays a regression file or a trace file byte-exactly.
@@ -529,6 +651,38 @@ impl Scenario {
     }
 }
 
+/// The states of the saved cases this binary replayed, for `calametra review`
+/// (`CALAMETRA_CASE_STATES=<file>`: one JSON object a line, written when the binary ends).
+static STATES: std::sync::Mutex<Vec<serde_json::Value>> = std::sync::Mutex::new(Vec::new());
+
+fn note_state(file: &Path, scenario: &str, state: &str, detail: &str) {
+    if let Ok(mut v) = STATES.lock() {
+        v.push(serde_json::json!({
+            "file": file.display().to_string(),
+            "scenario": scenario,
+            "state": state,
+            "detail": detail,
+        }));
+    }
+}
+
+/// Writes the states file, listing this binary's scenarios too (a saved case of a scenario
+/// not among them is unreferenced).
+fn write_states(path: &Path, scenarios: &[String]) -> Result<(), String> {
+    let mut out = String::new();
+    for s in scenarios {
+        out.push_str(&serde_json::json!({ "scenario_defined": s }).to_string());
+        out.push('\n');
+    }
+    if let Ok(v) = STATES.lock() {
+        for line in v.iter() {
+            out.push_str(&line.to_string());
+            out.push('\n');
+        }
+    }
+    regress::write_atomic(path, out.as_bytes()).map_err(|e| e.to_string())
+}
+
 /// A run that gave no verdict (DESIGN 9: `emulator_blocked`) is neither a pass nor a failure
 /// of the scenario; the trial reports it as not run to its end.
 fn no_verdict(reason: String) -> String {
@@ -552,18 +706,42 @@ fn trials_for(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
 
 fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
     let mut trials = Vec::new();
+    // Saved cases in the layout of an earlier version are not silently ignored.
+    if let (Some(old), Some(new)) = (&s.legacy_dir, &s.regress_dir) {
+        let cases = regress::list(old).map(|l| l.cases).unwrap_or_default();
+        if !cases.is_empty() && old != new {
+            let msg = format!(
+                "{} saved case(s) in {} are in the layout of an earlier Calametra version; saved cases now live per test target: move them to {} (for example `mkdir -p {} && git mv {}/*.json {}/`)",
+                cases.len(),
+                old.display(),
+                new.display(),
+                new.display(),
+                old.display(),
+                new.display()
+            );
+            trials.push(test_trial(s.trial("regression::(old layout)"), move || {
+                Err(msg.into())
+            }));
+        }
+    }
     // Saved failures first.
     if let Some(dir) = &s.regress_dir {
         match regress::list(dir) {
-            Ok(files) => {
-                for f in files {
+            Ok(listing) => {
+                for f in &listing.skipped {
+                    eprintln!(
+                        "calametra: skipped {}: not a saved case (a saved case is a regular file named <12 hex digits>.json)",
+                        f.display()
+                    );
+                }
+                for f in listing.cases {
                     let id = f
                         .file_stem()
                         .and_then(|n| n.to_str())
                         .unwrap_or("?")
                         .to_string();
                     let s2 = s.clone();
-                    trials.push(Trial::test(
+                    trials.push(test_trial(
                         s.trial(&format!("regression::{id}")),
                         move || s2.regression(&f),
                     ));
@@ -571,7 +749,7 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
             }
             Err(e) => {
                 let msg = e.to_string();
-                trials.push(Trial::test(s.trial("regression::(directory)"), move || {
+                trials.push(test_trial(s.trial("regression::(directory)"), move || {
                     Err(msg.into())
                 }));
             }
@@ -579,12 +757,10 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
     }
     if let Some(file) = s.env.replay_file.clone() {
         let s2 = s.clone();
-        trials.push(Trial::test(s.trial("replay"), move || {
-            s2.replay_file(&file)
-        }));
+        trials.push(test_trial(s.trial("replay"), move || s2.replay_file(&file)));
     }
     let s2 = s.clone();
-    trials.push(Trial::test(s.trial("baseline"), move || s2.baseline()));
+    trials.push(test_trial(s.trial("baseline"), move || s2.baseline()));
     let (sites, s) = match &s.def.func {
         Body::Sim(func) => {
             let disc = explore::discover(&s.base, func);
@@ -599,7 +775,7 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
             for p in requested {
                 if matches!(p, Probe::Site { .. }) {
                     let (s2, p2) = (s.clone(), p.clone());
-                    trials.push(Trial::test(s.trial(&p.trial_suffix()), move || {
+                    trials.push(test_trial(s.trial(&p.trial_suffix()), move || {
                         s2.probe(&p2)
                     }));
                 }
@@ -609,16 +785,14 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
     };
     if let Some(inv) = s.def.expect {
         let s2 = s.clone();
-        trials.push(Trial::test(s.trial(&format!("finds::{inv}")), move || {
+        trials.push(test_trial(s.trial(&format!("finds::{inv}")), move || {
             s2.finds(inv, &sites)
         }));
         return trials;
     }
     for p in sites.into_iter().chain(s.seed_probes()) {
         let s2 = s.clone();
-        trials.push(Trial::test(s.trial(&p.trial_suffix()), move || {
-            s2.probe(&p)
-        }));
+        trials.push(test_trial(s.trial(&p.trial_suffix()), move || s2.probe(&p)));
     }
     trials
 }
@@ -628,6 +802,8 @@ impl Scenario {
         Scenario {
             def: self.def,
             path: self.path.clone(),
+            target: self.target.clone(),
+            legacy_dir: self.legacy_dir.clone(),
             base: self.base.clone(),
             env: self.env.clone(),
             regress_dir: self.regress_dir.clone(),
@@ -640,6 +816,38 @@ pub fn scenarios() -> Vec<&'static ScenarioDef> {
     let mut v: Vec<&'static ScenarioDef> = inventory::iter::<ScenarioDef>.into_iter().collect();
     v.sort_by_key(|d| d.path());
     v
+}
+
+/// A libtest-mimic trial whose failure message also reaches nextest: nextest runs one trial a
+/// process and reads a failure's description from an `Error: ` line on standard error (what a
+/// `main` returning `Err` prints), for its JUnit `<failure message>` and libtest-json output.
+fn test_trial(
+    name: impl Into<String>,
+    f: impl FnOnce() -> Result<(), Failed> + Send + 'static,
+) -> Trial {
+    Trial::test(name, move || {
+        let r = f();
+        if let Err(e) = &r {
+            if std::env::var_os("NEXTEST").is_some() {
+                eprintln!("Error: {}", e.message().unwrap_or("failed"));
+            }
+        }
+        r
+    })
+}
+
+/// A failing trial for `--exact <scenario>::regression::<id>` when no such saved case exists.
+fn missing_case(s: &Scenario, name: &str, id: &str) -> Trial {
+    let msg = match &s.regress_dir {
+        Some(d) => format!(
+            "no saved case `{id}`: {} does not exist (is it committed in this checkout? `calametra review` lists the saved cases)",
+            d.join(format!("{id}.json")).display()
+        ),
+        None => format!(
+            "no saved case `{id}`: saved cases are off (CALAMETRA_REGRESSIONS=off)"
+        ),
+    };
+    test_trial(name, move || Err(msg.into()))
 }
 
 /// The harness's main: builds the trials of every scenario in this binary and runs them with
@@ -667,10 +875,14 @@ pub fn main() {
     }
     let mut trials = Vec::new();
     let mut guests = 0usize;
+    // Where a trial asked for by its exact name would come from, if none is made.
+    let mut missing: Option<Trial> = None;
+    let mut defined = Vec::new();
     for def in defs {
         if only.as_ref().is_some_and(|o| *o != def.path()) {
             continue;
         }
+        defined.push(def.path());
         // A trial asked for by its exact name, which listing may not make by itself.
         let requested: Vec<Probe> = match (&args.filter, args.exact) {
             (Some(f), true) => f
@@ -684,21 +896,47 @@ pub fn main() {
             guests += 1;
         }
         match Scenario::new(def, &env) {
-            Ok(s) => trials.extend(trials_for(Arc::new(s), &requested)),
+            Ok(s) => {
+                if let (Some(f), true) = (&args.filter, args.exact) {
+                    if let Some(id) = f.strip_prefix(&format!("{}::regression::", s.path)) {
+                        missing = Some(missing_case(&s, f, id));
+                    }
+                }
+                trials.extend(trials_for(Arc::new(s), &requested));
+            }
             Err(e) => {
                 let path = def.path();
-                trials.push(Trial::test(format!("{path}::baseline"), move || {
+                trials.push(test_trial(format!("{path}::baseline"), move || {
                     Err(e.into())
                 }));
             }
         }
     }
+    // `--exact path::regression::<id>` for a case not in this checkout must not pass having
+    // run nothing (a replay command pasted from a CI log).
+    if let (Some(m), Some(f)) = (missing, &args.filter) {
+        if !trials.iter().any(|t| t.name() == f) {
+            trials.push(m);
+        }
+    }
+    let json = matches!(args.format, Some(libtest_mimic::FormatSetting::Json));
     if guests > 0 && !args.ignored && !args.include_ignored && !args.list {
         eprintln!("calametra: {guests} guest scenario(s) ignored: {GUEST_IGNORED}");
     }
     let conclusion = libtest_mimic::run(&args, trials);
     if let Some(s) = report::summary() {
-        println!("{s}");
+        // With `--format json`, standard output is JSON only.
+        if json {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    }
+    if let Some(path) = &env.states_file {
+        if let Err(e) = write_states(path, &defined) {
+            eprintln!("calametra: CALAMETRA_CASE_STATES: {e}");
+            std::process::exit(2);
+        }
     }
     conclusion.exit();
 }

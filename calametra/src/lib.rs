@@ -82,6 +82,8 @@ pub use calametra_macros::scenario;
 pub mod cli;
 #[cfg(feature = "cli")]
 mod cli_models;
+#[cfg(feature = "cli")]
+mod review;
 pub mod export;
 pub mod harness;
 pub mod report;

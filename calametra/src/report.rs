@@ -28,8 +28,9 @@ pub struct Screen<'a> {
     pub lines: &'a [String],
     /// The minimal run's trace hash.
     pub hash: &'a str,
-    /// The regression file written (or why none was).
-    pub regression: Result<PathBuf, String>,
+    /// Where the signature's saved case is (the file, or that a better case is kept and
+    /// where), or why it could not be saved.
+    pub regression: Result<String, String>,
     /// The full trace written (or why none was).
     pub trace: Result<PathBuf, String>,
     /// The command that replays it.
@@ -51,7 +52,12 @@ impl Screen<'_> {
         if let Some(l) = &self.seed_line {
             s.push_str(&format!("{l}\n"));
         }
-        s.push_str(&format!("delta {} events\n", self.chain));
+        let noun = if self.events.len() == 1 {
+            "event"
+        } else {
+            "events"
+        };
+        s.push_str(&format!("delta {} {noun}\n", self.chain));
         s.push_str(&format!("minimal events: {}\n", story(self.events)));
         let records = parse_kept(self.lines);
         for (i, e) in self.events.iter().enumerate() {
@@ -63,7 +69,7 @@ impl Screen<'_> {
         }
         s.push_str(&format!("trace hash: {}\n", self.hash));
         match &self.regression {
-            Ok(p) => s.push_str(&format!("regression: {}\n", p.display())),
+            Ok(p) => s.push_str(&format!("regression: {p}\n")),
             Err(e) => {
                 s.push_str(&format!("regression: NOT WRITTEN: {e}\n"));
                 if let Some(j) = &self.regression_json {
@@ -79,6 +85,47 @@ impl Screen<'_> {
         s.push_str(&format!("replay:     {}\n", self.replay));
         s
     }
+}
+
+/// `n` and a noun in correct English: `1 event`, `3 events`.
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// `s` as one shell word: as it is when it has only characters no shell treats specially,
+/// else in single quotes (a `'` inside written `'\''`). Trial names hold `#` and `>`
+/// (`site::ctrl.get_status#3::stall`, `flip.pending->shown#1`), which a shell would take as a
+/// comment and a redirection.
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'_' | b'-' | b'.' | b'/' | b':' | b'=' | b',' | b'@' | b'%' | b'+'
+                )
+        });
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The command that runs `trial` of `package`'s test target `target`, every word quoted for a
+/// shell; guest trials are ignored by default, so theirs asks for ignored trials.
+pub fn replay_command(package: &str, target: &str, trial: &str, guest: bool) -> String {
+    format!(
+        "cargo test -p {} --test {} -- --exact {}{}",
+        shell_quote(package),
+        shell_quote(target),
+        shell_quote(trial),
+        if guest { " --ignored" } else { "" }
+    )
 }
 
 /// What was in flight when an external fired, from its trace record.
@@ -100,6 +147,24 @@ fn context(e: &Event, records: &[Record]) -> String {
         format!(" (step {point})")
     } else {
         format!(" (step {point}, while {} in flight)", sites.join(", "))
+    }
+}
+
+/// The trial whose screen shows each signature in this test binary.
+static SCREENS: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+
+/// Claims the full screen of `signature` for `trial`: `None` when it is the first to fail with
+/// that signature in this binary (it prints the screen), else the trial that has it (this one
+/// prints one line).
+pub fn claim_screen(signature: &str, trial: &str) -> Option<String> {
+    let mut m = SCREENS.lock().ok()?;
+    match m.get(signature) {
+        Some(first) if first != trial => Some(first.clone()),
+        Some(_) => None,
+        None => {
+            m.insert(signature.to_string(), trial.to_string());
+            None
+        }
     }
 }
 
@@ -143,13 +208,14 @@ pub fn summary() -> Option<String> {
     if m.is_empty() {
         return None;
     }
-    let mut s = format!("\ncalametra: {} failure signature(s)\n", m.len());
+    let mut s = format!("\ncalametra: {}\n", count(m.len(), "failure signature"));
     for (sig, e) in m.iter() {
         let tag = if e.model_gap { " [model gap]" } else { "" };
         s.push_str(&format!("  {sig}{tag}\n"));
         s.push_str(&format!(
-            "    shortest run: {} events: {}\n",
-            e.shortest, e.story
+            "    shortest run: {}: {}\n",
+            count(e.shortest, "event"),
+            e.story
         ));
         s.push_str(&format!(
             "    trials ({}): {}\n",

@@ -228,7 +228,7 @@ fn a_planted_bug_is_found_minimized_saved_and_replayed() {
     assert!(out.contains("found by:  ") && out.contains(&trial));
 
     // The regression file: written, read back, exactly the 1-minimal events.
-    let dir = regs.join("status_long");
+    let dir = regs.join("planted").join("status_long");
     let files = regression_files(&dir);
     assert_eq!(files.len(), 1, "one signature, one file: {files:?}");
     let v: serde_json::Value =
@@ -331,7 +331,7 @@ fn two_processes_writing_the_same_regression_leave_one_complete_file() {
             let _ = k.wait();
         }
     }
-    let dir = regs.join("status_long");
+    let dir = regs.join("planted").join("status_long");
     let all: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
@@ -411,7 +411,7 @@ fn a_process_killed_mid_write_leaves_no_partial_regression_file() {
         let _ = child.kill();
         let _ = child.wait();
     }
-    let dir = regs.join("status_long");
+    let dir = regs.join("planted").join("status_long");
     for p in regression_files(&dir) {
         let text = std::fs::read_to_string(&p).unwrap();
         let v: Result<serde_json::Value, _> = serde_json::from_str(&text);

@@ -305,6 +305,24 @@ pub fn scenario(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
+/// The attribute put on the scenario function so that rust-analyzer offers a "Run Test" button
+/// for it. rust-analyzer decides a function is a test from the text of its attributes after
+/// expansion, not from what they resolve to (`crates/hir-def/src/attrs.rs`, `AttrFlags::IS_TEST`;
+/// `runnable_fn` in `crates/ide/src/runnables.rs` then asks `hir::Function::is_test`). Its test
+/// path is the function's path in the crate (`m::name`), which is `ScenarioDef::path`, and the
+/// harness runs every trial of a scenario for `--exact <that path>`.
+///
+/// For rustc this is an inert tool attribute in the `rust_analyzer` tool namespace: no code, no
+/// lint, the function is untouched (a real `#[test]` would remove it from a `harness = false`
+/// target, and `cfg_attr(rust_analyzer, test)` trips `unexpected_cfgs` in the user's crate).
+/// The long path is the one every rust-analyzer matches: up to late 2025 it compared the last
+/// four segments with `core::prelude::v1::test` (so `rust_analyzer::test` is not a test for the
+/// rust-analyzer of Rust 1.86); since, the last segment `test`, then `prelude`, then `core`.
+/// Checked with the rust-analyzer of Rust 1.86, 1.95 and 1.100 (scripts/ide-runnables.sh).
+fn ide_test_marker() -> TokenStream2 {
+    quote!(#[rust_analyzer::core::prelude::v1::test])
+}
+
 fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let args: Args = syn::parse2(attr)?;
     let p = parse_args(args)?;
@@ -358,7 +376,9 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         },
         None => quote!(::calametra::__private::Body::Sim(#name)),
     };
+    let marker = ide_test_marker();
     Ok(quote! {
+        #marker
         #f
 
         ::calametra::__private::inventory::submit! {
@@ -380,4 +400,25 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scenario function keeps its name and gets the attribute rust-analyzer takes for a test
+    /// (scripts/ide-runnables.sh checks the run button itself, with the real rust-analyzer).
+    #[test]
+    fn the_scenario_function_is_marked_for_rust_analyzer() {
+        let out = expand(
+            quote!(schedules = 2),
+            quote!(
+                fn probe(sim: &mut Sim) {}
+            ),
+        )
+        .unwrap()
+        .to_string();
+        let marked = quote!(#[rust_analyzer::core::prelude::v1::test] fn probe).to_string();
+        assert!(out.starts_with(&marked), "{out}");
+    }
 }

@@ -6,8 +6,9 @@
 # Debian's chromium (scripts/install-chromium.sh); builds the Linux 6.1 guest with its trigger6
 # DRM module (guest/build.sh) and the lockstep QEMU (calametra-qemu/qemu/build.sh), each cached
 # under target/. Then: the determinism lints, every workspace test under nextest, the doctests,
-# the tests that need QEMU or chromium (--ignored), the hardware builds of the example drivers,
-# and a bounded smoke run of every fuzz target.
+# the tests that need QEMU or chromium (--ignored), rust-analyzer's run button for a scenario
+# (scripts/ide-runnables.sh), the hardware builds of the example drivers, and a bounded smoke run
+# of every fuzz target.
 #
 # CALAMETRA_SKIP_SYSTEM=1 runs only what needs the Rust toolchain alone.
 set -euo pipefail
@@ -44,6 +45,12 @@ if [ $system = 1 ]; then
   # on a retry is reported FLAKY by nextest, not hidden.
   step "tests that need QEMU, the guest or chromium (nextest --run-ignored ignored-only)"
   cargo nextest run --workspace --run-ignored ignored-only --test-threads 1 --retries 2 --no-fail-fast
+
+  # rust-analyzer (rustup's component, installed here when absent) must offer a "Run Test"
+  # button for each #[calametra::scenario] function, and its command must run the trials.
+  step "scripts/ide-runnables.sh (rust-analyzer's run button for a scenario runs its trials)"
+  rust-analyzer --version >/dev/null 2>&1 || rustup component add rust-analyzer
+  bash scripts/ide-runnables.sh
 fi
 
 step "hardware builds of the example drivers (nusb)"

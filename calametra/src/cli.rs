@@ -24,6 +24,8 @@ usage:
   calametra review [--package P] [--prune STATE,..]
                                              the workspace's saved cases: fails, fixed, stale, foreign,
                                              unreferenced; --prune fixed,stale deletes those
+  calametra sweep-report SUMMARY.json.. [--out MERGED.json]
+                                             merge sweep partitions' summaries into one report
   calametra export FILE (--chrome OUT.json | --html OUT.html)
                                              a Perfetto/Chrome trace or a self-contained HTML timeline
   calametra compare --capture CAPTURE --spec SPEC [--device BUS:ADDR] [--no-hotplug]
@@ -57,6 +59,7 @@ pub fn run(args: &[String]) -> Result<(), CliError> {
         "show" => show(rest),
         "export" => export_cmd(rest),
         "review" => crate::review::review(rest),
+        "sweep-report" => sweep_report(rest),
         "compare" => crate::cli_models::compare(rest),
         "qemu" => crate::cli_models::qemu(rest),
         "-h" | "--help" | "help" => {
@@ -224,6 +227,31 @@ fn replay_target(file: &Path) -> Result<(String, String, String), CliError> {
         })
     };
     Ok((get("scenario")?, get("package")?, get("target")?))
+}
+
+/// `calametra sweep-report A.json B.json [--out M.json]`: merges the summaries that the
+/// partitions of one sweep wrote (`CALAMETRA_SWEEP_PARTITION=k/n`) and prints the report.
+fn sweep_report(args: &[String]) -> Result<(), CliError> {
+    use calametra_core::sweep::{merge, Summary};
+    let o = parse_opts(args, &["out"])?;
+    if o.positional.is_empty() {
+        return Err(usage("sweep-report needs one or more SUMMARY.json files"));
+    }
+    let mut parts = Vec::new();
+    for f in &o.positional {
+        let p = Path::new(f);
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| fail(format!("{}: cannot read: {e}", p.display())))?;
+        parts.push(Summary::parse(p, &text).map_err(|e| fail(e.to_string()))?);
+    }
+    let merged = merge(parts).map_err(fail)?;
+    print!("{}", merged.report());
+    if let Some(out) = o.named.get("out") {
+        calametra_core::regress::write_atomic(Path::new(out), merged.to_json().as_bytes())
+            .map_err(|e| fail(e.to_string()))?;
+        println!("merged summary: {out}");
+    }
+    Ok(())
 }
 
 fn kind_counts(r: &[Record]) -> BTreeMap<String, usize> {

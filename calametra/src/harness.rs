@@ -14,6 +14,7 @@
 
 use crate::__private::{Body, FaultsArg, ScenarioDef};
 use crate::report::{self, Screen};
+use crate::sweep;
 use calametra_core::chain::{self, CaseState, Found, Handled, Owner};
 use calametra_core::choices::Event;
 use calametra_core::explore::{self, InProcess, Probe, Runner};
@@ -21,6 +22,7 @@ use calametra_core::fault::{FaultKind, FaultPlan, FaultSet};
 use calametra_core::regress::{self, Regression, Saved, Store};
 use calametra_core::sim::{Failure, RunConfig, RunResult};
 use calametra_core::spec::Spec;
+use calametra_core::sweep::{Budget, Partition, ScenarioSweep, Summary};
 use calametra_core::trace::{first_divergence, parse_kept, render_divergence};
 use calametra_core::tracefile::load_replayable;
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -47,6 +49,19 @@ struct Env {
     replay_file: Option<PathBuf>,
     /// `CALAMETRA_CASE_STATES`: where to write the states of the saved cases replayed.
     states_file: Option<PathBuf>,
+    /// `CALAMETRA_SWEEP` and its companions.
+    sweep: Option<SweepEnv>,
+}
+
+/// A sweep asked for: `CALAMETRA_SWEEP=<budget>`, `CALAMETRA_SWEEP_PARTITION=k/n`,
+/// `CALAMETRA_SWEEP_THREADS=N`, `CALAMETRA_SWEEP_SUMMARY=<file>`.
+#[derive(Clone, Debug)]
+struct SweepEnv {
+    budget: Budget,
+    budget_text: String,
+    partition: Partition,
+    threads: usize,
+    summary: Option<PathBuf>,
 }
 
 fn parse_u64(s: &str) -> Option<u64> {
@@ -88,6 +103,30 @@ impl Env {
             strict,
             replay_file: var("CALAMETRA_REPLAY_FILE").map(PathBuf::from),
             states_file: var("CALAMETRA_CASE_STATES").map(|p| absolute(Path::new(&p))),
+            sweep: match var("CALAMETRA_SWEEP") {
+                None => None,
+                Some(b) => Some(SweepEnv {
+                    budget: Budget::parse(&b).map_err(|e| format!("CALAMETRA_SWEEP={e}"))?,
+                    budget_text: b.trim().to_string(),
+                    partition: match var("CALAMETRA_SWEEP_PARTITION") {
+                        Some(p) => Partition::parse(&p)
+                            .map_err(|e| format!("CALAMETRA_SWEEP_PARTITION={e}"))?,
+                        None => Partition::default(),
+                    },
+                    threads: match var("CALAMETRA_SWEEP_THREADS") {
+                        Some(t) => t
+                            .trim()
+                            .parse::<usize>()
+                            .ok()
+                            .filter(|&n| (1..=1024).contains(&n))
+                            .ok_or_else(|| {
+                                format!("CALAMETRA_SWEEP_THREADS=`{t}`: expected a number of threads from 1 to 1024")
+                            })?,
+                        None => sweep::default_threads(),
+                    },
+                    summary: var("CALAMETRA_SWEEP_SUMMARY").map(|p| absolute(Path::new(&p))),
+                }),
+            },
         })
     }
 }
@@ -160,6 +199,21 @@ fn cargo_target(def: &ScenarioDef) -> String {
         .into_iter()
         .find(|n| n.replace('-', "_") == def.target)
         .unwrap_or_else(|| def.target.to_string())
+}
+
+/// The Cargo target directory the test binary was built in: `CARGO_TARGET_DIR` (made
+/// absolute), else the ancestor of the binary that cargo marks with `CACHEDIR.TAG`, else
+/// `<crate>/target`.
+fn target_dir(def: &ScenarioDef) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(|d| absolute(Path::new(&d)))
+        .or_else(|| {
+            let exe = std::env::current_exe().ok()?;
+            exe.ancestors()
+                .find(|a| a.join("CACHEDIR.TAG").is_file())
+                .map(Path::to_path_buf)
+        })
+        .unwrap_or_else(|| Path::new(def.manifest_dir).join("target"))
 }
 
 /// `p` made absolute against the current directory (a relative path in an environment
@@ -277,18 +331,82 @@ impl Scenario {
     }
 
     fn traces_dir(&self) -> PathBuf {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .or_else(|| {
-                // The test binary lives somewhere under the target directory, which cargo
-                // marks with CACHEDIR.TAG.
-                let exe = std::env::current_exe().ok()?;
-                exe.ancestors()
-                    .find(|a| a.join("CACHEDIR.TAG").is_file())
-                    .map(Path::to_path_buf)
-            })
-            .unwrap_or_else(|| Path::new(self.def.manifest_dir).join("target"));
-        regress::scenario_dir(&target.join("calametra").join("traces"), &self.path)
+        regress::scenario_dir(
+            &target_dir(self.def).join("calametra").join("traces"),
+            &self.path,
+        )
+    }
+
+    /// `path::sweep`: seeded runs for the budget on every core; each signature's kept run (the
+    /// shortest, the smaller seed on ties) goes through the failure chain and is saved like
+    /// any other case. Fails when a failure other than an `expect` scenario's was met.
+    fn sweep(&self, sweep: &SweepEnv, stop: sweep::Stop) -> Result<(), Failed> {
+        let Body::Sim(func) = &self.def.func else {
+            return Err("guest scenarios are not swept (a guest run takes seconds)".into());
+        };
+        let job = sweep::Job {
+            path: &self.path,
+            func: *func,
+            base: &self.base,
+            base_seed: self.env.base_seed,
+        };
+        let (tally, wall) = sweep::run(&job, stop, sweep.partition, sweep.threads);
+        let mut screens = Vec::new();
+        let mut unexpected = 0;
+        let runner = InProcess(func);
+        for g in tally.signatures.values() {
+            let Some(seed) = g
+                .seed
+                .strip_prefix("0x")
+                .and_then(|h| u64::from_str_radix(h, 16).ok())
+            else {
+                continue;
+            };
+            let probe = Probe::Seed(seed);
+            let Ok(r) = runner.run(probe.config(&self.base)) else {
+                continue;
+            };
+            let Some(f) = &r.failure else { continue };
+            let expected = self.def.expect.is_some_and(|e| f.invariant() == Some(e));
+            if !expected {
+                unexpected += 1;
+            }
+            let trial = self.trial(&probe.trial_suffix());
+            let (text, _) = self.report_as(&runner, &trial, Some(&probe), &r, f, !expected);
+            screens.push(text);
+        }
+        if let Ok(mut v) = SWEPT.lock() {
+            v.push((
+                calametra_core::sweep::ScenarioSweep {
+                    scenario: self.path.clone(),
+                    tally: tally.clone(),
+                },
+                wall,
+            ));
+        }
+        if let Some(inv) = self.def.expect {
+            if !tally
+                .signatures
+                .values()
+                .any(|g| g.failure.starts_with(&format!("invariant `{inv}` broke")))
+            {
+                return Err(format!(
+                    "the sweep ({} runs) did not break invariant `{inv}`",
+                    tally.runs
+                )
+                .into());
+            }
+        }
+        if unexpected == 0 {
+            return Ok(());
+        }
+        Err(format!(
+            "the sweep met {} in {} runs:\n{}",
+            report::count(unexpected, "failure signature"),
+            tally.runs,
+            screens.join("\n")
+        )
+        .into())
     }
 
     /// Replays events and returns the run (with its trace kept when asked).
@@ -651,6 +769,81 @@ impl Scenario {
     }
 }
 
+/// The scenarios this binary swept, with the wall time each took.
+static SWEPT: std::sync::Mutex<Vec<(ScenarioSweep, std::time::Duration)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The sweep's trials: one `path::sweep` per in-process scenario, run one at a time (each
+/// uses every core), sharing the budget.
+fn sweep_trials(
+    defs: &[&'static ScenarioDef],
+    env: &Env,
+    sw: &SweepEnv,
+    args: &Arguments,
+) -> Vec<Trial> {
+    let selected: Vec<&&'static ScenarioDef> = defs
+        .iter()
+        .filter(|d| matches!(d.func, Body::Sim(_)))
+        .filter(|d| {
+            let name = format!("{}::sweep", d.path());
+            match (&args.filter, args.exact) {
+                (None, _) => true,
+                (Some(f), true) => *f == name || *f == d.path(),
+                (Some(f), false) => name.contains(f.as_str()),
+            }
+        })
+        .collect();
+    let stop = sweep::Stop::share(sw.budget, selected.len());
+    let mut trials = Vec::new();
+    for def in defs {
+        let name = format!("{}::sweep", def.path());
+        if matches!(def.func, Body::Guest(_)) {
+            continue;
+        }
+        match Scenario::new(def, env) {
+            Ok(s) => {
+                let sw = sw.clone();
+                trials.push(test_trial(name, move || s.sweep(&sw, stop)));
+            }
+            Err(e) => trials.push(test_trial(name, move || Err(e.into()))),
+        }
+    }
+    trials
+}
+
+/// Writes this binary's sweep summary and returns the closing report.
+fn finish_sweep(def: Option<&ScenarioDef>, env: &Env, sw: &SweepEnv) -> Result<String, String> {
+    let Some(def) = def else {
+        return Ok(String::new());
+    };
+    let mut swept = SWEPT.lock().map(|v| v.clone()).unwrap_or_default();
+    swept.sort_by(|a, b| a.0.scenario.cmp(&b.0.scenario));
+    let target = cargo_target(def);
+    let summary = Summary {
+        format: calametra_core::sweep::FORMAT.into(),
+        version: calametra_core::sweep::VERSION,
+        package: def.package.into(),
+        target: target.clone(),
+        base_seed: format!("{:#x}", env.base_seed),
+        partitions: vec![sw.partition.to_string()],
+        budget: sw.budget_text.clone(),
+        wall_s: swept.iter().map(|(_, d)| d.as_secs_f64()).sum(),
+        threads: sw.threads as u64,
+        scenarios: swept.into_iter().map(|(s, _)| s).collect(),
+    };
+    let path = sw.summary.clone().unwrap_or_else(|| {
+        target_dir(def)
+            .join("calametra")
+            .join("sweeps")
+            .join(format!(
+                "{}-{}-{}of{}.json",
+                def.package, target, sw.partition.k, sw.partition.n
+            ))
+    });
+    regress::write_atomic(&path, summary.to_json().as_bytes()).map_err(|e| e.to_string())?;
+    Ok(format!("{}summary: {}\n", summary.report(), path.display()))
+}
+
 /// The states of the saved cases this binary replayed, for `calametra review`
 /// (`CALAMETRA_CASE_STATES=<file>`: one JSON object a line, written when the binary ends).
 static STATES: std::sync::Mutex<Vec<serde_json::Value>> = std::sync::Mutex::new(Vec::new());
@@ -862,6 +1055,24 @@ pub fn main() {
         }
     };
     let defs = scenarios();
+    if let Some(sw) = env.sweep.clone() {
+        // One scenario's sweep at a time: each uses every core.
+        args.test_threads = Some(1);
+        let trials = sweep_trials(&defs, &env, &sw, &args);
+        let json = matches!(args.format, Some(libtest_mimic::FormatSetting::Json));
+        let conclusion = libtest_mimic::run(&args, trials);
+        if !args.list {
+            match finish_sweep(defs.first().copied(), &env, &sw) {
+                Ok(r) if json => eprint!("{r}"),
+                Ok(r) => print!("{r}"),
+                Err(e) => {
+                    eprintln!("calametra: the sweep summary: {e}");
+                    std::process::exit(2);
+                }
+            }
+        }
+        conclusion.exit();
+    }
     // `--exact path::scenario` (what IDEs send for a function) runs all of its trials.
     let mut only: Option<String> = None;
     if args.exact {

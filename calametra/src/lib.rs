@@ -82,11 +82,12 @@ pub use calametra_macros::scenario;
 pub mod cli;
 #[cfg(feature = "cli")]
 mod cli_models;
-#[cfg(feature = "cli")]
-mod review;
 pub mod export;
 pub mod harness;
 pub mod report;
+#[cfg(feature = "cli")]
+mod review;
+pub mod sweep;
 
 /// Everything a scenario usually needs.
 pub mod prelude {

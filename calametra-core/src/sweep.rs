@@ -1,0 +1,464 @@
+//! Sweeps: seeded runs of a scenario for a budget, spread over cores and machines.
+//!
+//! This module holds what a sweep decides and keeps, as pure functions: which seeds a
+//! partition draws ([`Partition`], disjoint shares of one sequence of seeds), how failures are
+//! grouped (by signature, the shortest run kept, the smaller seed on ties: [`Tally`]), and the
+//! summary a partition writes and the `calametra` tool merges ([`Summary`], [`merge`]). The
+//! driver that spends the budget on threads lives in the facade (`calametra::sweep`); nothing
+//! here reads the wall clock or spawns a thread.
+
+use crate::choices::derive_seed;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+/// The format tag of a sweep summary.
+pub const FORMAT: &str = "calametra.sweep";
+/// The summary version this build reads and writes.
+pub const VERSION: u64 = 1;
+
+/// Which share of a sweep's seeds this process draws: the `k`th of `n` (1-based), so `n`
+/// machines with `k = 1..=n` draw disjoint shares whose union is an unpartitioned sweep's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partition {
+    /// This share, 1-based.
+    pub k: u64,
+    /// How many shares.
+    pub n: u64,
+}
+
+impl Default for Partition {
+    fn default() -> Self {
+        Partition { k: 1, n: 1 }
+    }
+}
+
+impl Partition {
+    /// Reads `k/n` (`CALAMETRA_SWEEP_PARTITION=2/4`).
+    pub fn parse(s: &str) -> Result<Partition, String> {
+        let bad = || format!("`{s}`: expected k/n with 1 <= k <= n, e.g. 2/4");
+        let (k, n) = s.trim().split_once('/').ok_or_else(bad)?;
+        let k: u64 = k.trim().parse().map_err(|_| bad())?;
+        let n: u64 = n.trim().parse().map_err(|_| bad())?;
+        if k == 0 || n == 0 || k > n {
+            return Err(bad());
+        }
+        Ok(Partition { k, n })
+    }
+
+    /// The index in the sweep's sequence of this share's `j`th run.
+    pub fn index(&self, j: u64) -> u64 {
+        j.saturating_mul(self.n).saturating_add(self.k - 1)
+    }
+}
+
+impl fmt::Display for Partition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.k, self.n)
+    }
+}
+
+/// The seed of the sweep's `index`th run of `scenario`: the same sequence as the scenario's
+/// `seed::` trials (its first `schedules` runs are those trials' seeds), so a sweep extends them.
+pub fn seed_at(base: u64, scenario: &str, index: u64) -> u64 {
+    derive_seed(base, scenario, index)
+}
+
+/// One failure signature a sweep met.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    /// The failure as printed by its kept run.
+    pub failure: String,
+    /// The kept run's seed (the shortest run; the smaller seed on ties).
+    pub seed: String,
+    /// Events of the kept run (before minimization).
+    pub events: u64,
+    /// Runs that failed with this signature.
+    pub runs: u64,
+    /// Whether it is a model gap.
+    #[serde(default)]
+    pub model_gap: bool,
+}
+
+/// What a sweep of one scenario counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    /// Runs made.
+    pub runs: u64,
+    /// Runs that gave no verdict.
+    #[serde(default)]
+    pub no_verdict: u64,
+    /// Failures by signature.
+    pub signatures: BTreeMap<String, Group>,
+    /// Coverage marks: how many runs reached each.
+    pub marks: BTreeMap<String, u64>,
+    /// The marks the scenario declares (so a mark never reached shows).
+    #[serde(default)]
+    pub declared_marks: Vec<String>,
+}
+
+fn seed_value(s: &str) -> u64 {
+    s.strip_prefix("0x")
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .unwrap_or(u64::MAX)
+}
+
+impl Tally {
+    /// Counts one run: its failure (signature, printed failure, events, model gap) and marks.
+    pub fn add(
+        &mut self,
+        seed: u64,
+        failure: Option<(String, String, u64, bool)>,
+        marks: impl IntoIterator<Item = String>,
+    ) {
+        self.runs += 1;
+        for m in marks {
+            *self.marks.entry(m).or_insert(0) += 1;
+        }
+        if let Some((sig, text, events, model_gap)) = failure {
+            self.add_group(
+                sig,
+                Group {
+                    failure: text,
+                    seed: format!("{seed:#x}"),
+                    events,
+                    runs: 1,
+                    model_gap,
+                },
+            );
+        }
+    }
+
+    fn add_group(&mut self, sig: String, g: Group) {
+        match self.signatures.get_mut(&sig) {
+            None => {
+                self.signatures.insert(sig, g);
+            }
+            Some(e) => {
+                let runs = e.runs + g.runs;
+                if (g.events, seed_value(&g.seed)) < (e.events, seed_value(&e.seed)) {
+                    *e = g;
+                }
+                e.runs = runs;
+            }
+        }
+    }
+
+    /// Adds another tally of the same scenario (another thread's or partition's).
+    pub fn absorb(&mut self, other: Tally) {
+        self.runs += other.runs;
+        self.no_verdict += other.no_verdict;
+        for (m, n) in other.marks {
+            *self.marks.entry(m).or_insert(0) += n;
+        }
+        for (sig, g) in other.signatures {
+            self.add_group(sig, g);
+        }
+        for m in other.declared_marks {
+            if !self.declared_marks.contains(&m) {
+                self.declared_marks.push(m);
+            }
+        }
+        self.declared_marks.sort();
+    }
+
+    /// Declared marks no run reached.
+    pub fn never_reached(&self) -> Vec<&str> {
+        self.declared_marks
+            .iter()
+            .filter(|m| !self.marks.contains_key(*m))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// One scenario's part of a summary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScenarioSweep {
+    /// The scenario path.
+    pub scenario: String,
+    /// Its counts.
+    pub tally: Tally,
+}
+
+/// What a sweep (one partition of it) writes: `target/calametra/sweeps/*.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// Always [`VERSION`].
+    pub version: u64,
+    /// The Cargo package.
+    pub package: String,
+    /// The test target.
+    pub target: String,
+    /// The base seed (`CALAMETRA_SEED`).
+    pub base_seed: String,
+    /// The partitions this summary covers (one, or several once merged), as `k/n`.
+    pub partitions: Vec<String>,
+    /// The budget as given (`10m`, `2000`).
+    pub budget: String,
+    /// Wall-clock seconds spent (host time, for people; never compared).
+    pub wall_s: f64,
+    /// Worker threads (summed over merged partitions).
+    pub threads: u64,
+    /// Per scenario, sorted by path.
+    pub scenarios: Vec<ScenarioSweep>,
+}
+
+impl Summary {
+    /// Total runs.
+    pub fn runs(&self) -> u64 {
+        self.scenarios.iter().map(|s| s.tally.runs).sum()
+    }
+
+    /// Pretty JSON with a trailing newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    /// Parses a summary; errors name the file and field.
+    pub fn parse(path: &Path, text: &str) -> Result<Summary, crate::Error> {
+        let err = |field: &str, message: String| crate::Error::File {
+            path: path.to_path_buf(),
+            field: field.into(),
+            message,
+        };
+        let v: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| err("(document)", format!("not valid JSON: {e}")))?;
+        if v.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+            return Err(err(
+                "format",
+                format!("expected \"{FORMAT}\" (a summary written by a Calametra sweep)"),
+            ));
+        }
+        if v.get("version").and_then(|f| f.as_u64()) != Some(VERSION) {
+            return Err(err("version", format!("expected {VERSION}")));
+        }
+        serde_json::from_value(v).map_err(|e| err("(document)", e.to_string()))
+    }
+
+    /// The closing report: runs, runs/s, signatures, marks reached and never reached, budget.
+    pub fn report(&self) -> String {
+        let mut s = String::new();
+        let runs = self.runs();
+        let rate = if self.wall_s > 0.0 {
+            runs as f64 / self.wall_s
+        } else {
+            0.0
+        };
+        s.push_str(&format!(
+            "calametra sweep of {} --test {} (partition {}; base seed {}): {} in {:.1}s, {rate:.0} runs/s on {}; budget {}\n",
+            self.package,
+            self.target,
+            self.partitions.join(", "),
+            self.base_seed,
+            count(runs, "run"),
+            self.wall_s,
+            count(self.threads, "thread"),
+            self.budget,
+        ));
+        for sc in &self.scenarios {
+            let t = &sc.tally;
+            s.push_str(&format!(
+                "  {}: {}, {}{}\n",
+                sc.scenario,
+                count(t.runs, "run"),
+                count(t.signatures.len() as u64, "failure signature"),
+                if t.no_verdict > 0 {
+                    format!(", {} without a verdict", t.no_verdict)
+                } else {
+                    String::new()
+                }
+            ));
+            for (sig, g) in &t.signatures {
+                s.push_str(&format!(
+                    "    {}{sig}\n      {}; shortest: seed::{} ({}): {}\n",
+                    if g.model_gap { "[model gap] " } else { "" },
+                    count(g.runs, "run"),
+                    g.seed,
+                    count(g.events, "event"),
+                    g.failure
+                ));
+            }
+            if !t.marks.is_empty() {
+                let marks: Vec<String> = t.marks.iter().map(|(m, n)| format!("{m} {n}")).collect();
+                s.push_str(&format!("    marks reached (runs): {}\n", marks.join(", ")));
+            }
+            let never = t.never_reached();
+            if !never.is_empty() {
+                s.push_str(&format!("    marks never reached: {}\n", never.join(", ")));
+            }
+        }
+        s
+    }
+}
+
+/// `n` and a noun in correct English: `1 run`, `3 runs`.
+fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// Merges partitions' summaries of one test target and base seed into one.
+pub fn merge(parts: Vec<Summary>) -> Result<Summary, String> {
+    let mut it = parts.into_iter();
+    let mut out = it.next().ok_or("no summaries to merge")?;
+    for p in it {
+        for (field, a, b) in [
+            ("package", &out.package, &p.package),
+            ("target", &out.target, &p.target),
+            ("base_seed", &out.base_seed, &p.base_seed),
+        ] {
+            if a != b {
+                return Err(format!(
+                    "field `{field}`: cannot merge summaries of `{a}` and `{b}`"
+                ));
+            }
+        }
+        for k in &p.partitions {
+            if out.partitions.contains(k) {
+                return Err(format!(
+                    "partition {k} appears twice; each partition's summary is merged once"
+                ));
+            }
+        }
+        out.partitions.extend(p.partitions);
+        out.wall_s = out.wall_s.max(p.wall_s);
+        out.threads += p.threads;
+        for sc in p.scenarios {
+            match out.scenarios.iter_mut().find(|s| s.scenario == sc.scenario) {
+                Some(s) => s.tally.absorb(sc.tally),
+                None => out.scenarios.push(sc),
+            }
+        }
+    }
+    out.partitions.sort();
+    out.scenarios.sort_by(|a, b| a.scenario.cmp(&b.scenario));
+    Ok(out)
+}
+
+/// A sweep's budget: wall time, or a number of runs per scenario (what tests and CI pin).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Budget {
+    /// Run until this much wall time is spent (over all scenarios of the binary).
+    Time(std::time::Duration),
+    /// This many runs of each scenario (in this partition).
+    Runs(u64),
+}
+
+impl Budget {
+    /// Reads `10m`, `90s`, `1h`, `500ms` (time) or `20000` (runs per scenario).
+    pub fn parse(s: &str) -> Result<Budget, String> {
+        let t = s.trim();
+        let bad = || {
+            format!("`{s}`: expected a duration (`90s`, `10m`, `1h`, `500ms`) or a number of runs per scenario (`20000`)")
+        };
+        if let Ok(n) = t.parse::<u64>() {
+            if n == 0 {
+                return Err(bad());
+            }
+            return Ok(Budget::Runs(n));
+        }
+        let (num, unit_ms) = if let Some(n) = t.strip_suffix("ms") {
+            (n, 1u64)
+        } else if let Some(n) = t.strip_suffix('s') {
+            (n, 1_000)
+        } else if let Some(n) = t.strip_suffix('m') {
+            (n, 60_000)
+        } else if let Some(n) = t.strip_suffix('h') {
+            (n, 3_600_000)
+        } else {
+            return Err(bad());
+        };
+        let n: u64 = num.trim().parse().map_err(|_| bad())?;
+        let ms = n.checked_mul(unit_ms).filter(|&m| m > 0).ok_or_else(bad)?;
+        // A week is far past any CI job; a larger figure is a typo.
+        if ms > 7 * 24 * 3_600_000 {
+            return Err(bad());
+        }
+        Ok(Budget::Time(std::time::Duration::from_millis(ms)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_are_disjoint_and_cover_the_sequence() {
+        let n = 3;
+        let mut seen = std::collections::BTreeSet::new();
+        for k in 1..=n {
+            let p = Partition { k, n };
+            for j in 0..10 {
+                assert!(seen.insert(p.index(j)));
+            }
+        }
+        assert_eq!(seen, (0..30).collect());
+        assert_eq!(Partition::parse("2/4").unwrap(), Partition { k: 2, n: 4 });
+        for bad in ["", "0/4", "5/4", "1", "a/b", "1/0"] {
+            assert!(Partition::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn budgets_read_durations_and_run_counts() {
+        use std::time::Duration;
+        assert_eq!(
+            Budget::parse("10m"),
+            Ok(Budget::Time(Duration::from_secs(600)))
+        );
+        assert_eq!(
+            Budget::parse("500ms"),
+            Ok(Budget::Time(Duration::from_millis(500)))
+        );
+        assert_eq!(Budget::parse("2000"), Ok(Budget::Runs(2000)));
+        for bad in ["", "0", "10x", "-1m", "99999999999999999999", "100000h"] {
+            assert!(Budget::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_shortest_run_is_kept_and_the_smaller_seed_on_ties() {
+        let f = |n: u64| Some(("sig".to_string(), "boom".to_string(), n, false));
+        let mut a = Tally::default();
+        a.add(0x30, f(5), []);
+        a.add(0x20, f(3), ["m".to_string()]);
+        let mut b = Tally::default();
+        b.add(0x10, f(3), ["m".to_string()]);
+        b.add(0x05, f(4), []);
+        a.absorb(b);
+        let g = &a.signatures["sig"];
+        assert_eq!((g.seed.as_str(), g.events, g.runs), ("0x10", 3, 4));
+        assert_eq!(a.marks["m"], 2);
+        assert_eq!(a.runs, 4);
+    }
+
+    #[test]
+    fn merging_refuses_other_targets_and_repeated_partitions() {
+        let s = |k: u64| Summary {
+            format: FORMAT.into(),
+            version: VERSION,
+            package: "p".into(),
+            target: "t".into(),
+            base_seed: "0x0".into(),
+            partitions: vec![format!("{k}/2")],
+            budget: "10".into(),
+            wall_s: 1.0,
+            threads: 2,
+            scenarios: vec![],
+        };
+        assert!(merge(vec![s(1), s(2)]).is_ok());
+        assert!(merge(vec![s(1), s(1)]).is_err());
+        let mut other = s(2);
+        other.target = "u".into();
+        assert!(merge(vec![s(1), other]).unwrap_err().contains("target"));
+    }
+}

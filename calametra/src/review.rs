@@ -18,6 +18,10 @@
 //! | `not-run` | its trial did not run (a guest scenario's, ignored by default) |
 //!
 //! `--prune STATE[,STATE..]` deletes the files in those states (and nothing else).
+//!
+//! With `CALAMETRA_REGRESSIONS=<dir>` set (as the test binaries read it), the cases are those
+//! under `<dir>/<test target>/<scenario path>/` instead, for the one package `--package` names
+//! (the directory does not say whose targets they are), and the test binaries are run with it.
 
 use crate::cli::{parse_opts, CliError};
 use crate::report::shell_quote;
@@ -139,27 +143,41 @@ fn scenario_of(target_dir: &Path, file: &Path) -> String {
         .join("::")
 }
 
-/// Replays one target's cases through its test binary; returns (scenarios it defines, state
-/// and detail by file).
+/// Replays one target's cases through its test binary (with `CALAMETRA_REGRESSIONS=<regs>`
+/// when given, else without it); returns (scenarios it defines, state and detail by file).
 #[allow(clippy::type_complexity)]
 fn run_target(
     cargo: &str,
     p: &Package,
     target: &str,
+    regs: Option<&Path>,
 ) -> Result<(BTreeSet<String>, BTreeMap<PathBuf, (String, String)>), CliError> {
     let states = tempfile::Builder::new()
         .prefix("calametra-review-")
         .tempdir()
         .map_err(|e| fail(format!("cannot create a temporary directory: {e}")))?;
     let file = states.path().join("states.jsonl");
+    let var = regs
+        .map(|r| {
+            format!(
+                "CALAMETRA_REGRESSIONS={} ",
+                shell_quote(&r.display().to_string())
+            )
+        })
+        .unwrap_or_default();
     println!(
-        "$ {cargo} test -q -p {} --test {} -- regression::",
+        "$ {var}{cargo} test -q -p {} --test {} -- regression::",
         shell_quote(&p.name),
         shell_quote(target)
     );
     // The trials' verdicts are in the states file; a failing case fails its trial, which is
     // what review reports, so the exit status is not an error here.
-    let out = Command::new(cargo)
+    let mut cmd = Command::new(cargo);
+    match regs {
+        Some(r) => cmd.env("CALAMETRA_REGRESSIONS", r),
+        None => cmd.env_remove("CALAMETRA_REGRESSIONS"),
+    };
+    let out = cmd
         .args([
             "test",
             "-q",
@@ -171,7 +189,6 @@ fn run_target(
             "regression::",
         ])
         .env("CALAMETRA_CASE_STATES", &file)
-        .env_remove("CALAMETRA_REGRESSIONS")
         .env_remove("CALAMETRA_REPLAY")
         .output()
         .map_err(|e| fail(format!("cannot run `{cargo} test`: {e}")))?;
@@ -197,6 +214,34 @@ fn run_target(
         }
     }
     Ok((defined, by_file))
+}
+
+/// `CALAMETRA_REGRESSIONS=<dir>`, made absolute (the test binaries run in their package's
+/// directory): the root of the saved cases of the package `--package` names, which it requires.
+/// `None` when unset: each package's `calametra-regressions/`.
+fn regressions_root(package: Option<&str>) -> Result<Option<PathBuf>, CliError> {
+    let Some(v) = std::env::var_os("CALAMETRA_REGRESSIONS").filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    if v == "off" {
+        return Err(CliError(
+            "CALAMETRA_REGRESSIONS=off: saved cases are off, so there are none to review; unset it to review each package's calametra-regressions/".into(),
+            2,
+        ));
+    }
+    if package.is_none() {
+        return Err(CliError(
+            format!(
+                "CALAMETRA_REGRESSIONS={} holds <test target>/<scenario path>/<id>.json, not packages: say whose test targets they are with --package P",
+                Path::new(&v).display()
+            ),
+            2,
+        ));
+    }
+    let p = Path::new(&v);
+    Ok(Some(
+        std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
+    ))
 }
 
 /// `calametra review [--package P] [--prune STATE,..] [--cargo CARGO]`.
@@ -235,9 +280,17 @@ pub fn review(args: &[String]) -> Result<(), CliError> {
         .get("cargo")
         .cloned()
         .unwrap_or_else(|| std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let package = o.named.get("package").map(String::as_str);
+    let regs = regressions_root(package)?;
     let mut rows = Vec::new();
-    for p in packages(&cargo, o.named.get("package").map(String::as_str))? {
-        let root = p.dir.join("calametra-regressions");
+    for p in packages(&cargo, package)? {
+        let root = regs
+            .clone()
+            .unwrap_or_else(|| p.dir.join("calametra-regressions"));
+        let layout = match &regs {
+            Some(r) => format!("{}/<test target>/<scenario path>/", r.display()),
+            None => "calametra-regressions/<test target>/<scenario path>/".to_string(),
+        };
         let Ok(rd) = std::fs::read_dir(&root) else {
             continue;
         };
@@ -264,14 +317,14 @@ pub fn review(args: &[String]) -> Result<(), CliError> {
                         file: f,
                         state: "unreferenced".into(),
                         detail: format!(
-                            "package `{}` has no test target `{target}` (saved cases live in calametra-regressions/<test target>/<scenario path>/)",
+                            "package `{}` has no test target `{target}` (saved cases live in {layout})",
                             p.name
                         ),
                     });
                 }
                 continue;
             }
-            let (defined, states) = run_target(&cargo, &p, &target)?;
+            let (defined, states) = run_target(&cargo, &p, &target, regs.as_deref())?;
             for f in files {
                 let name = f
                     .file_name()

@@ -1,5 +1,5 @@
 //! The single-threaded executor: named tasks, wakers, virtual-time sleep and timeouts, join,
-//! and the task-side API (`spawn`, `sleep`, `timeout`, `yield_now`, client draws, marks).
+//! and the task-side API (`spawn`, `sleep`, `timeout`, `yield_now`, client and data draws, marks).
 //!
 //! Tasks live in the [`World`]; the run loop in `sim` picks which ready task runs next (a traced
 //! choice) and polls it with no borrow of the world held, so a task may touch the world freely.
@@ -328,10 +328,23 @@ pub fn client_below(n: u64) -> Option<u64> {
     world::with(|w| w.core.decide.client(n, |_| None))
 }
 
-/// Draws a value in `0..n` from the `data` stream: in the baseline trial, seed 0's draws (not
-/// 0); on replay, the recorded values; 0 only for the default source (`RunConfig::default()`).
+/// Draws a value in `0..n` from the calling task's data stream (`data/<task name>`; `data/sim`
+/// during setup), so a draw added in one task leaves the other tasks' and the models' draws
+/// unchanged: in the baseline trial, seed 0's draws (not 0); on replay, the recorded values; 0
+/// only for the default source (`RunConfig::default()`).
 pub fn data_below(n: u64) -> u64 {
-    world::with(|w| w.core.decide.data(n))
+    world::with(|w| {
+        let actor = w.core.actor.clone();
+        w.core.decide.data(&actor, n)
+    })
+}
+
+/// Draws a value in `0..n` from a stream the scenario names itself, `user/<stream>`
+/// (`draw_below("retries", 4)`): derived from (seed, `user/retries`), so it moves no other
+/// stream; recorded as an event and replayed like a data draw (0 for the default source and
+/// past the end of a replayed stream). Tasks and models drawing from the same name share it.
+pub fn draw_below(stream: &str, n: u64) -> u64 {
+    world::with(|w| w.core.decide.user(stream, n))
 }
 
 /// Records a coverage mark from a task.

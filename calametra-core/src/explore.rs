@@ -21,7 +21,7 @@ pub enum Probe {
         /// The fault.
         fault: Fault,
     },
-    /// One seeded schedule.
+    /// One seeded schedule, under the swarm configuration its seed draws.
     Seed(u64),
 }
 
@@ -57,6 +57,7 @@ impl Probe {
         c.source = Source::Seeded(0);
         c.fault_set = FaultSet::None;
         c.place_externals = false;
+        c.swarm = false;
     }
 
     /// The run configuration of this probe, on top of `base`.
@@ -68,7 +69,10 @@ impl Probe {
                 Self::baseline(&mut c);
                 c.faults.faults.insert(site.clone(), fault.clone());
             }
-            Probe::Seed(s) => c.source = Source::Seeded(*s),
+            Probe::Seed(s) => {
+                c.source = Source::Seeded(*s);
+                c.swarm = true;
+            }
         }
         c
     }

@@ -35,8 +35,10 @@ pub enum Fault {
     },
 }
 
-/// The kind of a fault, without its parameters: what `faults = [..]` lists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// The kind of a fault, without its parameters: what `faults = [..]` lists. Serialized by its
+/// name (`"stall"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum FaultKind {
     /// [`Fault::Stall`].
     Stall,
@@ -147,6 +149,92 @@ impl Fault {
     }
 }
 
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A family of fault sites: the transfer type of a transfer site, or a model transition. A
+/// seeded run's swarm configuration turns families on and off (see `swarm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum SiteFamily {
+    /// Control transfers (`ctrl.get_status#3`).
+    #[serde(rename = "ctrl")]
+    Ctrl,
+    /// Bulk OUT transfers (`bulk.out#5`).
+    #[serde(rename = "bulk.out")]
+    BulkOut,
+    /// Bulk IN transfers (`bulk.in#2`).
+    #[serde(rename = "bulk.in")]
+    BulkIn,
+    /// Interrupt IN transfers (`intr.in#1`).
+    #[serde(rename = "intr.in")]
+    IntrIn,
+    /// Model transitions (`flip.pending->shown#1`).
+    #[serde(rename = "transition")]
+    Transition,
+}
+
+impl SiteFamily {
+    /// Every family, in the order a swarm draws them.
+    pub const ALL: [SiteFamily; 5] = [
+        SiteFamily::Ctrl,
+        SiteFamily::BulkOut,
+        SiteFamily::BulkIn,
+        SiteFamily::IntrIn,
+        SiteFamily::Transition,
+    ];
+
+    /// The family of the site `name` of kind `kind` (`ctrl.x#1`, `bulk.out#2`, a transition).
+    pub fn of(name: &str, kind: &SiteKind) -> SiteFamily {
+        match kind {
+            SiteKind::Transition => SiteFamily::Transition,
+            SiteKind::Transfer { .. } => {
+                if name.starts_with("ctrl.") {
+                    SiteFamily::Ctrl
+                } else if name.starts_with("bulk.out") {
+                    SiteFamily::BulkOut
+                } else if name.starts_with("bulk.in") {
+                    SiteFamily::BulkIn
+                } else {
+                    SiteFamily::IntrIn
+                }
+            }
+        }
+    }
+
+    /// The family's name, as site names begin: `ctrl`, `bulk.out`, `bulk.in`, `intr.in`,
+    /// `transition`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SiteFamily::Ctrl => "ctrl",
+            SiteFamily::BulkOut => "bulk.out",
+            SiteFamily::BulkIn => "bulk.in",
+            SiteFamily::IntrIn => "intr.in",
+            SiteFamily::Transition => "transition",
+        }
+    }
+
+    /// Whether a fault of `kind` means something at a site of this family (a transition takes
+    /// `stall`, `disconnect` and `delay`; a transfer every primitive).
+    pub fn takes(self, kind: FaultKind) -> bool {
+        match self {
+            SiteFamily::Transition => matches!(
+                kind,
+                FaultKind::Stall | FaultKind::Disconnect | FaultKind::Delay
+            ),
+            _ => true,
+        }
+    }
+}
+
+impl fmt::Display for SiteFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -177,6 +265,27 @@ impl FaultSet {
     /// Whether any fault is explored.
     pub fn is_none(&self) -> bool {
         matches!(self, FaultSet::None) || matches!(self, FaultSet::Only(v) if v.is_empty())
+    }
+
+    /// The primitives this set explores somewhere, in [`FaultKind::ALL`] order.
+    pub fn kinds(&self) -> Vec<FaultKind> {
+        match self {
+            FaultSet::None => Vec::new(),
+            FaultSet::Transport | FaultSet::All => FaultKind::ALL.to_vec(),
+            FaultSet::Only(kinds) => FaultKind::ALL
+                .into_iter()
+                .filter(|k| kinds.contains(k))
+                .collect(),
+        }
+    }
+
+    /// Whether this set explores faults at sites of `family` at all (a transport set leaves
+    /// transitions alone).
+    pub fn reaches(&self, family: SiteFamily) -> bool {
+        match self {
+            FaultSet::Transport => family != SiteFamily::Transition,
+            _ => self.kinds().into_iter().any(|k| family.takes(k)),
+        }
     }
 
     fn allows(&self, kind: FaultKind, site: &SiteKind) -> bool {

@@ -27,6 +27,7 @@ pub mod regress;
 pub mod shrink;
 pub mod sim;
 pub mod spec;
+pub mod swarm;
 pub mod sweep;
 pub mod sync;
 pub mod trace;

@@ -12,6 +12,7 @@ use crate::clock::{format_ns, Nanos};
 use crate::exec::{self, JoinHandle, TaskExit, TaskOutput};
 use crate::fault::{FaultPlan, FaultSet, Site};
 use crate::spec::Spec;
+use crate::swarm::Swarm;
 use crate::trace::TraceHash;
 use crate::usb::Device;
 use crate::world::{self, Core, DeviceHandle, World};
@@ -45,6 +46,12 @@ pub struct RunConfig {
     pub horizon: u64,
     /// Whether a seeded run places the scenario's externals (the baseline does not).
     pub place_externals: bool,
+    /// Whether a seeded run first draws its [`Swarm`] configuration (which faults, sites,
+    /// density, externals and scheduling strategy it explores) from its `swarm` stream. On by
+    /// default; the baseline and `site::` probes turn it off (`Seeded(0)` then runs as it
+    /// always did: uniform schedule, no faults, no externals). Without a swarm a seeded run
+    /// schedules uniformly, may place every external and faults one crossing in 24.
+    pub swarm: bool,
     /// The scenario's spec.
     pub spec: Option<Arc<Spec>>,
 }
@@ -61,6 +68,7 @@ impl Default for RunConfig {
             record_sites: false,
             horizon: 64,
             place_externals: true,
+            swarm: true,
             spec: None,
         }
     }
@@ -208,6 +216,12 @@ pub struct RunResult {
     pub steps: u64,
     /// Virtual time at the end.
     pub end_ns: Nanos,
+    /// The run's swarm configuration: drawn by a seeded run with `RunConfig::swarm`, or read
+    /// from a replayed event list that records one; `None` otherwise (the baseline, `site::`
+    /// probes, replays without one). Its `Display` is one line for a failure screen
+    /// (`swarm: faults [stall] at ctrl; 1 in 16 crossings; externals [unplug]; schedule
+    /// uniform`); it serializes as JSON.
+    pub swarm: Option<Swarm>,
 }
 
 type ExternalFn = Box<dyn FnMut(&mut World)>;
@@ -282,8 +296,8 @@ impl Sim {
     }
 
     /// Declares an external event (an unplug, a hotplug) that exploration may place at any
-    /// scheduling point. The baseline never fires it; a seeded run fires it once, at a point
-    /// drawn from the `schedule` stream.
+    /// scheduling point. The baseline never fires it; a seeded run fires it at most once (when
+    /// its swarm lets it), at a point drawn from the `externals` stream.
     pub fn external(&mut self, name: &str, f: impl FnMut(&mut World) + 'static) {
         self.externals.push((name.to_string(), Box::new(f)));
     }
@@ -356,8 +370,14 @@ impl Drop for Current {
 /// Builds the world with `scenario` and runs it to its end under `config`.
 pub fn run(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     install_panic_hook();
+    let mut decide = Decider::new(config.source.clone());
+    if let (Source::Seeded(seed), true) = (&config.source, config.swarm) {
+        // Its faults part is in force from the start (a setup may cross a fault site); the
+        // externals part is drawn once the setup has declared them (see `record_swarm`).
+        decide.swarm = Some(Swarm::draw(*seed, &config.fault_set, &[]));
+    }
     let mut core = Core::new(
-        Decider::new(config.source.clone()),
+        decide,
         config.faults.clone(),
         config.fault_set.clone(),
         config.keep_trace,
@@ -383,7 +403,43 @@ pub fn run(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     finish(sim, failure)
 }
 
-/// Externals placed at points: (point, index into `externals`), in firing order.
+/// A swarm run's first record: draws the externals part of its swarm now that the setup has
+/// declared them (the rest is unchanged: the externals' draws come last in the stream), logs
+/// the swarm as an event and writes the `config` record. A replay of a list holding a swarm
+/// writes the same record.
+fn record_swarm(sim: &Sim) {
+    let mut w = sim.world.borrow_mut();
+    if w.core.decide.swarm.is_none() {
+        return;
+    }
+    if let Some(seed) = w.core.decide.seed() {
+        let names: Vec<&str> = if sim.config.place_externals {
+            sim.externals.iter().map(|(n, _)| n.as_str()).collect()
+        } else {
+            Vec::new()
+        };
+        w.core.decide.swarm = Some(Swarm::draw(seed, &sim.config.fault_set, &names));
+    }
+    let Some(swarm) = w.core.decide.swarm.clone() else {
+        return;
+    };
+    let now = w.core.now;
+    let faults: Vec<&str> = swarm.faults.iter().map(|k| k.as_str()).collect();
+    let sites: Vec<&str> = swarm.sites.iter().map(|f| f.as_str()).collect();
+    let schedule = swarm.schedule.to_string();
+    w.core.trace.emit(now, "config", "swarm", true, |d| {
+        d.strs("faults", &faults)
+            .strs("sites", &sites)
+            .u64("odds", u64::from(swarm.odds))
+            .strs("externals", &swarm.externals)
+            .str("schedule", &schedule);
+    });
+    w.core.decide.log.push(Event::Swarm { swarm });
+}
+
+/// Externals placed at points: (point, index into `externals`), in firing order. A seeded run
+/// draws one point per declared external from the `externals` stream, in declaration order,
+/// and places those its swarm lets fire.
 fn place_externals(sim: &Sim) -> Vec<(u64, usize)> {
     let mut w = sim.world.borrow_mut();
     let mut placed = Vec::new();
@@ -391,8 +447,15 @@ fn place_externals(sim: &Sim) -> Vec<(u64, usize)> {
         Source::Default => {}
         Source::Seeded(_) if !sim.config.place_externals => {}
         Source::Seeded(_) => {
-            for i in 0..sim.externals.len() {
-                if let Some(p) = w.core.decide.schedule_below(sim.config.horizon.max(1)) {
+            for (i, (name, _)) in sim.externals.iter().enumerate() {
+                let Some(p) = w.core.decide.externals_below(sim.config.horizon.max(1)) else {
+                    continue;
+                };
+                let on = match &w.core.decide.swarm {
+                    Some(swarm) => swarm.allows_external(name),
+                    None => true,
+                };
+                if on {
                     placed.push((p, i));
                 }
             }
@@ -412,6 +475,7 @@ fn place_externals(sim: &Sim) -> Vec<(u64, usize)> {
 }
 
 fn drive(sim: &mut Sim) -> Option<Failure> {
+    record_swarm(sim);
     let placed = place_externals(sim);
     let mut next_external = 0;
     let world = sim.world.clone();
@@ -679,6 +743,7 @@ fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
         marks: std::mem::take(&mut core.marks),
         steps,
         end_ns: now,
+        swarm: core.decide.swarm.clone(),
     }
 }
 

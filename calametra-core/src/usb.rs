@@ -315,7 +315,7 @@ pub trait Device: Any {
 }
 
 /// What a device acts through during a call: the clock, the trace, transitions (fault sites),
-/// coverage marks, model gaps, timers and the `data` choice stream.
+/// coverage marks, model gaps, timers and the device's data stream.
 pub struct DevCtx<'a> {
     pub(crate) core: &'a mut Core,
     pub(crate) dev: usize,
@@ -353,10 +353,17 @@ impl<'a> DevCtx<'a> {
         world::device_timer(self.core, self.dev, ns, token);
     }
 
-    /// A draw in `0..n` from the `data` choice stream: in the baseline trial, seed 0's draws
-    /// (not 0); on replay, the recorded values; 0 only for the default source.
+    /// A draw in `0..n` from this device's data stream (`data/<device name>`, so the draws of
+    /// other actors do not move it): in the baseline trial, seed 0's draws (not 0); on replay,
+    /// the recorded values; 0 only for the default source.
     pub fn data_below(&mut self, n: u64) -> u64 {
-        self.core.decide.data(n)
+        self.core.decide.data(self.name, n)
+    }
+
+    /// A draw in `0..n` from the scenario's own stream `user/<stream>` (see
+    /// [`crate::exec::draw_below`]).
+    pub fn draw_below(&mut self, stream: &str, n: u64) -> u64 {
+        self.core.decide.user(stream, n)
     }
 
     /// Writes a model-specific record of `kind` (deterministic) to the trace.

@@ -10,7 +10,7 @@
 use crate::choices::{Decider, Event};
 use crate::clock::{nanos, Nanos};
 use crate::exec::Tasks;
-use crate::fault::{Fault, FaultPlan, FaultSet, Site, SiteKind};
+use crate::fault::{Fault, FaultPlan, FaultSet, Site, SiteFamily, SiteKind};
 use crate::trace::Trace;
 use crate::usb::{
     ControlIn, ControlOut, DevCtx, Device, Reply, Setup, TransferError, UsbInterface,
@@ -212,8 +212,8 @@ pub(crate) struct Core {
     pub(crate) record_sites: bool,
 }
 
-/// In a seeded schedule that explores faults, one in this many site crossings gets a random
-/// fault (drawn from the `faults` stream).
+/// In a seeded schedule without a swarm that explores faults, one in this many site crossings
+/// gets a random fault (drawn from the `faults` stream); a swarm run uses its own density.
 const SEEDED_FAULT_ODDS: u64 = 24;
 
 impl Core {
@@ -332,8 +332,25 @@ impl Core {
         let fault = if let Some(f) = self.plan.faults.get(site) {
             Some(f.clone())
         } else if self.decide.is_seeded() && !self.fault_set.is_none() {
-            let candidates = self.fault_set.candidates(kind);
-            if candidates.is_empty() || self.decide.faults_below(SEEDED_FAULT_ODDS) != Some(0) {
+            // A swarm narrows the candidates to its primitives and site families, and sets the
+            // density; a site it turns off draws nothing.
+            let (candidates, odds) = match &self.decide.swarm {
+                Some(swarm) => {
+                    let family = SiteFamily::of(site, kind);
+                    let c = if swarm.reaches(family) {
+                        self.fault_set
+                            .candidates(kind)
+                            .into_iter()
+                            .filter(|f| swarm.allows(f, family))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    (c, u64::from(swarm.odds))
+                }
+                None => (self.fault_set.candidates(kind), SEEDED_FAULT_ODDS),
+            };
+            if candidates.is_empty() || self.decide.faults_below(odds) != Some(0) {
                 None
             } else {
                 let i = self

@@ -334,10 +334,12 @@ fn interrupt_in_waits_for_device_state_and_externals_disconnect() {
     };
     let base = run(RunConfig::default(), &scenario);
     assert!(base.events.is_empty() && base.failure.is_none());
+    // Without a swarm a seeded run places every external (a swarm may turn the unplug off).
     let s = run(
         RunConfig {
             source: Source::Seeded(3),
             horizon: 20,
+            swarm: false,
             ..RunConfig::default()
         },
         &scenario,

@@ -197,6 +197,9 @@ impl Runner for GuestRunner {
             marks: BTreeMap::new(),
             steps: run.frames,
             end_ns: run.end_clock_ns,
+            // Guest runs draw no swarm yet: their faults follow the fault set at the fixed
+            // density and their externals are placed by the lockstep loop.
+            swarm: None,
         })
     }
 

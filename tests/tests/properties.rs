@@ -119,6 +119,9 @@ fn regression_files_round_trip_exactly() {
                 },
                 _ => Event::Data {
                     value: calametra::choices::below(&mut rng, u64::MAX),
+                    stream: [None, Some("data/driver".to_string())]
+                        [calametra::choices::below(&mut rng, 2) as usize]
+                        .clone(),
                 },
             })
             .collect();

@@ -1,0 +1,404 @@
+//! Swarm configurations: what a seeded run explores, drawn before it starts.
+//!
+//! Swarm testing (Groce et al., ISSTA 2012) varies not only the choices of a run but which
+//! features a run may use at all: a run with timeouts off reaches deeper than one that times out
+//! at every tenth transfer, a run without the unplug explores the plugged driver. So each seeded
+//! run (`Source::Seeded` with `RunConfig::swarm`, as the `seed::` trials and sweeps make them)
+//! first draws a [`Swarm`] from its own `swarm` stream, a pure function of the seed and the
+//! scenario's fault set and external names:
+//!
+//! - the fault primitives that are on: a non-empty subset of the scenario's fault set (each on
+//!   with odds 1/2; when none came up, one of them);
+//! - the site families that are on (`ctrl`, `bulk.out`, `bulk.in`, `intr.in`, `transition`): a
+//!   non-empty subset of the families where one of those primitives means something;
+//! - the fault density: one crossing in [`DENSITIES`] (4, 8, 16, 32 or 64) faults;
+//! - which of the scenario's externals may fire (each with odds 1/2; possibly none);
+//! - the scheduling [`Strategy`] and its parameters.
+//!
+//! A seeded run may combine several faults, as before; the swarm only narrows where and how often.
+//! The run records its swarm as the first record of its trace (kind `config`) and as an
+//! [`Event::Swarm`](crate::choices::Event::Swarm), so a replay writes the same record and
+//! reproduces the hash, and [`RunResult::swarm`](crate::sim::RunResult::swarm) carries it for
+//! the failure screen. The baseline and `site::` trials draw no swarm.
+//!
+//! The stream's layout does not depend on the scenario: every menu takes one 64-bit draw
+//! whatever the set offers, and the externals' draws come last, one each in declaration order,
+//! so adding an external at the end changes nothing else of the swarm.
+
+use crate::choices::{below, stream, StreamName};
+use crate::fault::{Fault, FaultKind, FaultSet, SiteFamily};
+use rand_chacha::ChaCha8Rng;
+use rand_core::RngCore;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The fault densities a swarm picks from: one crossing in this many faults.
+pub const DENSITIES: [u32; 5] = [4, 8, 16, 32, 64];
+
+/// The odds (in percent) with which a sticky schedule keeps the first option.
+pub const STICKY_PERCENTS: [u8; 3] = [50, 75, 90];
+
+/// How a seeded run picks among the ready tasks (or simultaneous events) at a scheduling point.
+///
+/// Each strategy draws from the `schedule` stream only. A new strategy (PCT, issue 16) is one
+/// more variant here, its parameters in the variant, its pick in [`Strategy::pick`], its name in
+/// `Display`/`FromStr`, and one more entry in the swarm's menu.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Strategy {
+    /// Every option equally likely (the baseline's and every swarm-less seeded run's).
+    Uniform,
+    /// The first option (the lowest-numbered ready task, the earliest queued event: what the
+    /// default run takes) with odds `keep_percent`/100, otherwise one of the others, uniformly:
+    /// runs that stay close to the default order and deviate at a few points.
+    Sticky {
+        /// The odds of keeping the first option, in percent (1..=99).
+        keep_percent: u8,
+    },
+}
+
+impl Strategy {
+    /// Picks one of `n` (> 1) options.
+    pub fn pick(self, rng: &mut ChaCha8Rng, n: usize) -> usize {
+        match self {
+            Strategy::Uniform => below(rng, n as u64) as usize,
+            Strategy::Sticky { keep_percent } => {
+                if below(rng, 100) < u64::from(keep_percent) {
+                    0
+                } else {
+                    1 + below(rng, (n as u64).saturating_sub(1).max(1)) as usize
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    /// `uniform`, `sticky(0.75)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Strategy::Uniform => f.write_str("uniform"),
+            Strategy::Sticky { keep_percent } => {
+                let p = *keep_percent;
+                if p % 10 == 0 {
+                    write!(f, "sticky(0.{})", p / 10)
+                } else {
+                    write!(f, "sticky(0.{p:02})")
+                }
+            }
+        }
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Strategy, String> {
+        if s == "uniform" {
+            return Ok(Strategy::Uniform);
+        }
+        let bad = || format!("`{s}` is not a schedule strategy; expected uniform or sticky(0.75)");
+        let p = s
+            .strip_prefix("sticky(0.")
+            .and_then(|r| r.strip_suffix(')'))
+            .ok_or_else(bad)?;
+        if p.is_empty() || p.len() > 2 || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let v: u8 = p.parse().map_err(|_| bad())?;
+        let keep_percent = if p.len() == 1 { v * 10 } else { v };
+        if keep_percent == 0 {
+            return Err(bad());
+        }
+        Ok(Strategy::Sticky { keep_percent })
+    }
+}
+
+impl From<Strategy> for String {
+    fn from(s: Strategy) -> String {
+        s.to_string()
+    }
+}
+
+impl TryFrom<String> for Strategy {
+    type Error = String;
+    fn try_from(s: String) -> Result<Strategy, String> {
+        s.parse()
+    }
+}
+
+/// The configuration a seeded run draws before it starts (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Swarm {
+    /// The fault primitives that are on, in [`FaultKind::ALL`] order; empty when the scenario
+    /// explores no faults.
+    pub faults: Vec<FaultKind>,
+    /// The site families where they may be injected, in [`SiteFamily::ALL`] order.
+    pub sites: Vec<SiteFamily>,
+    /// One crossing of an enabled site in `odds` gets a fault.
+    pub odds: u32,
+    /// The scenario's externals that may fire, in declaration order.
+    pub externals: Vec<String>,
+    /// How the run schedules.
+    pub schedule: Strategy,
+}
+
+/// One 64-bit draw mapped onto `0..n`: every menu takes exactly one draw, so the stream's
+/// layout does not depend on the menu's size (the bias for menus this small is below 2^-59).
+fn menu(rng: &mut ChaCha8Rng, n: usize) -> usize {
+    (rng.next_u64() % n.max(1) as u64) as usize
+}
+
+/// Each of `all` on with odds 1/2 (one draw each); when none of `allowed` came up, one of them.
+fn subset<T: Copy + PartialEq>(rng: &mut ChaCha8Rng, all: &[T], allowed: &[T]) -> Vec<T> {
+    let bits: Vec<bool> = all.iter().map(|_| rng.next_u64() & 1 == 1).collect();
+    let fallback = menu(rng, allowed.len());
+    let on: Vec<T> = all
+        .iter()
+        .zip(&bits)
+        .filter(|(x, &b)| b && allowed.contains(x))
+        .map(|(x, _)| *x)
+        .collect();
+    if on.is_empty() && !allowed.is_empty() {
+        vec![allowed[fallback]]
+    } else {
+        on
+    }
+}
+
+impl Swarm {
+    /// The swarm of `seed` for a scenario exploring `fault_set` with these externals (names in
+    /// declaration order). A pure function: the same arguments give the same swarm.
+    pub fn draw(seed: u64, fault_set: &FaultSet, externals: &[&str]) -> Swarm {
+        let mut rng = stream(seed, StreamName::Swarm);
+        let faults = subset(&mut rng, &FaultKind::ALL, &fault_set.kinds());
+        let families: Vec<SiteFamily> = SiteFamily::ALL
+            .into_iter()
+            .filter(|f| fault_set.reaches(*f) && faults.iter().any(|k| f.takes(*k)))
+            .collect();
+        let mut sites = subset(&mut rng, &SiteFamily::ALL, &families);
+        if faults.is_empty() {
+            sites.clear();
+        }
+        let odds = DENSITIES[menu(&mut rng, DENSITIES.len())];
+        let sticky = menu(&mut rng, 2) == 1;
+        let keep_percent = STICKY_PERCENTS[menu(&mut rng, STICKY_PERCENTS.len())];
+        let schedule = if sticky {
+            Strategy::Sticky { keep_percent }
+        } else {
+            Strategy::Uniform
+        };
+        let externals = externals
+            .iter()
+            .filter(|_| rng.next_u64() & 1 == 1)
+            .map(|s| s.to_string())
+            .collect();
+        Swarm {
+            faults,
+            sites,
+            odds,
+            externals,
+            schedule,
+        }
+    }
+
+    /// Whether `fault` may be injected at a site of `family`.
+    pub fn allows(&self, fault: &Fault, family: SiteFamily) -> bool {
+        self.sites.contains(&family) && self.faults.contains(&fault.kind())
+    }
+
+    /// Whether `family` is on (and some primitive with it).
+    pub fn reaches(&self, family: SiteFamily) -> bool {
+        !self.faults.is_empty() && self.sites.contains(&family)
+    }
+
+    /// Whether the external `name` may fire.
+    pub fn allows_external(&self, name: &str) -> bool {
+        self.externals.iter().any(|e| e == name)
+    }
+}
+
+fn list<T: fmt::Display>(f: &mut fmt::Formatter<'_>, items: &[T]) -> fmt::Result {
+    for (i, x) in items.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{x}")?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for Swarm {
+    /// One line: `swarm: faults [stall, timeout] at ctrl, bulk.out; 1 in 16 crossings;
+    /// externals [unplug]; schedule sticky(0.75)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("swarm: ")?;
+        if self.faults.is_empty() {
+            f.write_str("no faults")?;
+        } else {
+            f.write_str("faults [")?;
+            list(f, &self.faults)?;
+            f.write_str("] at ")?;
+            list(f, &self.sites)?;
+            write!(f, "; 1 in {} crossings", self.odds)?;
+        }
+        if self.externals.is_empty() {
+            f.write_str("; no externals")?;
+        } else {
+            f.write_str("; externals [")?;
+            list(f, &self.externals)?;
+            f.write_str("]")?;
+        }
+        write!(f, "; schedule {}", self.schedule)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_swarm_is_a_pure_function_of_its_seed() {
+        for seed in 0..50 {
+            let a = Swarm::draw(seed, &FaultSet::All, &["unplug", "replug"]);
+            let b = Swarm::draw(seed, &FaultSet::All, &["unplug", "replug"]);
+            assert_eq!(a, b);
+        }
+    }
+
+    #[test]
+    fn swarms_vary_across_seeds_and_stay_in_the_fault_set() {
+        let (mut on, mut off) = (
+            std::collections::BTreeSet::new(),
+            std::collections::BTreeSet::new(),
+        );
+        let (mut fam_on, mut fam_off) = (
+            std::collections::BTreeSet::new(),
+            std::collections::BTreeSet::new(),
+        );
+        let mut densities = std::collections::BTreeSet::new();
+        let mut strategies = std::collections::BTreeSet::new();
+        let (mut ext_on, mut ext_off) = (0, 0);
+        for seed in 0..200 {
+            let s = Swarm::draw(seed, &FaultSet::All, &["unplug"]);
+            assert!(!s.faults.is_empty() && !s.sites.is_empty(), "{s}");
+            for k in FaultKind::ALL {
+                if s.faults.contains(&k) {
+                    on.insert(k);
+                } else {
+                    off.insert(k);
+                }
+            }
+            for f in SiteFamily::ALL {
+                if s.sites.contains(&f) {
+                    fam_on.insert(f);
+                } else {
+                    fam_off.insert(f);
+                }
+            }
+            densities.insert(s.odds);
+            strategies.insert(s.schedule.to_string());
+            if s.externals.is_empty() {
+                ext_off += 1;
+            } else {
+                ext_on += 1;
+            }
+            // A transport set never turns on transitions; a stall-only set only stalls.
+            let t = Swarm::draw(seed, &FaultSet::Transport, &[]);
+            assert!(!t.sites.contains(&SiteFamily::Transition), "{t}");
+            let o = Swarm::draw(seed, &FaultSet::Only(vec![FaultKind::Timeout]), &[]);
+            assert_eq!(o.faults, vec![FaultKind::Timeout]);
+            assert!(!o.sites.is_empty() && !o.sites.contains(&SiteFamily::Transition));
+            let n = Swarm::draw(seed, &FaultSet::None, &[]);
+            assert!(n.faults.is_empty() && n.sites.is_empty());
+        }
+        assert_eq!(on.len(), 6, "every primitive on somewhere");
+        assert_eq!(off.len(), 6, "every primitive off somewhere");
+        assert_eq!(fam_on.len(), 5);
+        assert_eq!(fam_off.len(), 5);
+        assert_eq!(
+            densities.into_iter().collect::<Vec<_>>(),
+            DENSITIES.to_vec()
+        );
+        assert_eq!(
+            strategies.len(),
+            1 + STICKY_PERCENTS.len(),
+            "{strategies:?}"
+        );
+        assert!(ext_on > 50 && ext_off > 50, "{ext_on} on, {ext_off} off");
+    }
+
+    #[test]
+    fn an_added_external_changes_nothing_else() {
+        for seed in 0..100 {
+            let a = Swarm::draw(seed, &FaultSet::Transport, &["unplug"]);
+            let b = Swarm::draw(seed, &FaultSet::Transport, &["unplug", "replug"]);
+            assert_eq!(a.faults, b.faults);
+            assert_eq!(a.sites, b.sites);
+            assert_eq!(a.odds, b.odds);
+            assert_eq!(a.schedule, b.schedule);
+            assert_eq!(a.allows_external("unplug"), b.allows_external("unplug"));
+        }
+    }
+
+    #[test]
+    fn a_swarm_reads_as_one_line_and_round_trips() {
+        let s = Swarm {
+            faults: vec![FaultKind::Stall, FaultKind::Timeout],
+            sites: vec![SiteFamily::Ctrl, SiteFamily::BulkOut],
+            odds: 16,
+            externals: vec!["unplug".into()],
+            schedule: Strategy::Sticky { keep_percent: 75 },
+        };
+        assert_eq!(
+            s.to_string(),
+            "swarm: faults [stall, timeout] at ctrl, bulk.out; 1 in 16 crossings; externals [unplug]; schedule sticky(0.75)"
+        );
+        let j = serde_json::to_string(&s).unwrap();
+        assert_eq!(
+            j,
+            r#"{"faults":["stall","timeout"],"sites":["ctrl","bulk.out"],"odds":16,"externals":["unplug"],"schedule":"sticky(0.75)"}"#
+        );
+        assert_eq!(serde_json::from_str::<Swarm>(&j).unwrap(), s);
+        let none = Swarm {
+            faults: vec![],
+            sites: vec![],
+            odds: 4,
+            externals: vec![],
+            schedule: Strategy::Uniform,
+        };
+        assert_eq!(
+            none.to_string(),
+            "swarm: no faults; no externals; schedule uniform"
+        );
+        for p in STICKY_PERCENTS {
+            let st = Strategy::Sticky { keep_percent: p };
+            assert_eq!(st.to_string().parse::<Strategy>(), Ok(st));
+        }
+        assert_eq!(
+            "sticky(0.05)".parse(),
+            Ok(Strategy::Sticky { keep_percent: 5 })
+        );
+        for bad in [
+            "",
+            "sticky",
+            "sticky(0.)",
+            "sticky(1.0)",
+            "sticky(0.0)",
+            "pct",
+        ] {
+            assert!(bad.parse::<Strategy>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_sticky_schedule_mostly_keeps_the_first_option() {
+        let mut rng = stream(5, StreamName::Schedule);
+        let st = Strategy::Sticky { keep_percent: 90 };
+        let picks: Vec<usize> = (0..1000).map(|_| st.pick(&mut rng, 3)).collect();
+        let kept = picks.iter().filter(|&&p| p == 0).count();
+        assert!((850..950).contains(&kept), "{kept}");
+        assert!(picks.contains(&1) && picks.contains(&2) && picks.iter().all(|&p| p < 3));
+    }
+}

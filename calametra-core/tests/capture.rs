@@ -5,7 +5,8 @@
 //! showing every verdict.
 
 use calametra_core::capture::{
-    pcap, pcapng, usbmon_bin, Capture, ControlTransfer, EventKind, Format, Order, Status, XferType,
+    pcap, pcapng, usbmon_bin, Capture, ControlTransfer, DataTransfer, EventKind, Format, Order,
+    Status, XferType,
 };
 use calametra_core::compare::{self, Options, Reason, Verdict};
 use calametra_core::host::DeviceHost;
@@ -818,4 +819,199 @@ fn scripted_events_reach_the_model_at_capture_time() {
         .find(|l| l.contains("\"external\""))
         .unwrap();
     assert!(external.contains("\"t_ns\":3500000") && external.contains("\"name\":\"flip\""));
+}
+
+/// A bulk, interrupt or isochronous transfer of bus 1, submitted at record `sub` and (with
+/// `done`) completed at record `done.0` with `done.1`.
+fn dt(
+    dev: u8,
+    xfer: XferType,
+    endpoint: u8,
+    sub: usize,
+    done: Option<(usize, Status)>,
+    data: &[u8],
+) -> DataTransfer {
+    let is_in = endpoint & 0x80 != 0;
+    let status = done.map_or(Status::NoCompletion, |d| d.1);
+    DataTransfer {
+        xfer,
+        bus: 1,
+        device: dev,
+        endpoint,
+        id: sub as u64,
+        submit_record: sub,
+        complete_record: done.map(|d| d.0),
+        t_us: sub as i64 * 1_000,
+        complete_t_us: done.map(|d| d.0 as i64 * 1_000),
+        status,
+        requested: if is_in { 64 } else { data.len() as u32 },
+        actual: match status {
+            Status::Ok => data.len() as u32,
+            _ => 0,
+        },
+        data: data.to_vec(),
+        truncated: false,
+    }
+}
+
+#[test]
+fn compare_all_interleaves_bulk_and_interrupt_with_control_and_shows_every_data_verdict() {
+    use calametra_core::capture::Transfers;
+    use compare::{DataVerdict, ModelAnswer};
+    let (bulk, intr) = (XferType::Bulk, XferType::Interrupt);
+    let ok = Status::Ok;
+    let mut truncated = dt(5, bulk, 0x01, 16, Some((17, ok)), &[1, 2]);
+    truncated.requested = 4;
+    truncated.truncated = true;
+    let transfers = Transfers {
+        control: vec![
+            ctl(1, 5, 1_000, "4001000000000200", ok, &[7, 8]), // record 1: store
+            ctl(20, 5, 20_000, "c002000000000400", ok, &[7, 8]), // record 20: load
+        ],
+        data: vec![
+            // Submitted early, completed after the OUT at record 5: replayed at record 7.
+            dt(5, intr, 0x82, 3, Some((7, ok)), &[0]),
+            dt(5, bulk, 0x01, 5, Some((6, ok)), &[1, 2, 3]), // same: taken whole
+            dt(5, bulk, 0x81, 8, Some((9, ok)), &[1, 2, 3]), // same bytes
+            dt(5, bulk, 0x81, 10, Some((11, ok)), &[9]),     // capture only: the queue is empty
+            dt(5, bulk, 0x05, 12, Some((13, ok)), &[4]),     // model stalls, explained
+            dt(5, intr, 0x82, 14, Some((15, ok)), &[0x20, 0]), // not offered: explained
+            truncated,                                       // skipped
+            dt(5, XferType::Isochronous, 0x83, 18, Some((19, ok)), &[]), // skipped
+            dt(5, bulk, 0x01, 21, Some((22, ok)), &[4]),     // same; raises an interrupt
+            dt(5, intr, 0x82, 23, None, &[]), // pending at the end: the model has one
+            dt(5, bulk, 0x81, 24, None, &[]), // pending at the end: the model has [4]
+            dt(9, bulk, 0x01, 25, Some((26, ok)), &[1]), // another device
+        ],
+        notes: Vec::new(),
+    };
+    struct Hook(Vec<String>);
+    impl compare::Explain for Hook {
+        fn explain(&mut self, _: &DeviceHost, _: &ControlTransfer, _: &Verdict) -> Option<Reason> {
+            None
+        }
+        fn before_data(
+            &mut self,
+            _: &mut DeviceHost,
+            _: usize,
+            t: &DataTransfer,
+        ) -> Option<Reason> {
+            (t.endpoint == 0x82 && t.data.first() == Some(&0x20))
+                .then(|| Reason::new("audio_not_modelled", "the loopback has no audio"))
+        }
+        fn after_data(&mut self, _: &mut DeviceHost, t: &DataTransfer, e: &compare::DataEntry) {
+            self.0.push(format!(
+                "{:#04x}@{} {}",
+                t.endpoint,
+                e.record,
+                e.verdict.word()
+            ));
+        }
+        fn explain_data(
+            &mut self,
+            host: &DeviceHost,
+            t: &DataTransfer,
+            v: &DataVerdict,
+        ) -> Option<Reason> {
+            let stored = host.device::<Loopback>()?.stored().len();
+            (t.endpoint == 0x05 && *v == DataVerdict::ModelStalls).then(|| {
+                Reason::new(
+                    "no_endpoint_5",
+                    format!("the loopback has no OUT endpoint 5 ({stored} bytes stored)"),
+                )
+            })
+        }
+    }
+    let keep = RunConfig {
+        keep_trace: true,
+        ..RunConfig::default()
+    };
+    let mut host = DeviceHost::new(Loopback::default(), &keep);
+    let mut hook = Hook(Vec::new());
+    let r = compare::compare_all(&transfers, &mut host, &Options::default(), &mut hook);
+    assert_eq!(r.device, Some((1, 5)));
+    assert_eq!(r.summary().same, 2, "{r}");
+    assert_eq!(r.other_devices_data.get(&(1, 9)), Some(&1));
+    let got: Vec<(u8, usize, &str)> = r
+        .data
+        .iter()
+        .map(|e| (e.path.endpoint, e.record, e.verdict.word()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (0x01, 5, "same"),
+            (0x82, 7, "same"),
+            (0x81, 9, "same"),
+            (0x81, 11, "capture only"),
+            (0x05, 12, "model stalls"),
+            (0x82, 15, "capture only"),
+            (0x01, 16, "skipped"),
+            (0x83, 19, "skipped"),
+            (0x01, 21, "same"),
+            (0x82, 23, "model only"),
+            (0x81, 24, "model only"),
+        ],
+        "{r}"
+    );
+    assert_eq!(hook.0.len(), 11);
+    assert_eq!(hook.0[1], "0x82@7 same");
+    // Indices count the device's data transfers in submission order.
+    assert_eq!(r.data[0].index, 1);
+    assert_eq!(r.data[1].index, 0);
+    assert_eq!(r.data[9].verdict, DataVerdict::ModelOnly { model: vec![0] });
+    assert_eq!(r.data[1].model, Some(ModelAnswer::Data(vec![0])));
+    assert_eq!(r.data[3].model, Some(ModelAnswer::Nothing));
+    assert_eq!(r.data[0].model, Some(ModelAnswer::Accepted(3)));
+    assert_eq!(r.data[4].reason.as_ref().unwrap().name, "no_endpoint_5");
+    assert_eq!(
+        r.data[5].reason.as_ref().unwrap().name,
+        "audio_not_modelled"
+    );
+    assert_eq!(r.data[5].model, None);
+    let sums = r.data_summaries();
+    let bulk_out = sums[&compare::DataPath {
+        xfer: bulk,
+        endpoint: 0x01,
+    }];
+    assert_eq!((bulk_out.total, bulk_out.same, bulk_out.skipped), (3, 2, 1));
+    let intr_in = sums[&compare::DataPath {
+        xfer: intr,
+        endpoint: 0x82,
+    }];
+    assert_eq!(
+        (
+            intr_in.same,
+            intr_in.capture_only,
+            intr_in.model_only,
+            intr_in.explained
+        ),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(r.unexplained_data().count(), 3, "{r}");
+    assert!(!r.is_clean());
+    assert!(
+        r.summary().is_clean(),
+        "the control transfers alone are clean"
+    );
+    let text = r.render();
+    assert!(text.contains("interrupt IN 0x82"), "{text}");
+    assert!(
+        text.contains("capture only; the model had nothing (NAK) [UNEXPLAINED]"),
+        "{text}"
+    );
+    assert!(text.contains("[explained: audio_not_modelled: "), "{text}");
+    assert!(
+        text.contains("model only: 1 bytes where the capture has none"),
+        "{text}"
+    );
+    assert!(
+        text.contains("bulk OUT 0x01: 3 transfers (8 bytes): 2 same, 0 differ"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("same (taken whole)"),
+        "OUTs taken whole are only counted: {text}"
+    );
+    assert!(host.now() >= 23_000_000, "paced to the end of the capture");
 }

@@ -17,6 +17,7 @@ pub mod chain;
 pub mod choices;
 pub mod clock;
 pub mod compare;
+pub mod divergence;
 pub mod error;
 pub mod exec;
 pub mod explore;

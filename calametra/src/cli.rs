@@ -7,7 +7,7 @@
 use crate::export;
 use calametra_core::choices::story;
 use calametra_core::regress::Regression;
-use calametra_core::trace::{first_divergence, read_jsonl, render_divergence, Record};
+use calametra_core::trace::{read_jsonl, Record};
 use calametra_core::tracefile::load_replayable;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,8 +18,11 @@ calametra: deterministic testing of device drivers
 
 usage:
   calametra replay FILE                      rerun a regression file or a trace; byte-exact or a failure
-  calametra diff A.jsonl B.jsonl [--context N]
-                                             first divergent record of two traces
+  calametra diff A.jsonl B.jsonl [--context N] [--nondeterm-window N] [--format calametra|tsc]
+                                             where two traces part ways: the last matching and the
+                                             first divergent record field by field, time deltas, the
+                                             non-deterministic records between, counts per kind;
+                                             exit 0 identical, 1 divergent, 2 unusable input
   calametra show FILE                        the minimal story of a failure (regression or trace)
   calametra review [--package P] [--prune STATE,..]
                                              the workspace's saved cases: fails, fixed, stale, foreign,
@@ -262,39 +265,50 @@ fn kind_counts(r: &[Record]) -> BTreeMap<String, usize> {
     m
 }
 
+/// `calametra diff A B [--context N] [--nondeterm-window N] [--format calametra|tsc]`: the
+/// record-by-record, field-by-field comparison of two traces (see
+/// [`calametra_core::divergence`]). Exit 0 identical, 1 divergent, 2 unusable input.
 fn diff(args: &[String]) -> Result<(), CliError> {
-    let o = parse_opts(args, &["context"])?;
+    use calametra_core::divergence::{analyse, read, Envelope, Options};
+    let o = parse_opts(args, &["context", "nondeterm-window", "format"])?;
     let [a, b] = o.positional.as_slice() else {
         return Err(usage("diff needs two trace files"));
     };
-    let context: usize = match o.named.get("context") {
-        Some(c) => c
-            .parse()
-            .map_err(|_| usage(&format!("--context `{c}`: expected a number of records")))?,
-        None => 10,
+    let number = |name: &str, default: usize| -> Result<usize, CliError> {
+        match o.named.get(name) {
+            Some(c) => c
+                .parse()
+                .map_err(|_| usage(&format!("--{name} `{c}`: expected a number of records"))),
+            None => Ok(default),
+        }
     };
-    let (ra, rb) = (records(Path::new(a))?, records(Path::new(b))?);
-    let (ca, cb) = (kind_counts(&ra), kind_counts(&rb));
-    let mut kinds: Vec<&String> = ca.keys().chain(cb.keys()).collect();
-    kinds.sort();
-    kinds.dedup();
-    println!("records per kind ({a} | {b}):");
-    for k in kinds {
-        println!(
-            "  {k:<12} {:>6} | {:<6}",
-            ca.get(k).copied().unwrap_or(0),
-            cb.get(k).copied().unwrap_or(0)
-        );
+    let opts = Options {
+        context: number("context", 10)?,
+        nondeterm_window: number("nondeterm-window", 0)?,
+    };
+    let format = match o.named.get("format") {
+        Some(f) => Some(Envelope::parse(f).map_err(|e| usage(&e))?),
+        None => None,
+    };
+    let unusable = |e: calametra_core::trace::TraceFileError| CliError(e.to_string(), 2);
+    let ta = read(Path::new(a), format).map_err(unusable)?;
+    let tb = read(Path::new(b), format).map_err(unusable)?;
+    if ta.envelope != tb.envelope {
+        return Err(CliError(
+            format!(
+                "{a} is a {} trace and {b} a {} trace: there is nothing to compare (force one envelope with --format calametra|tsc)",
+                ta.envelope.name(),
+                tb.envelope.name()
+            ),
+            2,
+        ));
     }
-    match first_divergence(&ra, &rb) {
-        None => {
-            println!("the deterministic records are identical");
-            Ok(())
-        }
-        Some(d) => {
-            print!("{}", render_divergence(&ra, &d, context));
-            Err(CliError("the traces diverge".into(), 1))
-        }
+    let an = analyse(&ta, &tb, opts);
+    print!("{}", an.render());
+    if an.identical() {
+        Ok(())
+    } else {
+        Err(CliError("the traces diverge".into(), 1))
     }
 }
 

@@ -329,7 +329,7 @@ fn a_case_saved_by_one_target_is_not_replayed_by_another_and_a_copy_there_fails_
             .env("HW_LOOP_BUG_A", bug)
             .env("CALAMETRA_CASE_STATES", &states));
         assert!(!ok, "{out}");
-        assert_eq!(ran(&out), [trial.clone()], "{out}");
+        assert_eq!(ran(&out), [trial.as_str()], "{out}");
         for needle in [
             format!("{}: foreign case", copy.display()),
             "target `hw-loop`, not `hw_twin`".to_string(),
@@ -512,7 +512,7 @@ fn the_replay_command_a_failure_prints_runs_its_case_when_pasted_into_a_shell() 
         .env("CALAMETRA_REGRESSIONS", &regs)
         .env("HW_LOOP_BUG_A", "1"));
     assert!(!ok, "the case still fails:\n{out}");
-    assert_eq!(ran(&out), [trial.clone()], "one trial ran:\n{out}");
+    assert_eq!(ran(&out), [trial.as_str()], "one trial ran:\n{out}");
     assert!(out.contains(&format!("test {trial} ... FAILED")), "{out}");
     assert!(out.contains("reproduced byte-exactly"), "{out}");
 }

@@ -131,6 +131,11 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Whether `p` is a regular file (a symlink, FIFO or socket is not, and is never followed).
+fn is_regular(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file())
+}
+
 /// The scenario path a case file's location names: `<root>/<target>/<a>/<b>/<id>.json` is `a::b`.
 fn scenario_of(target_dir: &Path, file: &Path) -> String {
     let rel = file
@@ -341,7 +346,7 @@ pub fn review(args: &[String]) -> Result<(), CliError> {
                             "target `{target}` has no scenario `{scenario}` (renamed or removed?)"
                         ),
                     )
-                } else if !is_case_file_name(&name) {
+                } else if !is_case_file_name(&name) || !is_regular(&f) {
                     (
                         "unreadable".into(),
                         "not a saved case (a saved case is a regular file named <12 hex digits>.json)"

@@ -125,7 +125,8 @@ fn run(c: &mut Command) -> (bool, String) {
     (status.success(), text)
 }
 
-/// Every file under `dir` with its bytes, by path relative to `dir`.
+/// Every file under `dir` with its bytes (a FIFO or other special file: a marker, unread), by
+/// path relative to `dir`.
 fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
         let Ok(rd) = std::fs::read_dir(dir) else {
@@ -133,12 +134,18 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
         };
         for e in rd.flatten() {
             let p = e.path();
-            if p.is_dir() {
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
                 walk(base, &p, out);
-            } else {
-                let rel = p.strip_prefix(base).unwrap().to_path_buf();
-                out.insert(rel, std::fs::read(&p).unwrap());
+                continue;
             }
+            let rel = p.strip_prefix(base).unwrap().to_path_buf();
+            let bytes = if ft.is_file() {
+                std::fs::read(&p).unwrap()
+            } else {
+                b"(not a regular file)".to_vec()
+            };
+            out.insert(rel, bytes);
         }
     }
     let mut out = BTreeMap::new();
@@ -383,6 +390,12 @@ fn a_renamed_request_makes_a_case_stale_a_fixed_bug_makes_one_fixed_and_review_p
     // Files review must leave alone: a stray file and a foreign copy.
     let stray = regs.join("hw-loop/store_once/.gitkeep");
     std::fs::write(&stray, "").unwrap();
+    let fifo = regs.join("hw-loop/store_twice/abcdefabcdef.json");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     let foreign = regs.join("hw_twin/store_once").join(format!("{a_id}.json"));
     std::fs::create_dir_all(foreign.parent().unwrap()).unwrap();
     std::fs::copy(regs.join(&a), &foreign).unwrap();
@@ -441,6 +454,7 @@ fn a_renamed_request_makes_a_case_stale_a_fixed_bug_makes_one_fixed_and_review_p
         (regs.join(&a), "stale"),
         (regs.join(&b), "fixed"),
         (stray.clone(), "unreadable"),
+        (fifo.clone(), "unreadable"),
         (foreign.clone(), "foreign"),
     ]
     .into_iter()
@@ -448,7 +462,7 @@ fn a_renamed_request_makes_a_case_stale_a_fixed_bug_makes_one_fixed_and_review_p
     .collect();
     assert_eq!(rows, want, "{out}");
     assert!(
-        out.contains("4 saved case file(s): 1 fixed, 1 foreign, 1 stale, 1 unreadable"),
+        out.contains("5 saved case file(s): 1 fixed, 1 foreign, 1 stale, 2 unreadable"),
         "{out}"
     );
     let before = tree(&regs);

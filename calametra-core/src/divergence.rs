@@ -553,8 +553,11 @@ impl Analysis<'_> {
         if start + 1 < i {
             let _ = writeln!(
                 s,
-                "context ({} records both runs share, A's lines):",
-                i - 1 - start
+                "context ({} both runs share, A's lines):",
+                match i - 1 - start {
+                    1 => "1 record".to_string(),
+                    n => format!("{n} records"),
+                }
             );
             for &p in &self.da[start..i - 1] {
                 let _ = writeln!(s, "    {}", a.records[p].line);

@@ -1,8 +1,10 @@
-//! The `calametra` command-line tool: `replay`, `diff`, `show`, `review`, `export`, `compare`,
-//! `qemu`.
+//! The `calametra` command-line tool: `replay`, `diff`, `determinism`, `show`, `review`, `export`,
+//! `compare`, `qemu`.
 //!
 //! Every command reads real files and reports a bad one with a clear message naming the file
 //! and exits non-zero; nothing here panics on input.
+
+mod determinism;
 
 use crate::export;
 use calametra_core::choices::story;
@@ -23,6 +25,14 @@ usage:
                                              first divergent record field by field, time deltas, the
                                              non-deterministic records between, counts per kind;
                                              exit 0 identical, 1 divergent, 2 unusable input
+  calametra determinism (FILE | --package P (--test T | --bin T) --scenario PATH --seed SEED | -- PROGRAM ARGS..)
+                    [--runs N] [--parallel P] [--out DIR] [--context N] [--nondeterm-window N]
+                                             run one run N times (a saved case or trace, a seed, any
+                                             program writing $CALAMETRA_TRACE_OUT); keep the reference
+                                             and each divergent run (command, status, output, trace,
+                                             summary, diff), delete the matching ones; exit 0 all
+                                             identical, 1 some diverge, 2 unusable
+  calametra determinism --check DIR          check a determinism directory's summary against its runs
   calametra show FILE                        the minimal story of a failure (regression or trace)
   calametra review [--package P] [--prune STATE,..]
                                              the workspace's saved cases: fails, fixed, stale, foreign,
@@ -59,6 +69,7 @@ pub fn run(args: &[String]) -> Result<(), CliError> {
     match cmd.as_str() {
         "replay" => replay(rest),
         "diff" => diff(rest),
+        "determinism" => determinism::determinism(rest),
         "show" => show(rest),
         "export" => export_cmd(rest),
         "review" => crate::review::review(rest),

@@ -1,0 +1,816 @@
+//! `calametra determinism`: one run of a scenario made N times, each in its own process, and
+//! every run's trace compared with the first's.
+//!
+//! What runs:
+//!
+//! - `FILE` (a saved case or a trace file): the trial `<scenario>::replay` of the test binary
+//!   the file names, with `CALAMETRA_REPLAY_FILE=FILE` (what `calametra replay` runs);
+//! - `--package P (--test T | --bin T) --scenario PATH --seed SEED`: the trial
+//!   `PATH::seed::<SEED in hex>` of that harness binary;
+//! - `-- PROGRAM ARGS..`: any program that writes its trace where `CALAMETRA_TRACE_OUT` says
+//!   (a hypervisor's exit stream in the `tsc` envelope works as well as a Calametra trace).
+//!
+//! A harness binary is built once (`cargo test --no-run` / `cargo build`) and run directly,
+//! `--exact <trial> --include-ignored` (so a guest scenario's trial runs too), from its package's
+//! directory, with `CALAMETRA_TRACE_OUT=<run dir>/trace.jsonl` (the trial writes its run's full
+//! trace there) and `CALAMETRA_REGRESSIONS=off` (the runs save no cases).
+//!
+//! Every run gets a directory `run-NNN` holding `command` (the exact shell command), `status`,
+//! `stdout`, `stderr`, `trace.jsonl` and `summary`. Run 1 is the reference and is kept; a run
+//! whose deterministic records all agree with the reference's (field by field, as `calametra
+//! diff` compares) and whose exit status is the same is deleted; a divergent run is kept with
+//! `divergence`, the diff of the reference and it. The directory's `config` says what ran and
+//! how; its `summary` lists the runs kept and deleted and the counts, and is checked against
+//! the `run-*` directories present (`calametra determinism --check DIR` checks again later).
+
+use super::{fail, parse_opts, replay_target, usage, CliError};
+use crate::report::shell_quote;
+use calametra_core::divergence::{analyse, read, Options, TraceRecs};
+use calametra_core::regress::write_atomic;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// The format tags of the two files.
+pub const CONFIG_FORMAT: &str = "calametra.determinism.config";
+/// See [`CONFIG_FORMAT`].
+pub const SUMMARY_FORMAT: &str = "calametra.determinism.summary";
+
+/// What one run executes.
+struct Plan {
+    /// What the runs are of, for people (`leaky::hash_order seed 0x7`, a file, a program).
+    what: Value,
+    /// The program and its arguments.
+    program: PathBuf,
+    args: Vec<String>,
+    /// Where it runs.
+    cwd: PathBuf,
+    /// Variables set for every run (besides `CALAMETRA_TRACE_OUT`).
+    env: Vec<(String, String)>,
+    /// Whether it is a harness trial (its libtest output says whether the one trial ran).
+    trial: Option<String>,
+    /// A name for the default output directory.
+    label: String,
+}
+
+/// What a finished run left.
+struct RunOut {
+    index: usize,
+    dir: PathBuf,
+    status: String,
+    code: Option<i32>,
+    /// For a harness trial: `passed`, `failed` or `did not run`.
+    trial: Option<&'static str>,
+}
+
+/// `calametra determinism ...`.
+pub fn determinism(args: &[String]) -> Result<(), CliError> {
+    let (ours, program) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], Some(&args[i + 1..])),
+        None => (args, None),
+    };
+    let o = parse_opts(
+        ours,
+        &[
+            "runs",
+            "parallel",
+            "out",
+            "cargo",
+            "package",
+            "test",
+            "bin",
+            "scenario",
+            "seed",
+            "context",
+            "nondeterm-window",
+            "check",
+        ],
+    )?;
+    if let Some(dir) = o.named.get("check") {
+        let s = check(Path::new(dir)).map_err(|e| CliError(e, 2))?;
+        println!("{s}");
+        return Ok(());
+    }
+    let number = |name: &str, default: usize| -> Result<usize, CliError> {
+        match o.named.get(name) {
+            Some(v) => v
+                .parse()
+                .map_err(|_| usage(&format!("--{name} `{v}`: expected a number"))),
+            None => Ok(default),
+        }
+    };
+    let runs = number("runs", 10)?;
+    if runs < 2 {
+        return Err(usage(
+            "--runs: at least 2 runs (a reference and one to compare)",
+        ));
+    }
+    let parallel = number("parallel", 1)?.clamp(1, runs);
+    let opts = Options {
+        context: number("context", 5)?,
+        nondeterm_window: number("nondeterm-window", 0)?,
+    };
+    let cargo = o
+        .named
+        .get("cargo")
+        .cloned()
+        .unwrap_or_else(|| std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let plan = match (program, o.positional.as_slice()) {
+        (Some(p), []) => program_plan(p)?,
+        (Some(_), _) => return Err(usage("determinism: give a FILE or `-- PROGRAM`, not both")),
+        (None, [file]) => file_plan(Path::new(file), &cargo)?,
+        (None, []) => seed_plan(&o.named, &cargo)?,
+        (None, _) => return Err(usage("determinism takes one FILE")),
+    };
+    let out = match o.named.get("out") {
+        Some(d) => PathBuf::from(d),
+        None => default_out(&plan.label),
+    };
+    if out.exists()
+        && std::fs::read_dir(&out)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(CliError(
+            format!(
+                "{}: exists and is not empty; give --out a new directory",
+                out.display()
+            ),
+            2,
+        ));
+    }
+    std::fs::create_dir_all(&out)
+        .map_err(|e| CliError(format!("{}: cannot create: {e}", out.display()), 2))?;
+    let out = std::fs::canonicalize(&out).unwrap_or(out);
+    write_config(&out, &plan, runs, parallel)?;
+    println!(
+        "determinism: {} runs of {}, {parallel} at a time, into {}",
+        runs,
+        plan.what,
+        out.display()
+    );
+    let finished = run_all(&plan, &out, runs, parallel)?;
+    analyse_runs(&plan, &out, finished, opts)
+}
+
+/// `target/calametra/determinism/<label>-<n>`, the first `n` free.
+fn default_out(label: &str) -> PathBuf {
+    let base = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"))
+        .join("calametra")
+        .join("determinism");
+    let label: String = label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    (1..)
+        .map(|n| base.join(format!("{label}-{n}")))
+        .find(|p| !p.exists())
+        .unwrap_or(base)
+}
+
+fn program_plan(p: &[String]) -> Result<Plan, CliError> {
+    let Some((prog, args)) = p.split_first() else {
+        return Err(usage("determinism: `--` needs a PROGRAM"));
+    };
+    let label = Path::new(prog)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "program".into());
+    Ok(Plan {
+        what: json!({ "program": prog, "args": args }),
+        program: PathBuf::from(prog),
+        args: args.to_vec(),
+        cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        env: Vec::new(),
+        trial: None,
+        label,
+    })
+}
+
+fn file_plan(file: &Path, cargo: &str) -> Result<Plan, CliError> {
+    let (scenario, package, target) = replay_target(file)?;
+    let abs = std::fs::canonicalize(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
+    let trial = format!("{scenario}::replay");
+    let (exe, dir) = build(cargo, &package, &target, None)?;
+    Ok(Plan {
+        what: json!({
+            "file": abs.display().to_string(),
+            "scenario": scenario,
+            "package": package,
+            "target": target,
+            "trial": trial,
+        }),
+        program: exe,
+        args: vec!["--exact".into(), trial.clone(), "--include-ignored".into()],
+        cwd: dir,
+        env: vec![
+            ("CALAMETRA_REPLAY_FILE".into(), abs.display().to_string()),
+            ("CALAMETRA_REGRESSIONS".into(), "off".into()),
+        ],
+        trial: Some(trial),
+        label: scenario.replace("::", "."),
+    })
+}
+
+fn seed_plan(named: &BTreeMap<String, String>, cargo: &str) -> Result<Plan, CliError> {
+    let need = |k: &str| {
+        named.get(k).cloned().ok_or_else(|| {
+            usage(&format!(
+                "determinism needs a FILE, `-- PROGRAM`, or --package P (--test T | --bin T) --scenario PATH --seed SEED (missing --{k})"
+            ))
+        })
+    };
+    let package = need("package")?;
+    let (target, kind) = match (named.get("test"), named.get("bin")) {
+        (Some(t), None) => (t.clone(), "test"),
+        (None, Some(b)) => (b.clone(), "bin"),
+        _ => return Err(usage("determinism: give one of --test T or --bin T")),
+    };
+    let scenario = need("scenario")?;
+    let seed_text = need("seed")?;
+    let seed = match seed_text.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => seed_text.parse().ok(),
+    }
+    .ok_or_else(|| {
+        usage(&format!(
+            "--seed `{seed_text}`: expected a seed like 0x4f21a9"
+        ))
+    })?;
+    let trial = format!("{scenario}::seed::{seed:#x}");
+    let (exe, dir) = build(cargo, &package, &target, Some(kind))?;
+    Ok(Plan {
+        what: json!({
+            "scenario": scenario,
+            "seed": format!("{seed:#x}"),
+            "package": package,
+            "target": target,
+            "trial": trial,
+        }),
+        program: exe,
+        args: vec!["--exact".into(), trial.clone(), "--include-ignored".into()],
+        cwd: dir,
+        env: vec![("CALAMETRA_REGRESSIONS".into(), "off".into())],
+        trial: Some(trial),
+        label: format!("{}-seed-{seed:#x}", scenario.replace("::", ".")),
+    })
+}
+
+/// Builds `package`'s target `target` (a test, or a bin; looked up with `cargo metadata` when
+/// not said) and returns its executable and the package's directory (where `cargo test` runs
+/// it).
+fn build(
+    cargo: &str,
+    package: &str,
+    target: &str,
+    kind: Option<&str>,
+) -> Result<(PathBuf, PathBuf), CliError> {
+    for (field, v) in [("package", package), ("target", target)] {
+        if v.is_empty()
+            || v.starts_with('-')
+            || !v
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(fail(format!(
+                "{field} `{v}` is not a Cargo {field} name (letters, digits, `-`, `_`)"
+            )));
+        }
+    }
+    let meta = Command::new(cargo)
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| CliError(format!("cannot run `{cargo} metadata`: {e}"), 2))?;
+    if !meta.status.success() {
+        return Err(CliError(format!("`{cargo} metadata` failed"), 2));
+    }
+    let meta: Value = serde_json::from_slice(&meta.stdout)
+        .map_err(|e| CliError(format!("`{cargo} metadata`: {e}"), 2))?;
+    let pkg = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == package)
+        .ok_or_else(|| CliError(format!("no package `{package}` in this workspace"), 2))?;
+    let dir = pkg["manifest_path"]
+        .as_str()
+        .and_then(|m| Path::new(m).parent())
+        .map(Path::to_path_buf)
+        .ok_or_else(|| CliError(format!("package `{package}`: no manifest path"), 2))?;
+    let kinds: Vec<String> = pkg["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["name"] == target)
+        .flat_map(|t| t["kind"].as_array().cloned().unwrap_or_default())
+        .filter_map(|k| k.as_str().map(str::to_string))
+        .collect();
+    let kind = match kind {
+        Some(k) if kinds.iter().any(|x| x == k) => k.to_string(),
+        Some(k) => {
+            return Err(CliError(
+                format!("package `{package}` has no {k} target `{target}`"),
+                2,
+            ))
+        }
+        None if kinds.iter().any(|x| x == "test") => "test".into(),
+        None if kinds.iter().any(|x| x == "bin") => "bin".into(),
+        None => {
+            return Err(CliError(
+                format!("package `{package}` has no test or bin target `{target}`"),
+                2,
+            ))
+        }
+    };
+    let mut c = Command::new(cargo);
+    if kind == "test" {
+        c.args(["test", "--no-run", "-p", package, "--test", target]);
+    } else {
+        c.args(["build", "-p", package, "--bin", target]);
+    }
+    println!(
+        "$ {cargo} {} --message-format=json",
+        c.get_args()
+            .map(|a| shell_quote(&a.to_string_lossy()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let built = c
+        .arg("--message-format=json")
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| CliError(format!("cannot run `{cargo}`: {e}"), 2))?;
+    if !built.status.success() {
+        return Err(CliError(
+            format!("building {package}'s `{target}` failed"),
+            2,
+        ));
+    }
+    let exe = String::from_utf8_lossy(&built.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["target"]["name"] == target)
+        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| CliError(format!("cargo built no executable for `{target}`"), 2))?;
+    Ok((exe, dir))
+}
+
+fn write_config(out: &Path, plan: &Plan, runs: usize, parallel: usize) -> Result<(), CliError> {
+    let mut env: Vec<Value> = plan
+        .env
+        .iter()
+        .map(|(k, v)| json!({ "name": k, "value": v }))
+        .collect();
+    env.push(json!({ "name": "CALAMETRA_TRACE_OUT", "value": "<run dir>/trace.jsonl" }));
+    let config = json!({
+        "format": CONFIG_FORMAT,
+        "version": 1,
+        "what": plan.what,
+        "program": plan.program.display().to_string(),
+        "args": plan.args,
+        "cwd": plan.cwd.display().to_string(),
+        "env": env,
+        "runs": runs,
+        "parallel": parallel,
+        "reference": "run-001",
+    });
+    write_json(&out.join("config"), &config)
+}
+
+fn write_json(path: &Path, v: &Value) -> Result<(), CliError> {
+    let mut text = serde_json::to_string_pretty(v).unwrap_or_default();
+    text.push('\n');
+    write_atomic(path, text.as_bytes()).map_err(|e| CliError(e.to_string(), 2))
+}
+
+fn run_name(i: usize) -> String {
+    format!("run-{i:03}")
+}
+
+/// The exact shell command of one run.
+fn command_line(plan: &Plan, trace: &Path) -> String {
+    let mut s = format!("cd {} && ", shell_quote(&plan.cwd.display().to_string()));
+    for (k, v) in &plan.env {
+        s.push_str(&format!("{k}={} ", shell_quote(v)));
+    }
+    s.push_str(&format!(
+        "CALAMETRA_TRACE_OUT={} {}",
+        shell_quote(&trace.display().to_string()),
+        shell_quote(&plan.program.display().to_string())
+    ));
+    for a in &plan.args {
+        s.push(' ');
+        s.push_str(&shell_quote(a));
+    }
+    s
+}
+
+fn run_one(plan: &Plan, out: &Path, index: usize) -> RunOut {
+    let dir = out.join(run_name(index));
+    let trace = dir.join("trace.jsonl");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(
+        dir.join("command"),
+        format!("{}\n", command_line(plan, &trace)),
+    );
+    let mut c = Command::new(&plan.program);
+    c.args(&plan.args)
+        .current_dir(&plan.cwd)
+        .env("CALAMETRA_TRACE_OUT", &trace)
+        .stdin(Stdio::null());
+    for (k, v) in &plan.env {
+        c.env(k, v);
+    }
+    let (status, code, stdout, stderr) = match c.output() {
+        Ok(o) => {
+            let status = match o.status.code() {
+                Some(c) => format!("exit {c}"),
+                None => format!("killed ({})", o.status),
+            };
+            (status, o.status.code(), o.stdout, o.stderr)
+        }
+        Err(e) => (
+            format!("did not start: {e}"),
+            None,
+            Vec::new(),
+            e.to_string().into_bytes(),
+        ),
+    };
+    let trial = plan.trial.as_ref().map(|_| {
+        let text = String::from_utf8_lossy(&stdout);
+        if text.lines().any(|l| l.contains(" 1 passed;")) {
+            "passed"
+        } else if text.lines().any(|l| l.contains(" 1 failed;")) {
+            "failed"
+        } else {
+            "did not run"
+        }
+    });
+    let _ = std::fs::write(dir.join("stdout"), &stdout);
+    let _ = std::fs::write(dir.join("stderr"), &stderr);
+    let status_text = match trial {
+        Some(t) => format!("{status}\ntrial {t}\n"),
+        None => format!("{status}\n"),
+    };
+    let _ = std::fs::write(dir.join("status"), status_text);
+    RunOut {
+        index,
+        dir,
+        status,
+        code,
+        trial,
+    }
+}
+
+/// Runs every run, `parallel` at a time, in index order of start.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "host-side process runner: the threads wait for child processes, outside every simulation"
+)]
+fn run_all(plan: &Plan, out: &Path, runs: usize, parallel: usize) -> Result<Vec<RunOut>, CliError> {
+    let next = AtomicUsize::new(1);
+    let done: Mutex<Vec<RunOut>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..parallel {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i > runs {
+                    break;
+                }
+                let r = run_one(plan, out, i);
+                if let Ok(mut d) = done.lock() {
+                    d.push(r);
+                }
+            });
+        }
+    });
+    let mut v = done
+        .into_inner()
+        .map_err(|_| CliError("a run's thread panicked".into(), 2))?;
+    v.sort_by_key(|r| r.index);
+    Ok(v)
+}
+
+/// A trace's deterministic records as one digest (what `diff` compares: host time and the
+/// bytes' formatting left out).
+fn fingerprint(t: &TraceRecs) -> String {
+    let mut text = String::new();
+    for r in t.records.iter().filter(|r| r.deterministic) {
+        text.push_str(&serde_json::to_string(&r.fields).unwrap_or_default());
+        text.push('\n');
+    }
+    format!(
+        "sha256:{}",
+        calametra_core::trace::sha256_hex(text.as_bytes())
+    )
+}
+
+fn analyse_runs(
+    plan: &Plan,
+    out: &Path,
+    finished: Vec<RunOut>,
+    opts: Options,
+) -> Result<(), CliError> {
+    let traces: Vec<Result<TraceRecs, String>> = finished
+        .iter()
+        .map(|r| read(&r.dir.join("trace.jsonl"), None).map_err(|e| e.to_string()))
+        .collect();
+    let reference = &finished[0];
+    if reference.trial == Some("did not run") {
+        return Err(CliError(
+            format!(
+                "the reference run ran no trial `{}` (was the scenario renamed or moved? is the seed one the binary lists?); see {}",
+                plan.trial.as_deref().unwrap_or("?"),
+                reference.dir.join("stdout").display()
+            ),
+            2,
+        ));
+    }
+    let ref_trace = match &traces[0] {
+        Ok(t) => t,
+        Err(e) => {
+            let why = if plan.trial.is_some() && !reference.dir.join("trace.jsonl").exists() {
+                format!(
+                    "the test binary wrote no trace to CALAMETRA_TRACE_OUT (its harness must write the trial's run there: every record and the closing `summary` record): {e}"
+                )
+            } else {
+                e.clone()
+            };
+            let summary = json!({
+                "format": SUMMARY_FORMAT,
+                "version": 1,
+                "runs": finished.len(),
+                "reference": run_name(1),
+                "unusable": why,
+                "kept": finished.iter().map(|r| json!({"run": run_name(r.index), "role": "not analysed", "status": r.status})).collect::<Vec<_>>(),
+                "deleted": [],
+            });
+            write_json(&out.join("summary"), &summary)?;
+            return Err(CliError(
+                format!(
+                    "the reference run ({}) is unusable: {why}",
+                    reference.dir.display()
+                ),
+                2,
+            ));
+        }
+    };
+    let mut kept = Vec::new();
+    let mut deleted = Vec::new();
+    let mut hashes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let (mut identical, mut divergent, mut unusable) = (0usize, 0usize, 0usize);
+    let mut report = String::new();
+    for (r, t) in finished.iter().zip(&traces) {
+        let name = run_name(r.index);
+        let mut summary = json!({
+            "run": name,
+            "command": command_line(plan, &r.dir.join("trace.jsonl")),
+            "status": r.status,
+            "exit_code": r.code,
+            "trial": r.trial,
+        });
+        let role = match t {
+            Err(e) => {
+                unusable += 1;
+                summary["trace"] = json!({ "error": e });
+                report.push_str(&format!("{name}: unusable: {e}\n"));
+                "unusable"
+            }
+            Ok(t) => {
+                let fp = fingerprint(t);
+                let det = t.records.iter().filter(|x| x.deterministic).count();
+                summary["trace"] = json!({
+                    "records": t.records.len(),
+                    "deterministic": det,
+                    "fingerprint": fp,
+                    "envelope": t.envelope.name(),
+                });
+                hashes.entry(fp.clone()).or_default().push(name.clone());
+                if r.index == 1 {
+                    "reference"
+                } else {
+                    let an = analyse(ref_trace, t, opts);
+                    let same_status = r.status == reference.status && r.trial == reference.trial;
+                    if an.identical() && same_status {
+                        identical += 1;
+                        "identical"
+                    } else {
+                        divergent += 1;
+                        let mut text = format!(
+                            "$ calametra diff {} {}\n",
+                            ref_trace.path.display(),
+                            t.path.display()
+                        );
+                        if !same_status {
+                            text.push_str(&format!(
+                                "exit status differs: reference {} ({}), this run {} ({})\n",
+                                reference.status,
+                                reference.trial.unwrap_or("-"),
+                                r.status,
+                                r.trial.unwrap_or("-")
+                            ));
+                        }
+                        text.push_str(&an.render());
+                        let _ = std::fs::write(r.dir.join("divergence"), &text);
+                        summary["verdict"] = json!(an.verdict());
+                        summary["first_divergent"] = json!(an.first_divergent);
+                        summary["fields"] = json!(an.fields);
+                        report.push_str(&format!(
+                            "{name}: {} ({})\n",
+                            an.verdict(),
+                            r.dir.join("divergence").display()
+                        ));
+                        "divergent"
+                    }
+                }
+            }
+        };
+        summary["role"] = json!(role);
+        if role == "identical" {
+            let _ = std::fs::remove_dir_all(&r.dir);
+            deleted.push(name);
+        } else {
+            write_json(&r.dir.join("summary"), &summary)?;
+            kept.push(json!({
+                "run": name,
+                "role": role,
+                "status": r.status,
+                "verdict": summary.get("verdict").cloned().unwrap_or(Value::Null),
+                "fingerprint": summary["trace"].get("fingerprint").cloned().unwrap_or(Value::Null),
+            }));
+        }
+    }
+    let summary = json!({
+        "format": SUMMARY_FORMAT,
+        "version": 1,
+        "what": plan.what,
+        "runs": finished.len(),
+        "reference": run_name(1),
+        "identical": identical,
+        "divergent": divergent,
+        "unusable": unusable,
+        "kept": kept,
+        "deleted": deleted,
+        "fingerprints": hashes.iter().map(|(k, v)| json!({"fingerprint": k, "runs": v.len()})).collect::<Vec<_>>(),
+    });
+    write_json(&out.join("summary"), &summary)?;
+    print!("{report}");
+    let checked = check(out).map_err(|e| CliError(e, 2))?;
+    println!("{checked}");
+    if divergent + unusable == 0 {
+        Ok(())
+    } else {
+        Err(CliError(
+            format!(
+                "{divergent} of {} runs diverge from the reference{}",
+                finished.len() - 1,
+                if unusable > 0 {
+                    format!(", {unusable} unusable")
+                } else {
+                    String::new()
+                }
+            ),
+            if divergent > 0 { 1 } else { 2 },
+        ))
+    }
+}
+
+/// Checks a determinism directory: its `summary` lists exactly the `run-*` directories present
+/// (each with its `command`, `status`, `stdout`, `stderr`, `trace.jsonl` and `summary`, and a
+/// divergent one with its `divergence`), and its counts add up. Returns a one-line account.
+pub fn check(dir: &Path) -> Result<String, String> {
+    let read_json = |name: &str| -> Result<Value, String> {
+        let p = dir.join(name);
+        let text = std::fs::read_to_string(&p)
+            .map_err(|e| format!("{}: cannot read: {e}", p.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let config = read_json("config")?;
+    if config["format"] != CONFIG_FORMAT {
+        return Err(format!(
+            "{}: field `format`: expected `{CONFIG_FORMAT}`",
+            dir.join("config").display()
+        ));
+    }
+    let summary = read_json("summary")?;
+    let sp = dir.join("summary");
+    if summary["format"] != SUMMARY_FORMAT {
+        return Err(format!(
+            "{}: field `format`: expected `{SUMMARY_FORMAT}`",
+            sp.display()
+        ));
+    }
+    let runs = summary["runs"].as_u64().unwrap_or(0) as usize;
+    if Some(runs as u64) != config["runs"].as_u64() {
+        return Err(format!(
+            "{}: {runs} runs, but the config asked for {}",
+            sp.display(),
+            config["runs"]
+        ));
+    }
+    let kept: Vec<(String, String)> = summary["kept"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|k| {
+            (
+                k["run"].as_str().unwrap_or("").to_string(),
+                k["role"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let deleted: Vec<String> = summary["deleted"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d.as_str().map(str::to_string))
+        .collect();
+    let mut present: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("run-"))
+        .collect();
+    present.sort();
+    let mut listed: Vec<String> = kept.iter().map(|(r, _)| r.clone()).collect();
+    listed.sort();
+    if present != listed {
+        return Err(format!(
+            "{}: the runs kept ({}) are not the run directories present ({})",
+            sp.display(),
+            listed.join(", "),
+            present.join(", ")
+        ));
+    }
+    if kept.len() + deleted.len() != runs {
+        return Err(format!(
+            "{}: {} kept and {} deleted make {}, not {runs} runs",
+            sp.display(),
+            kept.len(),
+            deleted.len(),
+            kept.len() + deleted.len()
+        ));
+    }
+    if deleted.iter().any(|d| listed.contains(d)) {
+        return Err(format!("{}: a run is both kept and deleted", sp.display()));
+    }
+    let count = |role: &str| kept.iter().filter(|(_, r)| r == role).count();
+    if summary.get("unusable").is_some_and(|u| u.is_string()) {
+        return Ok(format!(
+            "checked {}: the reference was unusable; {} run directories kept",
+            dir.display(),
+            kept.len()
+        ));
+    }
+    for (field, n) in [
+        ("divergent", count("divergent")),
+        ("unusable", count("unusable")),
+        ("identical", deleted.len()),
+    ] {
+        if summary[field].as_u64() != Some(n as u64) {
+            return Err(format!(
+                "{}: field `{field}` says {}, but {n} runs are so",
+                sp.display(),
+                summary[field]
+            ));
+        }
+    }
+    for (run, role) in &kept {
+        let mut need = vec!["command", "status", "stdout", "stderr", "summary"];
+        if role != "unusable" {
+            need.push("trace.jsonl");
+        }
+        if role == "divergent" {
+            need.push("divergence");
+        }
+        for f in need {
+            if !dir.join(run).join(f).is_file() {
+                return Err(format!("{}: missing `{f}`", dir.join(run).display()));
+            }
+        }
+    }
+    if count("reference") != 1 {
+        return Err(format!("{}: no reference run kept", sp.display()));
+    }
+    Ok(format!(
+        "checked {}: {runs} runs: 1 reference, {} identical (deleted), {} divergent, {} unusable; the summary lists exactly the {} run directories present",
+        dir.display(),
+        deleted.len(),
+        count("divergent"),
+        count("unusable"),
+        kept.len()
+    ))
+}

@@ -219,7 +219,7 @@ pub struct RunResult {
     /// The run's swarm configuration: drawn by a seeded run with `RunConfig::swarm`, or read
     /// from a replayed event list that records one; `None` otherwise (the baseline, `site::`
     /// probes, replays without one). Its `Display` is one line for a failure screen
-    /// (`swarm: faults [stall] at ctrl; 1 in 16 crossings; externals [unplug]; schedule
+    /// (`swarm: faults [stall] at ctrl; 1 in 32 crossings; externals [unplug]; schedule
     /// uniform`); it serializes as JSON.
     pub swarm: Option<Swarm>,
 }

@@ -71,14 +71,17 @@ fn baseline_downloads_64k_manifests_and_verifies() {
 }
 
 /// Each semantic event the scenario should reach is reached by at least three of a fixed set
-/// of seeds, with every kind of fault but `disconnect` (which ends most long seeded runs early:
-/// a seeded schedule faults one site crossing in 24).
+/// of seeds, with every kind of fault but `disconnect` (which ends most long seeded runs early).
+/// 64 seeds: each seed's swarm turns on only some primitives and site families, at one crossing
+/// in 32 to 128, so a mark that needs one primitive at one request (`BadBlockLength`: a short
+/// DFU_DNLOAD) is rarer a seed than under the one-in-24-of-everything of seeded runs before
+/// swarms (1 of the first 32 seeds, 3 of 64, 8 of 96).
 #[cfg(not(feature = "planted-bug"))]
 #[test]
-fn each_mark_is_reached_by_at_least_three_of_32_seeds() {
+fn each_mark_is_reached_by_at_least_three_of_64_seeds() {
     let mut seen: std::collections::BTreeMap<String, u32> = Default::default();
     let mut failures = Vec::new();
-    for i in 0..32 {
+    for i in 0..64 {
         let r = run(
             RunConfig {
                 source: Source::Seeded(derive_seed(0, "dfu_updater::marks", i)),
@@ -94,7 +97,7 @@ fn each_mark_is_reached_by_at_least_three_of_32_seeds() {
             *seen.entry(m).or_default() += 1;
         }
     }
-    eprintln!("marks reached by seeds 0..32: {seen:?}");
+    eprintln!("marks reached by seeds 0..64: {seen:?}");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let expected = [
         marks::DETACH,
@@ -118,7 +121,7 @@ fn each_mark_is_reached_by_at_least_three_of_32_seeds() {
         .collect();
     assert!(
         rare.is_empty(),
-        "reached by fewer than 3 of 32 seeds: {rare:?} ({seen:?})"
+        "reached by fewer than 3 of 64 seeds: {rare:?} ({seen:?})"
     );
 }
 

@@ -28,6 +28,7 @@ pub mod regress;
 pub mod shrink;
 pub mod sim;
 pub mod spec;
+pub mod state;
 pub mod swarm;
 pub mod sweep;
 pub mod sync;

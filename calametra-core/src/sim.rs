@@ -12,6 +12,7 @@ use crate::clock::{format_ns, Nanos};
 use crate::exec::{self, JoinHandle, TaskExit, TaskOutput};
 use crate::fault::{FaultPlan, FaultSet, Site};
 use crate::spec::Spec;
+use crate::state::StateDump;
 use crate::swarm::Swarm;
 use crate::trace::TraceHash;
 use crate::usb::Device;
@@ -54,6 +55,11 @@ pub struct RunConfig {
     pub swarm: bool,
     /// The scenario's spec.
     pub spec: Option<Arc<Spec>>,
+    /// Stop the run as it reaches this scheduling point, before anything of it happens (the
+    /// externals placed at it included), and return the world then in [`RunResult::state`]
+    /// (`calametra replay FILE --at STEP`). A stopped run writes a `stop` record and ends with
+    /// outcome `stopped`; one that ends first returns its state at the end.
+    pub stop_at: Option<u64>,
 }
 
 impl Default for RunConfig {
@@ -70,6 +76,7 @@ impl Default for RunConfig {
             place_externals: true,
             swarm: true,
             spec: None,
+            stop_at: None,
         }
     }
 }
@@ -222,6 +229,9 @@ pub struct RunResult {
     /// (`swarm: faults [stall] at ctrl; 1 in 32 crossings; externals [unplug]; schedule
     /// uniform`); it serializes as JSON.
     pub swarm: Option<Swarm>,
+    /// The world at [`RunConfig::stop_at`] (or at the end of a run that ended before it);
+    /// `None` when no stop was asked for.
+    pub state: Option<StateDump>,
 }
 
 type ExternalFn = Box<dyn FnMut(&mut World)>;
@@ -261,6 +271,8 @@ pub struct Sim {
     externals: Vec<(String, ExternalFn)>,
     invariants: Vec<(String, InvariantFn)>,
     config: RunConfig,
+    /// The world at `config.stop_at`, once taken.
+    state: Option<StateDump>,
 }
 
 impl Sim {
@@ -390,6 +402,7 @@ pub fn run(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
         externals: Vec::new(),
         invariants: Vec::new(),
         config,
+        state: None,
     };
     let mut failure = catch_unwind(AssertUnwindSafe(|| scenario(&mut sim)))
         .err()
@@ -400,7 +413,45 @@ pub fn run(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     if failure.is_none() {
         failure = drive(&mut sim);
     }
+    state_at_end(&mut sim, &failure);
     finish(sim, failure)
+}
+
+/// [`RunConfig::stop_at`]: at that point, keeps the world's state, writes a `stop` record and
+/// says the run stops.
+fn stop_here(sim: &mut Sim) -> bool {
+    let Some(at) = sim.config.stop_at else {
+        return false;
+    };
+    let mut w = sim.world.borrow_mut();
+    if w.core.point < at {
+        return false;
+    }
+    // What the loop would do next: tasks woken since the last step are ready.
+    w.tasks.drain_wakes();
+    sim.state = Some(w.state_dump(at));
+    let now = w.core.now;
+    w.core.trace.emit(now, "stop", "sim", true, |d| {
+        d.u64("step", at);
+    });
+    true
+}
+
+/// A run asked to stop at a step it never reached: its state at the end, and how it ended.
+fn state_at_end(sim: &mut Sim, failure: &Option<Failure>) {
+    let Some(at) = sim.config.stop_at else {
+        return;
+    };
+    if sim.state.is_some() {
+        return;
+    }
+    let mut s = sim.world.borrow().state_dump(at);
+    s.reached = false;
+    s.ended = Some(match failure {
+        None => "it passed".to_string(),
+        Some(f) => f.to_string(),
+    });
+    sim.state = Some(s);
 }
 
 /// A swarm run's first record: draws the externals part of its swarm now that the setup has
@@ -480,6 +531,9 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
     let mut next_external = 0;
     let world = sim.world.clone();
     loop {
+        if stop_here(sim) {
+            return None;
+        }
         // Externals placed at this point fire before its decision.
         let point = world.borrow().core.point;
         while next_external < placed.len() && placed[next_external].0 <= point {
@@ -685,7 +739,8 @@ fn check(sim: &Sim) -> Option<Failure> {
 }
 
 fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
-    let Sim { world, .. } = sim;
+    let Sim { world, state, .. } = sim;
+    let stopped = state.as_ref().is_some_and(|s| s.reached);
     if let Some(Failure::Invariant { name, message }) = &failure {
         let mut w = world.borrow_mut();
         let now = w.core.now;
@@ -713,6 +768,9 @@ fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
     w.core.trace.emit(now, "end", "sim", true, |d| {
         d.u64("steps", steps);
         match &f2 {
+            None if stopped => {
+                d.str("outcome", "stopped");
+            }
             None => {
                 d.str("outcome", "pass");
             }
@@ -744,6 +802,7 @@ fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
         steps,
         end_ns: now,
         swarm: core.decide.swarm.clone(),
+        state,
     }
 }
 

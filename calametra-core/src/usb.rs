@@ -312,6 +312,13 @@ pub trait Device: Any {
         let _ = setup;
         None
     }
+
+    /// The model's state for people, as (name, value) pairs in a fixed order: what a state
+    /// dump (`calametra replay FILE --at STEP`, [`crate::state`]) shows of it. Empty by
+    /// default (then a [`crate::describe_model!`] registration is used, if any).
+    fn describe(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
 }
 
 /// What a device acts through during a call: the clock, the trace, transitions (fault sites),
@@ -501,6 +508,15 @@ impl Device for Loopback {
             0x02 => Some("load"),
             _ => None,
         }
+    }
+
+    fn describe(&self) -> Vec<(String, String)> {
+        vec![
+            ("echo".into(), state(&self.stored).into()),
+            ("stored".into(), crate::hex::encode(&self.stored)),
+            ("bulk queue".into(), self.queue.len().to_string()),
+            ("interrupts pending".into(), self.interrupts.to_string()),
+        ]
     }
 }
 

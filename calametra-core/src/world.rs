@@ -1293,3 +1293,58 @@ impl UsbInterface for Interface {
         Interface::reset(self)
     }
 }
+
+/// What [`crate::state`] reads of the bus: the transfers not yet collected (each with the waker
+/// of the task awaiting it) and the timers queued (each with the waker it wakes).
+#[allow(clippy::type_complexity)]
+impl Core {
+    pub(crate) fn state_parts<'a>(
+        &'a self,
+        devices: &[DeviceSlot],
+    ) -> (
+        Vec<(crate::state::TransferState, Option<&'a Waker>)>,
+        Vec<(Nanos, &'a Waker)>,
+    ) {
+        let due = |xid: u64| {
+            self.queue
+                .iter()
+                .find(|(_, ev)| matches!(ev, Ev::Arrive(x) | Ev::Complete(x) if *x == xid))
+                .map(|((t, _), _)| *t)
+        };
+        let transfers = self
+            .transfers
+            .iter()
+            .map(|(xid, x)| {
+                let state = match &x.state {
+                    XState::InFlight => "on the bus".to_string(),
+                    XState::Waiting => "waiting for the device (NAK)".to_string(),
+                    XState::Swallowed => "swallowed by a fault".to_string(),
+                    XState::Delayed(_) => "answered, completion delayed".to_string(),
+                    XState::Done(Ok(_)) => "completed ok, not yet collected".to_string(),
+                    XState::Done(Err(e)) => format!("completed {e}, not yet collected"),
+                };
+                let t = crate::state::TransferState {
+                    site: x.site.clone(),
+                    actor: x.actor.to_string(),
+                    device: devices
+                        .get(x.dev)
+                        .map(|d| d.name.clone())
+                        .unwrap_or_default(),
+                    state,
+                    fault: x.fault.as_ref().map(|f| f.to_string()),
+                    due_ns: due(*xid),
+                };
+                (t, x.waker.as_ref())
+            })
+            .collect();
+        let timers = self
+            .queue
+            .iter()
+            .filter_map(|((t, _), ev)| match ev {
+                Ev::Wake(w) => Some((*t, w)),
+                _ => None,
+            })
+            .collect();
+        (transfers, timers)
+    }
+}

@@ -200,6 +200,8 @@ impl Runner for GuestRunner {
             // Guest runs draw no swarm yet: their faults follow the fault set at the fixed
             // density and their externals are placed by the lockstep loop.
             swarm: None,
+            // A guest run does not stop at a step (`RunConfig::stop_at`) yet.
+            state: None,
         })
     }
 

@@ -757,4 +757,48 @@ impl Device for Dfu {
         }
         Request::decode(setup.request, setup.is_in()).site_name()
     }
+
+    fn describe(&self) -> Vec<(String, String)> {
+        let f = |k: &str, v: String| (k.to_string(), v);
+        vec![
+            f("state", self.state.spec_name().to_string()),
+            f("status", self.status.spec_name().to_string()),
+            f("powered", self.powered.to_string()),
+            f("address", self.address.to_string()),
+            f("configuration", self.configuration.to_string()),
+            f("poll timeout", format!("{} ms", self.poll_ms)),
+            f("next block", self.next_block.to_string()),
+            f(
+                "pending block",
+                format!(
+                    "{} bytes (programmed: {})",
+                    self.pending.len(),
+                    self.block_done
+                ),
+            ),
+            f("manifested", self.manifest_done.to_string()),
+            f("upload offset", self.upload_offset.to_string()),
+            f(
+                "timer armed",
+                self.armed
+                    .map_or("no".to_string(), |t| format!("token {t:#x}")),
+            ),
+            f(
+                "staged image",
+                format!("{} bytes", self.flash.staged().len()),
+            ),
+            f(
+                "valid image",
+                self.flash.valid_image().map_or("none".to_string(), |i| {
+                    format!(
+                        "{} bytes, crc32 {:08x}",
+                        i.len(),
+                        crate::dfu::flash::crc32(i)
+                    )
+                }),
+            ),
+            f("images committed", self.flash.history().len().to_string()),
+            f("transitions", self.history.len().to_string()),
+        ]
+    }
 }

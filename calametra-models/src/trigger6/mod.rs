@@ -17,6 +17,7 @@
 
 pub mod bulk;
 pub mod capture;
+mod describe;
 pub mod facts;
 pub mod invariants;
 pub mod model;

@@ -19,7 +19,10 @@ const USAGE: &str = "\
 calametra: deterministic testing of device drivers
 
 usage:
-  calametra replay FILE                      rerun a regression file or a trace; byte-exact or a failure
+  calametra replay FILE [--at STEP]          rerun a regression file or a trace; byte-exact or a failure;
+                                             a trace's records are compared with the replay's
+                                             (`86/86 records, sha256:... identical`); --at STEP
+                                             stops at that step and prints the world there
   calametra diff A.jsonl B.jsonl [--context N] [--nondeterm-window N] [--format calametra|tsc]
                                              where two traces part ways: the last matching and the
                                              first divergent record field by field, time deltas, the
@@ -33,7 +36,8 @@ usage:
                                              summary, diff), delete the matching ones; exit 0 all
                                              identical, 1 some diverge, 2 unusable
   calametra determinism --check DIR          check a determinism directory's summary against its runs
-  calametra show FILE                        the minimal story of a failure (regression or trace)
+  calametra show FILE [--at STEP]            the minimal story of a failure (regression or trace);
+                                             --at STEP: the world at that step, as replay --at
   calametra review [--package P] [--prune STATE,..]
                                              the workspace's saved cases: fails, fixed, stale, foreign,
                                              unreferenced; --prune fixed,stale deletes those
@@ -140,24 +144,23 @@ fn records(path: &Path) -> Result<Vec<Record>, CliError> {
     read_jsonl(path).map_err(|e| fail(e.to_string()))
 }
 
-fn replay(args: &[String]) -> Result<(), CliError> {
-    let o = parse_opts(args, &["cargo"])?;
-    let file = one_file(&o, "replay")?;
-    let (events, hash, _) = load_replayable(&file).map_err(fail)?;
-    let (scenario, package, target) = replay_target(&file)?;
-    let abs = std::fs::canonicalize(&file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
-    let cargo = o
-        .named
-        .get("cargo")
-        .cloned()
-        .unwrap_or_else(|| std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+/// A replay trial run by `calametra replay` (and `show --at`): what cargo printed and whether
+/// the one trial passed.
+struct TrialRun {
+    passed: bool,
+    ran: bool,
+}
+
+/// Runs `<scenario>::replay` of the test binary `file` names, with `CALAMETRA_REPLAY_FILE` and
+/// `env`, printing the command and the trial's standard output.
+fn run_replay_trial(
+    file: &Path,
+    cargo: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Result<TrialRun, CliError> {
+    let (scenario, package, target) = replay_target(file)?;
+    let abs = std::fs::canonicalize(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
     let trial = format!("{scenario}::replay");
-    println!(
-        "replaying {} ({} events: {}), expecting {hash}",
-        file.display(),
-        events.len(),
-        story(&events)
-    );
     // A guest scenario's trials are ignored unless asked for; an in-process one's are not,
     // and --include-ignored changes nothing for them.
     for (field, v) in [("package", &package), ("target", &target)] {
@@ -177,40 +180,182 @@ fn replay(args: &[String]) -> Result<(), CliError> {
         "$ {cargo} test -p {package} --test {target} -- --exact {} --include-ignored",
         crate::report::shell_quote(&trial)
     );
-    let out = std::process::Command::new(&cargo)
-        .args([
-            "test",
-            "-p",
-            &package,
-            "--test",
-            &target,
-            "--",
-            "--exact",
-            &trial,
-            "--include-ignored",
-        ])
-        .env("CALAMETRA_REPLAY_FILE", &abs)
-        .stderr(std::process::Stdio::inherit())
+    let mut c = std::process::Command::new(cargo);
+    c.args([
+        "test",
+        "-p",
+        &package,
+        "--test",
+        &target,
+        "--",
+        "--exact",
+        &trial,
+        "--include-ignored",
+    ])
+    .env("CALAMETRA_REPLAY_FILE", &abs)
+    .stderr(std::process::Stdio::inherit());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c
         .output()
         .map_err(|e| fail(format!("cannot run `{cargo}`: {e}")))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     print!("{stdout}");
     // Exit status 0 with no trial run (a scenario renamed since) is not a replay.
-    let ran = stdout.lines().any(|l| l.contains(" 1 passed;"));
-    if out.status.success() && ran {
-        println!("replay is byte-exact: {hash}");
-        Ok(())
-    } else if out.status.success() {
-        Err(fail(format!(
+    let ran = stdout
+        .lines()
+        .any(|l| l.contains(" 1 passed;") || l.contains(" 1 failed;"));
+    if out.status.success() && !ran {
+        return Err(fail(format!(
             "replay of {}: no trial `{trial}` ran in {package}'s test `{target}` (was the scenario renamed or moved?)",
             file.display()
-        )))
-    } else {
-        Err(fail(format!(
+        )));
+    }
+    Ok(TrialRun {
+        passed: out.status.success(),
+        ran,
+    })
+}
+
+/// `calametra replay FILE [--cargo CARGO]`: replays a saved case or a trace file in its test
+/// binary (`<scenario>::replay`, `CALAMETRA_REPLAY_FILE`), which checks the trace hash; the
+/// trial also writes the replayed run's trace where `CALAMETRA_TRACE_OUT` says, and the records
+/// of a trace file are compared with it field by field, so a file whose records were edited
+/// fails naming the first edited record even when its summary's hash was kept. Without that
+/// trace (a harness that does not write it) a trace file's records must still hash to its
+/// summary's hash.
+fn replay(args: &[String]) -> Result<(), CliError> {
+    use calametra_core::divergence::{analyse, from_records, read, Options};
+    use calametra_core::trace::hash_lines;
+    let o = parse_opts(args, &["cargo", "at"])?;
+    let file = one_file(&o, "replay")?;
+    let (events, hash, recorded) = load_replayable(&file).map_err(fail)?;
+    let cargo = o
+        .named
+        .get("cargo")
+        .cloned()
+        .unwrap_or_else(|| std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    if let Some(at) = o.named.get("at") {
+        return state_at(&file, &cargo, at);
+    }
+    println!(
+        "replaying {} ({} events: {}), expecting {hash}",
+        file.display(),
+        events.len(),
+        story(&events)
+    );
+    let tmp = tempfile::tempdir().map_err(|e| fail(format!("a temporary directory: {e}")))?;
+    let trace_out = tmp.path().join("replayed.jsonl");
+    let r = run_replay_trial(
+        &file,
+        &cargo,
+        &[("CALAMETRA_TRACE_OUT", trace_out.as_os_str())],
+    )?;
+    if !r.passed || !r.ran {
+        return Err(fail(format!(
             "replay of {} failed (see the trial's output above)",
             file.display()
-        )))
+        )));
     }
+    // The file's own records: what its summary's hash must cover.
+    let own = recorded.as_ref().map(|r| hash_lines(r).to_string());
+    let replayed = trace_out
+        .exists()
+        .then(|| read(&trace_out, None))
+        .transpose()
+        .map_err(|e| fail(format!("the replayed run's trace: {e}")))?;
+    let deterministic = |t: &calametra_core::divergence::TraceRecs| {
+        t.records.iter().filter(|r| r.deterministic).count()
+    };
+    match (&recorded, &replayed) {
+        (Some(rec), Some(rep)) => {
+            let mine = from_records(&file.display().to_string(), rec);
+            let an = analyse(&mine, rep, Options::default());
+            let (n, _) = an.deterministic_len();
+            if an.identical() && own.as_deref() == Some(hash.as_str()) {
+                println!("replay: {n}/{n} records, {hash} identical");
+                return Ok(());
+            }
+            print!("{}", an.render());
+            let which = match an.divergent_records() {
+                Some((Some(x), _)) => format!(
+                    "record #{} (line {} of {}) is not what the replay wrote: {}",
+                    an.matching(),
+                    x.line_no,
+                    file.display(),
+                    an.fields.join(", ")
+                ),
+                Some((None, _)) => format!(
+                    "{} ends after {} records; the replay goes on",
+                    file.display(),
+                    an.matching()
+                ),
+                None => "the record counts differ".to_string(),
+            };
+            Err(fail(format!(
+                "replay: {}/{n} records reproduced; {which} (the file's records hash to {}, its summary says {hash}: the records were edited)",
+                an.matching(),
+                own.unwrap_or_default()
+            )))
+        }
+        (Some(rec), None) => {
+            let n = rec.iter().filter(|r| r.deterministic).count();
+            match own {
+                Some(own) if own != hash => Err(fail(format!(
+                    "replay: the run replays to {hash}, but the {n} records of {} hash to {own}: the records were edited after the summary was written (the test binary wrote no CALAMETRA_TRACE_OUT, so the first edited record cannot be named)",
+                    file.display()
+                ))),
+                _ => {
+                    println!("replay: {n}/{n} records, {hash} identical");
+                    Ok(())
+                }
+            }
+        }
+        (None, Some(rep)) => {
+            let n = deterministic(rep);
+            println!("replay: {n}/{n} records, {hash} identical");
+            Ok(())
+        }
+        (None, None) => {
+            println!("replay is byte-exact: {hash}");
+            Ok(())
+        }
+    }
+}
+
+/// `replay FILE --at STEP` and `show FILE --at STEP`: replays the file's run in its test binary
+/// up to STEP (`CALAMETRA_STOP_AT`) and prints the world there, which the trial writes as JSON
+/// where `CALAMETRA_STATE_OUT` says ([`calametra_core::state::StateDump`]).
+fn state_at(file: &Path, cargo: &str, at: &str) -> Result<(), CliError> {
+    use calametra_core::state::StateDump;
+    let step: u64 = at.parse().map_err(|_| {
+        usage(&format!(
+            "--at `{at}`: expected a step (a scheduling point)"
+        ))
+    })?;
+    let tmp = tempfile::tempdir().map_err(|e| fail(format!("a temporary directory: {e}")))?;
+    let out = tmp.path().join("state.json");
+    println!("replaying {} up to step {step}", file.display());
+    let step_text = std::ffi::OsString::from(step.to_string());
+    run_replay_trial(
+        file,
+        cargo,
+        &[
+            ("CALAMETRA_STOP_AT", step_text.as_os_str()),
+            ("CALAMETRA_STATE_OUT", out.as_os_str()),
+        ],
+    )?;
+    let text = std::fs::read_to_string(&out).map_err(|_| {
+        fail(format!(
+            "the test binary wrote no state to CALAMETRA_STATE_OUT: its harness must replay with RunConfig::stop_at = CALAMETRA_STOP_AT and write RunResult::state there (StateDump::to_json) (replaying {})",
+            file.display()
+        ))
+    })?;
+    let dump =
+        StateDump::from_json(&text).map_err(|e| fail(format!("CALAMETRA_STATE_OUT: {e}")))?;
+    print!("{}", dump.render());
+    Ok(())
 }
 
 /// The scenario, package and test target a regression or trace file names.
@@ -324,8 +469,17 @@ fn diff(args: &[String]) -> Result<(), CliError> {
 }
 
 fn show(args: &[String]) -> Result<(), CliError> {
-    let o = parse_opts(args, &[])?;
+    let o = parse_opts(args, &["at", "cargo"])?;
     let file = one_file(&o, "show")?;
+    if let Some(at) = o.named.get("at") {
+        let cargo = o
+            .named
+            .get("cargo")
+            .cloned()
+            .unwrap_or_else(|| std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        load_replayable(&file).map_err(fail)?;
+        return state_at(&file, &cargo, at);
+    }
     let text = std::fs::read_to_string(&file)
         .map_err(|e| fail(format!("{}: cannot read: {e}", file.display())))?;
     let whole: Option<serde_json::Value> = serde_json::from_str(&text).ok();

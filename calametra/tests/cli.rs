@@ -53,6 +53,9 @@ fn trace_file(dir: &Path, name: &str, seed: u64) -> PathBuf {
         RunConfig {
             source: Source::Seeded(seed),
             keep_trace: true,
+            // Without a swarm two seeds' runs first part ways in time (a swarm's `config`
+            // record, the first, would differ before that).
+            swarm: false,
             ..RunConfig::default()
         },
         &scenario,

@@ -16,7 +16,7 @@ the tail of its log on stderr. A line on stderr says how long it took and whethe
 quiescent when asked (when not, macro-made runnables may be missing). RA_RUNNABLES_LOG=FILE keeps
 rust-analyzer's log (more of it with RA_LOG=info).
 
-Origin: a copy of the session tool /work/shared/tools/ra_runnables.py (the project reads
+Origin: a copy of the session tool tools/ra_runnables.py from the shared workspace (the project reads
 nothing outside the repository), changed for the project: --json, an exit status, the timing
 line, rust-analyzer's log kept for failures, the server shut down and waited for.
 """

@@ -19,8 +19,7 @@ const PRIMITIVES: [&str; 6] = [
     "delay",
     "corrupt",
 ];
-const KNOWN: &str =
-    "spec, schedules, faults, seed, max_steps, virtual_timeout, expect, fault_schedule, guest";
+const KNOWN: &str = "spec, schedules, faults, seed, max_steps, virtual_timeout, expect, fault_schedule, guest, marks, marks_floor";
 
 struct Args(Punctuated<Meta, Token![,]>);
 
@@ -42,6 +41,11 @@ struct Parsed {
     expect: Option<LitStr>,
     /// `guest = lockstep`: the span of the argument.
     guest: Option<proc_macro2::Span>,
+    /// `marks = <expr>`: the coverage marks the scenario declares (anything iterable over
+    /// strings: `["A", "B"]`, or a model's `marks::ALL`).
+    marks: Option<Expr>,
+    /// `marks_floor = N`: each declared mark must be reached by at least N fixed seeds.
+    marks_floor: Option<(u64, proc_macro2::Span)>,
     /// Spans of the arguments that mean nothing to a guest scenario.
     sim_only: Vec<(String, proc_macro2::Span)>,
 }
@@ -191,7 +195,7 @@ fn parse_args(args: Args) -> syn::Result<Parsed> {
         let v = &nv.value;
         if matches!(
             name.as_str(),
-            "max_steps" | "virtual_timeout" | "fault_schedule"
+            "max_steps" | "virtual_timeout" | "fault_schedule" | "marks_floor"
         ) {
             p.sim_only.push((name.clone(), nv.path.span()));
         }
@@ -219,6 +223,17 @@ fn parse_args(args: Args) -> syn::Result<Parsed> {
             }
             "virtual_timeout" => {
                 p.virtual_timeout = Some(duration_ns(&lit_str(v, "virtual_timeout")?)?)
+            }
+            "marks" => p.marks = Some(v.clone()),
+            "marks_floor" => {
+                let n = lit_int(v, "marks_floor")?;
+                if n == 0 {
+                    return Err(Error::new(
+                        v.span(),
+                        "`marks_floor` must be at least 1 (seeds reaching each declared mark)",
+                    ));
+                }
+                p.marks_floor = Some((n, v.span()))
             }
             "guest" => {
                 let ok = matches!(v, Expr::Path(p) if p.path.is_ident("lockstep"));
@@ -256,6 +271,12 @@ fn parse_args(args: Args) -> syn::Result<Parsed> {
             ));
         }
     }
+    if let (Some((_, span)), None) = (&p.marks_floor, &p.marks) {
+        return Err(Error::new(
+            *span,
+            "`marks_floor` needs the marks it applies to: add `marks = [\"MarkName\", ...]`",
+        ));
+    }
     if let (Some(_), Some(e)) = (&p.seed, &p.expect) {
         return Err(Error::new(
             e.span(),
@@ -292,7 +313,9 @@ fn opt_u64(v: Option<u64>) -> TokenStream2 {
 ///
 /// Arguments: `spec = "specs/x.json"`, `schedules = 48`, `faults = none | transport | all |
 /// [stall, ...]`, `seed = 0x..`, `max_steps = N`, `virtual_timeout = "2s"`,
-/// `expect = "invariant"`, `fault_schedule = "specs/faults/x.json"`.
+/// `expect = "invariant"`, `fault_schedule = "specs/faults/x.json"`, `marks = ["A", ...]` (the
+/// coverage marks the scenario declares), `marks_floor = N` (a `marks` trial fails when a
+/// declared mark is reached by fewer than N of the fixed seeds).
 ///
 /// With `guest = lockstep` the function is `fn(guest: &mut calametra_qemu::Guest)` and each
 /// trial boots a Linux guest under the lockstep QEMU serving the model it attaches (the crate
@@ -377,6 +400,15 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         None => quote!(::calametra::__private::Body::Sim(#name)),
     };
     let marker = ide_test_marker();
+    let marks = match &p.marks {
+        Some(e) => quote! {
+            || ::core::iter::IntoIterator::into_iter(#e)
+                .map(|m| ::std::string::ToString::to_string(&m))
+                .collect()
+        },
+        None => quote!(::std::vec::Vec::new),
+    };
+    let marks_floor = opt_u64(p.marks_floor.map(|(n, _)| n));
     Ok(quote! {
         #marker
         #f
@@ -397,6 +429,8 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
                 max_steps: #max_steps,
                 virtual_timeout_ns: #vt,
                 expect: #expect,
+                marks: #marks,
+                marks_floor: #marks_floor,
             }
         }
     })

@@ -26,6 +26,7 @@ use calametra_core::sweep::{Budget, Partition, ScenarioSweep, Summary};
 use calametra_core::trace::{first_divergence, parse_kept, render_divergence};
 use calametra_core::tracefile::load_replayable;
 use libtest_mimic::{Arguments, Failed, Trial};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -337,6 +338,52 @@ impl Scenario {
         )
     }
 
+    /// `path::marks` (`marks_floor = N`): runs the scenario's fixed seeds and fails when a mark
+    /// it declares is reached by fewer than N of them, printing the count of every mark.
+    fn marks_floor(&self, floor: u64) -> Result<(), Failed> {
+        let declared = (self.def.marks)();
+        let probes = self.seed_probes();
+        let counts = self.with_runner(|runner| {
+            let mut counts: BTreeMap<String, u64> =
+                declared.iter().map(|m| (m.clone(), 0)).collect();
+            for p in &probes {
+                let r = runner.run(p.config(&self.base)).map_err(no_verdict)?;
+                for m in r.marks.keys() {
+                    *counts.entry(m.clone()).or_insert(0) += 1;
+                }
+            }
+            Ok(counts)
+        })?;
+        let width = counts.keys().map(String::len).max().unwrap_or(4).max(4);
+        let mut table = format!(
+            "{:<width$}  seeds reaching it (of {}), floor {floor}\n",
+            "mark",
+            probes.len()
+        );
+        let mut low = 0;
+        for (m, n) in &counts {
+            let note = if !declared.contains(m) {
+                "  (reached, not declared)"
+            } else if *n < floor {
+                low += 1;
+                "  BELOW THE FLOOR"
+            } else {
+                ""
+            };
+            table.push_str(&format!("{m:<width$}  {n}{note}\n"));
+        }
+        if low == 0 {
+            return Ok(());
+        }
+        Err(format!(
+            "{} of {} declared marks reached by fewer than {floor} of the {} fixed seeds (widen with CALAMETRA_SCHEDULES=N, or make the marks reachable):\n{table}",
+            low,
+            declared.len(),
+            probes.len()
+        )
+        .into())
+    }
+
     /// `path::sweep`: seeded runs for the budget on every core; each signature's kept run (the
     /// shortest, the smaller seed on ties) goes through the failure chain and is saved like
     /// any other case. Fails when a failure other than an `expect` scenario's was met.
@@ -350,7 +397,9 @@ impl Scenario {
             base: &self.base,
             base_seed: self.env.base_seed,
         };
-        let (tally, wall) = sweep::run(&job, stop, sweep.partition, sweep.threads);
+        let (mut tally, wall) = sweep::run(&job, stop, sweep.partition, sweep.threads);
+        tally.declared_marks = (self.def.marks)();
+        tally.declared_marks.sort();
         let mut screens = Vec::new();
         let mut unexpected = 0;
         let runner = InProcess(func);
@@ -508,7 +557,7 @@ impl Scenario {
             _ => None,
         };
         if unexpected {
-            report::note_failure(sig, trial, &shrunk.events, fail.is_model_gap());
+            report::note_failure(&self.path, sig, trial, &shrunk.events, fail.is_model_gap());
         }
         let replay_trial = self.trial(&format!("regression::{}", h.case.id));
         let screen = Screen {
@@ -528,7 +577,7 @@ impl Scenario {
         };
         // One full screen per signature per test binary; the others say where it is.
         if unexpected {
-            if let Some(first) = report::claim_screen(sig, trial) {
+            if let Some(first) = report::claim_screen(&h.case.id, trial) {
                 let case = match &screen.regression {
                     Ok(r) => r.clone(),
                     Err(e) => format!("not saved: {e}"),
@@ -700,7 +749,7 @@ impl Scenario {
                     )
                 };
                 if let Some(f) = &f {
-                    report::note_failure(&f.signature(), &trial, &reg.events, f.is_model_gap());
+                    report::note_failure(&self.path, &f.signature(), &trial, &reg.events, f.is_model_gap());
                 }
                 (
                     false,
@@ -715,6 +764,7 @@ impl Scenario {
             }
             CaseState::FailsDifferently { run, failure } => {
                 report::note_failure(
+                    &self.path,
                     &failure.signature(),
                     &trial,
                     &reg.events,
@@ -976,6 +1026,10 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
             (Vec::new(), s)
         }
     };
+    if let Some(floor) = s.def.marks_floor {
+        let s2 = s.clone();
+        trials.push(test_trial(s.trial("marks"), move || s2.marks_floor(floor)));
+    }
     if let Some(inv) = s.def.expect {
         let s2 = s.clone();
         trials.push(test_trial(s.trial(&format!("finds::{inv}")), move || {
@@ -1032,13 +1086,20 @@ fn test_trial(
 /// A failing trial for `--exact <scenario>::regression::<id>` when no such saved case exists.
 fn missing_case(s: &Scenario, name: &str, id: &str) -> Trial {
     let msg = match &s.regress_dir {
-        Some(d) => format!(
-            "no saved case `{id}`: {} does not exist (is it committed in this checkout? `calametra review` lists the saved cases)",
-            d.join(format!("{id}.json")).display()
-        ),
-        None => format!(
-            "no saved case `{id}`: saved cases are off (CALAMETRA_REGRESSIONS=off)"
-        ),
+        Some(d) => {
+            let file = d.join(format!("{id}.json"));
+            match std::fs::symlink_metadata(&file) {
+                Ok(m) if !m.is_file() => format!(
+                    "no saved case `{id}`: {} is not a regular file (a saved case is a regular file named <id>.json)",
+                    file.display()
+                ),
+                _ => format!(
+                    "no saved case `{id}`: {} does not exist (is it committed in this checkout? `calametra review` lists the saved cases)",
+                    file.display()
+                ),
+            }
+        }
+        None => format!("no saved case `{id}`: saved cases are off (CALAMETRA_REGRESSIONS=off)"),
     };
     test_trial(name, move || Err(msg.into()))
 }

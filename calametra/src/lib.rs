@@ -181,6 +181,10 @@ pub mod __private {
         pub virtual_timeout_ns: Option<u64>,
         /// The invariant an `expect` scenario must break.
         pub expect: Option<&'static str>,
+        /// The coverage marks the scenario declares (`marks = [...]`).
+        pub marks: fn() -> Vec<String>,
+        /// `marks_floor = N`: fixed seeds that must reach each declared mark.
+        pub marks_floor: Option<u64>,
     }
 
     inventory::collect!(ScenarioDef);

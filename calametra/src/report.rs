@@ -153,16 +153,16 @@ fn context(e: &Event, records: &[Record]) -> String {
 /// The trial whose screen shows each signature in this test binary.
 static SCREENS: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
 
-/// Claims the full screen of `signature` for `trial`: `None` when it is the first to fail with
-/// that signature in this binary (it prints the screen), else the trial that has it (this one
-/// prints one line).
-pub fn claim_screen(signature: &str, trial: &str) -> Option<String> {
+/// Claims the full screen of a case (its id names the scenario and the signature) for `trial`:
+/// `None` when it is the first to fail that way in this binary (it prints the screen), else the
+/// trial that has it (this one prints one line).
+pub fn claim_screen(case_id: &str, trial: &str) -> Option<String> {
     let mut m = SCREENS.lock().ok()?;
-    match m.get(signature) {
+    match m.get(case_id) {
         Some(first) if first != trial => Some(first.clone()),
         Some(_) => None,
         None => {
-            m.insert(signature.to_string(), trial.to_string());
+            m.insert(case_id.to_string(), trial.to_string());
             None
         }
     }
@@ -181,13 +181,20 @@ pub struct SignatureEntry {
     pub trials: Vec<String>,
 }
 
-static SUMMARY: Mutex<BTreeMap<String, SignatureEntry>> = Mutex::new(BTreeMap::new());
+/// Failures by (scenario, signature).
+static SUMMARY: Mutex<BTreeMap<(String, String), SignatureEntry>> = Mutex::new(BTreeMap::new());
 
-/// Records a failing trial under its signature.
-pub fn note_failure(signature: &str, trial: &str, events: &[Event], model_gap: bool) {
+/// Records a failing trial of `scenario` under its signature.
+pub fn note_failure(
+    scenario: &str,
+    signature: &str,
+    trial: &str,
+    events: &[Event],
+    model_gap: bool,
+) {
     let Ok(mut m) = SUMMARY.lock() else { return };
     let e = m
-        .entry(signature.to_string())
+        .entry((scenario.to_string(), signature.to_string()))
         .or_insert_with(|| SignatureEntry {
             shortest: usize::MAX,
             story: String::new(),
@@ -209,9 +216,9 @@ pub fn summary() -> Option<String> {
         return None;
     }
     let mut s = format!("\ncalametra: {}\n", count(m.len(), "failure signature"));
-    for (sig, e) in m.iter() {
+    for ((scenario, sig), e) in m.iter() {
         let tag = if e.model_gap { " [model gap]" } else { "" };
-        s.push_str(&format!("  {sig}{tag}\n"));
+        s.push_str(&format!("  {scenario}: {sig}{tag}\n"));
         s.push_str(&format!(
             "    shortest run: {}: {}\n",
             count(e.shortest, "event"),

@@ -17,4 +17,5 @@ fn attribute_arguments_are_validated_at_compile_time() {
     t.compile_fail("tests/ui/missing_spec.rs");
     t.compile_fail("tests/ui/bad_guest.rs");
     t.compile_fail("tests/ui/guest_max_steps.rs");
+    t.compile_fail("tests/ui/marks_floor_without_marks.rs");
 }

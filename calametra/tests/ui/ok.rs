@@ -3,4 +3,9 @@ use calametra::prelude::*;
 fn pinned(sim: &mut Sim) { let _ = sim; }
 #[calametra::scenario(faults = all, schedules = 2)]
 fn everything(sim: &mut Sim) { let _ = sim; }
+const MARKS: &[&str] = &["A", "B"];
+#[calametra::scenario(schedules = 2, marks = ["A"], marks_floor = 1)]
+fn marked(sim: &mut Sim) { sim.spawn("t", async { mark("A"); }); }
+#[calametra::scenario(schedules = 2, marks = MARKS)]
+fn marked_by_a_const(sim: &mut Sim) { let _ = sim; }
 calametra::main!();

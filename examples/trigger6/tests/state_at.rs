@@ -2,9 +2,11 @@
 //! (`calametra-regressions/scenarios/stale_status_after_disconnect/7c49fc39c79d.json`: an
 //! unplug at step 70), through the core API a test binary uses for `calametra replay FILE --at
 //! STEP`: the case's events replayed in process with `RunConfig::stop_at`. Just before the
-//! unplug (step 70) the monitor is on output 0; just after it (step 71) it is gone, the model
-//! has raised the second hotplug interrupt and marked the stale status.
+//! unplug (step 70, the step the case places it at) the monitor is on output 0; just after it
+//! (step 71) it is gone, the model has raised the second hotplug interrupt and marked the stale
+//! status.
 
+use calametra_core::choices::Event;
 use calametra_core::explore::replay_config;
 use calametra_core::regress::Regression;
 use calametra_core::state::StateDump;
@@ -17,6 +19,18 @@ const CASE: &str =
 
 fn case() -> Regression {
     Regression::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(CASE)).expect("the committed case")
+}
+
+/// The step the case's unplug fires at.
+fn unplug_step() -> u64 {
+    case()
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::External { name, point } if name == "unplug" => Some(*point),
+            _ => None,
+        })
+        .expect("the case unplugs the monitor")
 }
 
 fn at(step: u64) -> StateDump {
@@ -45,12 +59,16 @@ fn the_case_replays_in_process_as_the_harness_replays_it() {
 
 #[test]
 fn the_model_just_before_and_just_after_the_unplug() {
-    let before = at(70);
-    let after = at(71);
-    assert!(before.ended.is_none() && after.ended.is_none(), "stopped, not ended");
+    let p = unplug_step();
+    let before = at(p);
+    let after = at(p + 1);
+    assert!(
+        before.ended.is_none() && after.ended.is_none(),
+        "stopped, not ended"
+    );
     println!("{}\n{}", before.render(), after.render());
     assert!(before.reached && after.reached);
-    assert_eq!((before.step, after.step), (70, 71));
+    assert_eq!((before.step, after.step), (p, p + 1));
     let dock = &before.devices[0].name;
     let field = |s: &StateDump, f: &str| s.device_field(dock, f).unwrap_or("?").to_string();
     assert_eq!(field(&before, "out0.connected"), "true");
@@ -62,7 +80,7 @@ fn the_model_just_before_and_just_after_the_unplug() {
         "the unplug raises a hotplug interrupt"
     );
     assert!(before.externals.is_empty());
-    assert_eq!(after.externals, vec!["unplug at step 70".to_string()]);
+    assert_eq!(after.externals, vec![format!("unplug at step {p}")]);
     // The stale status the planted race then accepts: marked by the model at the unplug.
     let stale = |s: &StateDump| {
         s.marks
@@ -89,7 +107,10 @@ fn the_model_just_before_and_just_after_the_unplug() {
         .any(|s| s.name == "externals" && s.position == "1 external fired (1 of 1 recorded)"));
     let text = after.render();
     assert!(
-        text.contains("state at step 71 (before anything of it happens)"),
+        text.contains(&format!(
+            "state at step {} (before anything of it happens)",
+            p + 1
+        )),
         "{text}"
     );
     assert!(text.contains("out0.connected"), "{text}");

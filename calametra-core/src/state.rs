@@ -109,7 +109,10 @@ pub struct StateDump {
 /// A model's description given from outside its `Device` impl (when that impl lives in a file
 /// one cannot touch): registered with [`describe_model!`], used when
 /// [`Device::describe`](crate::usb::Device::describe) returns nothing.
-pub struct Describer(pub fn(&dyn Any) -> Option<Vec<(String, String)>>);
+pub struct Describer(pub DescribeFn);
+
+/// A description by a model's type: `None` when `&dyn Any` is not that type.
+pub type DescribeFn = fn(&dyn Any) -> Option<Vec<(String, String)>>;
 
 inventory::collect!(Describer);
 

@@ -1,6 +1,7 @@
 //! The Trigger 6 model against small scripted clients: the spec's bytes on the bus, the
-//! stateful requests, DMA framing with fragments, malformed specs, each invariant's sabotage
-//! test, and the coverage marks over a fixed set of seeds.
+//! stateful requests, DMA framing with fragments and interleaved sessions, the second output
+//! (its table, monitor, hot-plug and flips), malformed specs, each invariant's sabotage test,
+//! and the coverage marks over a fixed set of seeds.
 
 use calametra_core::choices::Source;
 use calametra_core::exec::{data_below, sleep};
@@ -9,7 +10,7 @@ use calametra_core::usb::{ControlIn, ControlOut, ControlType, Recipient, Transfe
 use calametra_core::world::Interface;
 use calametra_core::{run, Failure, RunConfig, Sim};
 use calametra_models::trigger6::bulk::{
-    DmaHeader, VideoHeader, CMD_FLIP_PRIMARY, FLAG_CONTINUE, VIDEO_HEADER_LEN,
+    DmaHeader, VideoHeader, CMD_FLIP_PRIMARY, CMD_FLIP_SECONDARY, FLAG_CONTINUE, VIDEO_HEADER_LEN,
 };
 use calametra_models::trigger6::{
     marks, Connection, DriverView, FlipBelief, RamWrite, Sabotage, Trigger6,
@@ -362,6 +363,189 @@ fn a_fragmented_frame_lands_in_vram_and_flips_with_its_fence() {
     );
 }
 
+/// The capture interleaves audio DMA commands (session 3) between the fragments of a frame
+/// (session 0): `refdata/jcd543-4k-edid-bulk-and-interrupt.txt` has a 0x780-byte audio command
+/// at 1652574426.215458 between the first frame's fragments at 0x64000 and 0x7d000. Each
+/// session has its own command in progress, so neither disturbs the other.
+#[test]
+fn audio_commands_between_the_fragments_of_a_frame_are_their_own_session() {
+    let out = Rc::new(RefCell::new(None));
+    let o2 = out.clone();
+    let r = run(RunConfig::default(), &move |sim: &mut Sim| {
+        let dev = sim.attach(dock());
+        let i = dev.interface();
+        let table = dock().facts().tables[0][VGA];
+        let got = Rc::new(RefCell::new(None));
+        let g2 = got.clone();
+        sim.spawn("client", async move {
+            i.control_out(vout(0x12, 0, 0, &table), T).await.unwrap();
+            let (_, payload) = frame(640, 480, 9);
+            let half = payload.len() / 2;
+            let display = |off: usize, n: usize, last: bool| DmaHeader {
+                signature: 0,
+                payload_len: payload.len() as u32,
+                payload_addr: FB - VIDEO_HEADER_LEN as u32,
+                packet_size: n as u32,
+                packet_offset: off as u32,
+                flags: if last { 0 } else { FLAG_CONTINUE },
+                func: [0; 8],
+            };
+            let audio = DmaHeader {
+                signature: 3,
+                payload_len: 0x780,
+                payload_addr: 0,
+                packet_size: 0x780,
+                packet_offset: 0,
+                flags: 0,
+                func: [0; 8],
+            };
+            let mut s = Vec::new();
+            let h = display(0, half, false);
+            s.push(i.bulk_out(0x02, h.to_bytes().to_vec()).await);
+            s.push(i.bulk_out(0x02, payload[..half].to_vec()).await);
+            s.push(i.bulk_out(0x02, audio.to_bytes().to_vec()).await);
+            s.push(i.bulk_out(0x02, vec![0x5a; 0x780]).await);
+            let h = display(half, payload.len() - half, true);
+            s.push(i.bulk_out(0x02, h.to_bytes().to_vec()).await);
+            s.push(i.bulk_out(0x02, payload[half..].to_vec()).await);
+            let irq = i.interrupt_in(0x83, 64).await;
+            *g2.borrow_mut() = Some((s, irq));
+        });
+        let o2 = o2.clone();
+        sim.invariant("peek", move |w| {
+            if got.borrow().is_some() && o2.borrow().is_none() {
+                let m = w.model(dev);
+                *o2.borrow_mut() = Some((
+                    got.borrow_mut().take(),
+                    m.flip_state(0),
+                    m.dma_stats().clone(),
+                    m.rejected().to_vec(),
+                    m.flip_log().to_vec(),
+                ));
+            }
+            true
+        });
+    });
+    assert!(r.failure.is_none(), "{:?}", r.failure);
+    let (got, state, stats, rejected, log) = out.borrow_mut().take().expect("the client ran");
+    let (sent, irq) = got.unwrap();
+    let (_, payload) = frame(640, 480, 9);
+    let lens = [
+        32,
+        payload.len() / 2,
+        32,
+        0x780,
+        32,
+        payload.len() - payload.len() / 2,
+    ];
+    assert_eq!(sent, lens.map(Ok).to_vec(), "every transfer taken whole");
+    assert!(rejected.is_empty(), "{rejected:?}");
+    assert_eq!(irq.unwrap()[0x0c], 9, "fence 9 done");
+    assert_eq!(state.shown.map(|f| f.fence), Some(9));
+    assert_eq!(stats.fragments, [(0, 2), (3, 1)].into_iter().collect());
+    assert_eq!(stats.payloads, [(0, 1), (3, 1)].into_iter().collect());
+    assert_eq!(stats.display_bytes, payload.len() as u64);
+    assert_eq!(log.len(), 1);
+    assert_eq!(
+        (log[0].fragments, log[0].payload_len),
+        (2, payload.len() as u32)
+    );
+    assert_eq!(log[0].header.fence, 9);
+}
+
+/// Output 1 has its own timing table (the capture's 30 records of 0x89 wValue 1), its own
+/// monitor (the HP X27q's DisplayPort EDID, 384 bytes), its own hot-plug event (0x02) and its
+/// own flips (FLIP_SECONDARY), shown as a picture.
+#[test]
+fn the_second_output_has_its_table_monitor_hotplug_and_flips() {
+    let out = Rc::new(RefCell::new(None));
+    let o2 = out.clone();
+    let r = run(RunConfig::default(), &move |sim: &mut Sim| {
+        let dev = sim.attach(dock());
+        let i = dev.interface();
+        sim.with_world(|w| w.with_model(dev, |m, cx| m.plug_monitor(cx, 1)));
+        let facts = dock().facts().clone();
+        let got = Rc::new(RefCell::new(None));
+        let g2 = got.clone();
+        sim.spawn("client", async move {
+            let irq = i.interrupt_in(0x83, 64).await.unwrap();
+            let status = i.control_in(vin(0x87, 1, 0, 1), T).await.unwrap();
+            let status0 = i.control_in(vin(0x87, 0, 0, 1), T).await.unwrap();
+            let count = i.control_in(vin(0x84, 1, 0, 4), T).await.unwrap();
+            let mut table = i.control_in(vin(0x89, 1, 0, 512), T).await.unwrap();
+            table.extend(i.control_in(vin(0x89, 1, 0x200, 448), T).await.unwrap());
+            let mut edid = Vec::new();
+            for at in [0u16, 128, 256] {
+                edid.extend(i.control_in(vin(0x80, at, 1, 128), T).await.unwrap());
+            }
+            // 1080p60, record 26 of output 1's table; a 64x64 RGB24 test card would not be a
+            // mode, so the picture is the mode's size.
+            let rec = facts.tables[1][26];
+            i.control_out(vout(0x12, 1, 0, &rec), T).await.unwrap();
+            let (w, h) = (1920usize, 1080usize);
+            let pixels: Vec<u8> = (0..w * h * 3).map(|n| (n % 3 * 100) as u8).collect();
+            let header = VideoHeader {
+                command: CMD_FLIP_SECONDARY,
+                payload_size: pixels.len() as u32,
+                fence: 5,
+                target_format: 9,
+                y_pitch: (w * 3) as u16,
+                uv_pitch: 0,
+                y_offset: FB,
+                uv_offset: FB,
+                v_offset: FB,
+                source_format: 9,
+                flag: 0,
+            };
+            let mut payload = header.to_bytes().to_vec();
+            payload.extend_from_slice(&pixels);
+            upload(&i, FB - VIDEO_HEADER_LEN as u32, &payload, 4, false)
+                .await
+                .unwrap();
+            let fence = i.interrupt_in(0x83, 64).await.unwrap();
+            *g2.borrow_mut() = Some((irq, status, status0, count, table, edid, fence));
+        });
+        let o2 = o2.clone();
+        sim.invariant("peek", move |w| {
+            if got.borrow().is_some() && o2.borrow().is_none() {
+                let m = w.model(dev);
+                *o2.borrow_mut() = Some((
+                    got.borrow_mut().take().unwrap(),
+                    m.scanout(1),
+                    m.flip_state(0),
+                    m.monitor_edid(1).map(<[u8]>::to_vec),
+                ));
+            }
+            true
+        });
+    });
+    assert!(r.failure.is_none(), "{:?}", r.failure);
+    let ((irq, status, status0, count, table, edid, fence), scanout, flips0, monitor) =
+        out.borrow_mut().take().expect("the client ran");
+    assert_eq!(
+        irq[0x13], 0x02,
+        "DisplayEvent 0x02: output 1 connection change"
+    );
+    assert_eq!((status, status0), (vec![1], vec![0]));
+    assert_eq!(count, 30u32.to_le_bytes());
+    let want: Vec<u8> = dock().facts().tables[1].concat();
+    assert_eq!(table, want, "the capture's 0x89 wValue 1 replies");
+    assert_eq!(table.len(), 30 * 32);
+    let dp = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../refdata/hp-x27q-dp.edid.bin"),
+    )
+    .unwrap();
+    assert_eq!(edid, dp, "the HP X27q's DisplayPort EDID, all three blocks");
+    assert_eq!(monitor.as_deref(), Some(dp.as_slice()));
+    assert_eq!((fence[0x13], fence[0x0c]), (0x04, 5));
+    assert!(flips0.shown.is_none(), "output 0 shows nothing");
+    let s = scanout.expect("output 1 shows the frame");
+    assert_eq!((s.output, s.width, s.height, s.fence), (1, 1920, 1080, 5));
+    // B, G, R bytes 0, 100, 200: red 200, green 100, blue 0.
+    assert_eq!(s.pixel(0, 0), Some([200, 100, 0]));
+    assert_eq!(s.pixel(1919, 1079), Some([200, 100, 0]));
+}
+
 // ----- malformed specs -----
 
 fn mutated(f: impl FnOnce(&mut serde_json::Value)) -> String {
@@ -424,6 +608,20 @@ fn malformed_specs_name_the_file_and_the_field() {
         v["ram"]["vram_mib"] = 300.into();
     });
     assert!(e.contains("ram.vram_mib"), "{e}");
+    let e = mutated(|v| {
+        v["outputs"][1]["monitor"] = "hp_x27q_vga".into();
+    });
+    assert!(
+        e.contains("outputs.1.monitor") && e.contains("hp_x27q_vga"),
+        "{e}"
+    );
+    let e = mutated(|v| {
+        v["edid"]["hp_x27q_dp"]["bytes"] = "00ffffffffffff00".repeat(16).into();
+    });
+    assert!(
+        e.contains("edid.hp_x27q_dp.bytes") && e.contains("checksum"),
+        "{e}"
+    );
 
     let bad = Spec::parse(
         "specs/broken-t6.json",

@@ -43,11 +43,12 @@ fn u32_at(b: &[u8], i: usize) -> u32 {
 /// A pixel format of the video header (TargetFormat / SourceFormat).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PixelFormat {
-    /// 6: a Y plane (one byte a pixel) then an interleaved CbCr plane at half height.
+    /// 6: a Y plane (one byte a pixel) then an interleaved CbCr plane at half height,
+    /// BT.601 full range (see [`super::scanout`] for the evidence).
     Nv12,
     /// 8: four bytes a pixel (B, G, R, X).
     Rgb32,
-    /// 9: three bytes a pixel (B, G, R).
+    /// 9: three bytes a pixel (B, G, R; JingYenLoh/trigger6 names it BGR24).
     Rgb24,
 }
 
@@ -68,6 +69,15 @@ impl PixelFormat {
             PixelFormat::Nv12 => 6,
             PixelFormat::Rgb32 => 8,
             PixelFormat::Rgb24 => 9,
+        }
+    }
+
+    /// The format's short name (`nv12`, `rgb32`, `rgb24`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PixelFormat::Nv12 => "nv12",
+            PixelFormat::Rgb32 => "rgb32",
+            PixelFormat::Rgb24 => "rgb24",
         }
     }
 

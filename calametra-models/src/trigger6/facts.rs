@@ -70,8 +70,14 @@ pub struct Facts {
     pub stalls: BTreeSet<(u8, u8)>,
     /// Firmware timing tables of output 0 and 1.
     pub tables: [Vec<[u8; RECORD_LEN]>; 2],
-    /// The monitor a `plug_monitor` connects (HP X27q).
+    /// The spec's first monitor (`edid.hp_x27q`, the HP X27q's HDMI EDID).
     pub edid: Vec<u8>,
+    /// Per output, the EDID of the monitor `plug_monitor` connects there: the EDID the
+    /// output's `monitor` field names under `edid` (output 0 the HP X27q's HDMI EDID, output 1
+    /// its DisplayPort EDID); `edid.hp_x27q` when the field is absent.
+    pub monitors: [Vec<u8>; 2],
+    /// The `edid` keys of those monitors.
+    pub monitor_names: [String; 2],
     /// The monitor of the capture, when the spec has it.
     pub capture_edid: Option<Vec<u8>>,
     /// VRAM size in MiB, as `get_vram_size` reports it.
@@ -333,6 +339,27 @@ impl Facts {
                 format!("expected 1..=255 (a one-byte reply), found {mib}"),
             )
         })?;
+        let mut monitors = [edid_main.clone(), edid_main.clone()];
+        let mut monitor_names = ["hp_x27q".to_string(), "hp_x27q".to_string()];
+        for o in 0..2 {
+            let f = format!("outputs.{o}.monitor");
+            if spec
+                .doc()
+                .pointer(&format!("/outputs/{o}/monitor"))
+                .is_none()
+            {
+                continue;
+            }
+            let name = spec.str(&f)?.to_string();
+            if name == "capture_monitor" || spec.doc().pointer(&format!("/edid/{name}")).is_none() {
+                return Err(spec.error(
+                    &f,
+                    format!("`{name}` is not a monitor under `edid` (hp_x27q, hp_x27q_dp)"),
+                ));
+            }
+            monitors[o] = edid(spec, &format!("edid.{name}.bytes"))?;
+            monitor_names[o] = name;
+        }
         let mut initial_connected = [false; 2];
         for (o, c) in initial_connected.iter_mut().enumerate() {
             let f = format!("outputs.{o}.initial");
@@ -361,6 +388,8 @@ impl Facts {
             stalls,
             tables,
             edid: edid_main,
+            monitors,
+            monitor_names,
             capture_edid,
             vram_mib,
             initial_connected,

@@ -3,8 +3,9 @@
 //!
 //! The files follow the data: [`facts`] reads the spec, [`timing`] the 32-byte timing records,
 //! [`bulk`] the DMA and video framing and the interrupt packets, [`vram`] the sparse video RAM,
-//! [`model`] the device itself, and [`invariants`] the checks that compare the model's ground
-//! truth with a driver's beliefs.
+//! [`model`] the device itself, [`invariants`] the checks that compare the model's ground
+//! truth with a driver's beliefs, [`scanout`] the picture an output shows (RGB, PNG), and
+//! [`capture`] the comparison with the real capture.
 //!
 //! ```no_run
 //! use calametra_core::spec::Spec;
@@ -21,12 +22,14 @@ mod describe;
 pub mod facts;
 pub mod invariants;
 pub mod model;
+pub mod scanout;
 pub mod timing;
 pub mod vram;
 
 pub use bulk::PixelFormat;
 pub use invariants::{Connection, DriverView, FlipBelief, RamWrite};
-pub use model::{FlipInfo, FlipState, Frame, Sabotage, Trigger6};
+pub use model::{DmaStats, FlipInfo, FlipRecord, FlipState, Frame, Sabotage, Trigger6};
+pub use scanout::Scanout;
 pub use timing::Timing;
 
 /// Coverage marks the model records (`DevCtx::mark`).

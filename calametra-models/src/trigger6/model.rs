@@ -69,6 +69,36 @@ pub struct FlipState {
     pub shown: Option<FlipInfo>,
 }
 
+/// A flip the dock showed: its decoded header and the DMA command that carried it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlipRecord {
+    /// The flip (output, fence, format, planes, pitches, serial).
+    pub flip: FlipInfo,
+    /// VRAM address of the DMA payload (its video header).
+    pub payload_addr: u32,
+    /// Bytes of the DMA payload: the 48-byte video header and the data after it.
+    pub payload_len: u32,
+    /// The video header as received.
+    pub header: VideoHeader,
+    /// DMA fragments (header and data packet pairs) the payload came in.
+    pub fragments: u32,
+    /// Bulk OUT transfers its data came in.
+    pub bulk_transfers: u32,
+}
+
+/// What the DMA receiver has taken since power-on: counts a comparison reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DmaStats {
+    /// DMA headers (fragments) accepted, by session.
+    pub fragments: BTreeMap<u32, u64>,
+    /// Payloads (commands) completed, by session.
+    pub payloads: BTreeMap<u32, u64>,
+    /// Display-session data chunks written to VRAM.
+    pub display_writes: u64,
+    /// Display-session bytes written to VRAM.
+    pub display_bytes: u64,
+}
+
 /// A frame decoded from VRAM: the planes of the shown flip, without pitch padding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Frame {
@@ -106,10 +136,9 @@ struct Output {
     enabled: bool,
 }
 
-/// A DMA command being received.
+/// A DMA command being received (one per session).
 #[derive(Clone, Debug)]
 struct Command {
-    signature: u32,
     payload_len: u32,
     payload_addr: u32,
     next_offset: u32,
@@ -140,7 +169,9 @@ pub struct Trigger6 {
     replies: BTreeMap<super::facts::ReplyKey, Vec<u8>>,
     vram: Vram,
     rx: Rx,
-    cmd: Option<Command>,
+    cmds: BTreeMap<u32, Command>,
+    dma: DmaStats,
+    flip_log: Vec<FlipRecord>,
     flips: [FlipState; 2],
     flip_serial: u64,
     completed_fences: Vec<u32>,
@@ -158,6 +189,16 @@ fn flip_machine(output: u8) -> &'static str {
         "flip"
     } else {
         "flip_secondary"
+    }
+}
+
+/// The state machine of a DMA session's receiver (the display session keeps the name it has
+/// always had, so traces of display-only runs are unchanged).
+fn dma_machine(sig: u32) -> &'static str {
+    match sig {
+        SESSION_DISPLAY => "dma",
+        SESSION_AUDIO => "dma_audio",
+        _ => "dma_other",
     }
 }
 
@@ -179,7 +220,7 @@ impl Trigger6 {
         let facts = Facts::from_spec(spec)?;
         let outputs = [0, 1].map(|o| Output {
             connected: facts.initial_connected[o],
-            edid: facts.edid.clone(),
+            edid: facts.monitors[o].clone(),
             hotplug_raised: 0,
             last_status: None,
             mode: None,
@@ -197,7 +238,9 @@ impl Trigger6 {
             luts: BTreeMap::new(),
             vram: Vram::default(),
             rx: Rx::Header(Vec::new()),
-            cmd: None,
+            cmds: BTreeMap::new(),
+            dma: DmaStats::default(),
+            flip_log: Vec::new(),
             flips: [FlipState::default(); 2],
             flip_serial: 0,
             completed_fences: Vec::new(),
@@ -276,6 +319,29 @@ impl Trigger6 {
     /// Fence ids the model completed, in order.
     pub fn completed_fences(&self) -> &[u32] {
         &self.completed_fences
+    }
+
+    /// Every flip the dock showed, in order, with the DMA command that carried it.
+    pub fn flip_log(&self) -> &[FlipRecord] {
+        &self.flip_log
+    }
+
+    /// What the DMA receiver has taken: fragments and payloads by session, VRAM writes.
+    pub fn dma_stats(&self) -> &DmaStats {
+        &self.dma
+    }
+
+    /// Whether audio engine `engine` runs: the Activity word of the engine state the host last
+    /// set (`aud_set_engine_state`, 0x24), as `aud_get_engine_state` (0xa4) returns it.
+    pub fn audio_engine_running(&self, engine: u16) -> bool {
+        self.replies
+            .get(&(0xc0, 0xa4, 0, engine))
+            .is_some_and(|d| d.iter().take(4).any(|b| *b != 0))
+    }
+
+    /// DMA sessions with a command still being received.
+    pub fn dma_in_progress(&self) -> Vec<u32> {
+        self.cmds.keys().copied().collect()
     }
 
     /// The VRAM size in bytes (from the spec, whatever `get_vram_size` may be told to say).
@@ -366,21 +432,33 @@ impl Trigger6 {
             },
             o(0),
             o(1),
-            if self.cmd.is_some() {
-                "receiving"
-            } else {
+            if self.cmds.is_empty() {
                 "idle"
+            } else {
+                "receiving"
             }
         )
     }
 
     // ----- external events -----
 
-    /// Plugs the spec's monitor (the HP X27q) into `output`: a connection change and a hotplug
-    /// interrupt. Returns whether the state changed.
+    /// Plugs the spec's monitor for `output` into it (output 0: the HP X27q on HDMI; output 1:
+    /// the HP X27q's DisplayPort EDID, the spec's second monitor): a connection change and a
+    /// hotplug interrupt for that output (DisplayEvent 0x01 or 0x02). Returns whether the
+    /// state changed.
     pub fn plug_monitor(&mut self, cx: &mut DevCtx<'_>, output: usize) -> bool {
-        let edid = self.facts.edid.clone();
+        let Some(edid) = self.facts.monitors.get(output).cloned() else {
+            return false;
+        };
         self.plug_monitor_with_edid(cx, output, edid)
+    }
+
+    /// The EDID of the monitor on `output` (the last one plugged there), if one is connected.
+    pub fn monitor_edid(&self, output: usize) -> Option<&[u8]> {
+        self.outputs
+            .get(output)
+            .filter(|o| o.connected)
+            .map(|o| o.edid.as_slice())
     }
 
     /// Plugs a monitor with this EDID into `output`. Returns whether the state changed.
@@ -728,26 +806,32 @@ impl Trigger6 {
             o.enabled = false;
         }
         self.flips = [FlipState::default(); 2];
-        self.cmd = None;
+        self.cmds.clear();
         self.rx = Rx::Header(Vec::new());
         Reply::Ack
     }
 
     fn cancel_bulk_out(&mut self, cx: &mut DevCtx<'_>) -> Reply {
-        if self.cmd.is_some() && !self.drop_command(cx) {
-            return Reply::Stall;
+        let sessions: Vec<u32> = self.cmds.keys().copied().collect();
+        for sig in sessions {
+            if !self.drop_command(cx, sig) {
+                return Reply::Stall;
+            }
         }
         self.rx = Rx::Header(Vec::new());
         Reply::Ack
     }
 
-    /// Drops the DMA command in progress and its pending flip. `false` when a transition was
-    /// refused (nothing changed).
-    fn drop_command(&mut self, cx: &mut DevCtx<'_>) -> bool {
-        if !cx.transition("dma", "receiving", "idle") {
+    /// Drops the DMA command in progress on session `sig` and its pending flip. `false` when a
+    /// transition was refused (nothing changed).
+    fn drop_command(&mut self, cx: &mut DevCtx<'_>, sig: u32) -> bool {
+        if !self.cmds.contains_key(&sig) {
+            return true;
+        }
+        if !cx.transition(dma_machine(sig), "receiving", "idle") {
             return false;
         }
-        if let Some(Some(Ok(flip))) = self.cmd.as_ref().map(|c| c.video.clone()) {
+        if let Some(Some(Ok(flip))) = self.cmds.get(&sig).map(|c| c.video.clone()) {
             let o = flip.output as usize;
             if self.flips[o].pending.is_some()
                 && cx.transition(flip_machine(flip.output), "pending", "cancelled")
@@ -755,16 +839,23 @@ impl Trigger6 {
                 self.flips[o].pending = None;
             }
         }
-        self.cmd = None;
+        self.cmds.remove(&sig);
         self.rx = Rx::Header(Vec::new());
         true
     }
 
     // ----- bulk OUT -----
 
-    fn framing_error(&mut self, cx: &mut DevCtx<'_>, why: String) -> Reply {
-        if self.cmd.is_some() {
-            self.drop_command(cx);
+    /// A framing error on session `sig` (`None` or an unknown session: the stream itself).
+    /// The command of that session is dropped (of every session when the stream lost its
+    /// framing), and the receiver waits for a new header.
+    fn framing_error(&mut self, cx: &mut DevCtx<'_>, sig: Option<u32>, why: String) -> Reply {
+        let sessions: Vec<u32> = match sig {
+            Some(s) if s == SESSION_DISPLAY || s == SESSION_AUDIO => vec![s],
+            _ => self.cmds.keys().copied().collect(),
+        };
+        for s in sessions {
+            self.drop_command(cx, s);
         }
         self.rx = Rx::Header(Vec::new());
         self.refuse(cx, why)
@@ -802,10 +893,11 @@ impl Trigger6 {
                 self.vram_size()
             ));
         }
-        match &self.cmd {
+        // Each session has its own command in progress: the capture interleaves audio
+        // commands (session 3) between the fragments of a frame (session 0).
+        match self.cmds.get(&h.signature) {
             Some(c) => {
-                if c.signature != h.signature
-                    || c.payload_len != h.payload_len
+                if c.payload_len != h.payload_len
                     || c.payload_addr != h.payload_addr
                     || c.next_offset != h.packet_offset
                 {
@@ -822,46 +914,51 @@ impl Trigger6 {
                         h.packet_offset
                     ));
                 }
-                if !cx.transition("dma", "idle", "receiving") {
+                if !cx.transition(dma_machine(h.signature), "idle", "receiving") {
                     self.rx = Rx::Header(Vec::new());
                     return Err("bulk: refused".into());
                 }
-                self.cmd = Some(Command {
-                    signature: h.signature,
-                    payload_len: h.payload_len,
-                    payload_addr: h.payload_addr,
-                    next_offset: 0,
-                    head: Vec::new(),
-                    video: None,
-                    fragments: 0,
-                    transfers: 0,
-                    last_transfer: 0,
-                });
+                self.cmds.insert(
+                    h.signature,
+                    Command {
+                        payload_len: h.payload_len,
+                        payload_addr: h.payload_addr,
+                        next_offset: 0,
+                        head: Vec::new(),
+                        video: None,
+                        fragments: 0,
+                        transfers: 0,
+                        last_transfer: 0,
+                    },
+                );
             }
         }
-        if let Some(c) = &mut self.cmd {
+        if let Some(c) = self.cmds.get_mut(&h.signature) {
             c.fragments += 1;
         }
+        *self.dma.fragments.entry(h.signature).or_default() += 1;
         self.rx = Rx::Data { hdr: h, got: 0 };
         Ok(())
     }
 
-    /// Data bytes of the command in progress, at `offset` inside its payload.
+    /// Data bytes of the command in progress on session `sig`, at `offset` inside its
+    /// payload.
     fn accept_data(
         &mut self,
         cx: &mut DevCtx<'_>,
+        sig: u32,
         offset: u32,
         chunk: &[u8],
     ) -> Result<(), String> {
         let transfer = self.out_transfers;
-        let Some(c) = &mut self.cmd else {
+        let Some(c) = self.cmds.get_mut(&sig) else {
             return Err("bulk: data without a command".into());
         };
         if c.last_transfer != transfer {
             c.last_transfer = transfer;
             c.transfers += 1;
         }
-        if c.signature != SESSION_DISPLAY {
+        if sig != SESSION_DISPLAY {
             return Ok(()); // audio PCM is accepted and not modelled
         }
         let addr = c.payload_addr as u64 + offset as u64;
@@ -876,7 +973,9 @@ impl Trigger6 {
         } else {
             self.vram.write(addr, chunk);
         }
-        let c = self.cmd.as_mut().ok_or("bulk: command vanished")?;
+        self.dma.display_writes += 1;
+        self.dma.display_bytes += chunk.len() as u64;
+        let c = self.cmds.get_mut(&sig).ok_or("bulk: command vanished")?;
         if (offset as usize) < VIDEO_HEADER_LEN && c.head.len() == offset as usize {
             let n = (VIDEO_HEADER_LEN - c.head.len()).min(chunk.len());
             c.head.extend_from_slice(&chunk[..n]);
@@ -893,7 +992,7 @@ impl Trigger6 {
                         "idle"
                     };
                     if !cx.transition(flip_machine(flip.output), from, "pending") {
-                        if let Some(c) = &mut self.cmd {
+                        if let Some(c) = self.cmds.get_mut(&sig) {
                             c.video = Some(Err("flip refused".into()));
                         }
                         return Err("bulk: flip refused".into());
@@ -903,7 +1002,7 @@ impl Trigger6 {
                         cx.mark(marks::FLIP_DURING_MODESET);
                     }
                 }
-                if let Some(c) = &mut self.cmd {
+                if let Some(c) = self.cmds.get_mut(&sig) {
                     c.video = Some(decoded);
                 }
             }
@@ -940,17 +1039,18 @@ impl Trigger6 {
         })
     }
 
-    /// The last fragment of a command arrived.
-    fn finish_command(&mut self, cx: &mut DevCtx<'_>) -> Result<(), String> {
-        let Some(c) = self.cmd.clone() else {
+    /// The last fragment of the command of session `sig` arrived.
+    fn finish_command(&mut self, cx: &mut DevCtx<'_>, sig: u32) -> Result<(), String> {
+        let Some(c) = self.cmds.get(&sig).cloned() else {
             return Ok(());
         };
-        if !cx.transition("dma", "receiving", "idle") {
+        if !cx.transition(dma_machine(sig), "receiving", "idle") {
             return Err("bulk: refused".into());
         }
-        self.cmd = None;
+        self.cmds.remove(&sig);
         self.rx = Rx::Header(Vec::new());
-        if c.signature != SESSION_DISPLAY {
+        *self.dma.payloads.entry(sig).or_default() += 1;
+        if sig != SESSION_DISPLAY {
             return Ok(());
         }
         if c.fragments > 1 || c.transfers > 1 {
@@ -978,6 +1078,16 @@ impl Trigger6 {
         if self.outputs[o].modeset_in_progress {
             cx.mark(marks::FLIP_DURING_MODESET);
         }
+        let mut h = [0u8; VIDEO_HEADER_LEN];
+        h.copy_from_slice(&c.head);
+        self.flip_log.push(FlipRecord {
+            flip,
+            payload_addr: c.payload_addr,
+            payload_len: c.payload_len,
+            header: VideoHeader::parse(&h),
+            fragments: c.fragments,
+            bulk_transfers: c.transfers,
+        });
         self.completed_fences.push(flip.fence);
         self.interrupts
             .push_back(bulk::display_interrupt(bulk::EVENT_FENCE_DONE, flip.fence));
@@ -991,17 +1101,18 @@ impl Trigger6 {
             if let Rx::Data { hdr, got } = self.rx {
                 if got == hdr.packet_size {
                     let next = hdr.packet_offset + hdr.packet_size;
-                    if let Some(c) = &mut self.cmd {
+                    if let Some(c) = self.cmds.get_mut(&hdr.signature) {
                         c.next_offset = next;
                     }
                     if hdr.flags & FLAG_CONTINUE == 0 {
                         if next != hdr.payload_len {
                             return self.framing_error(
                                 cx,
+                                Some(hdr.signature),
                                 format!("bulk: last fragment ends at {next:#x}, the payload has {:#x} bytes", hdr.payload_len),
                             );
                         }
-                        if let Err(e) = self.finish_command(cx) {
+                        if let Err(e) = self.finish_command(cx, hdr.signature) {
                             return self.refuse(cx, e);
                         }
                     } else {
@@ -1024,8 +1135,9 @@ impl Trigger6 {
                     }
                     let mut b = [0u8; DMA_HEADER_LEN];
                     b.copy_from_slice(&buf);
-                    if let Err(e) = self.accept_header(cx, DmaHeader::parse(&b)) {
-                        return self.framing_error(cx, e);
+                    let h = DmaHeader::parse(&b);
+                    if let Err(e) = self.accept_header(cx, h) {
+                        return self.framing_error(cx, Some(h.signature), e);
                     }
                 }
                 Rx::Data { hdr, got } => {
@@ -1034,7 +1146,9 @@ impl Trigger6 {
                         hdr,
                         got: got + n as u32,
                     };
-                    if let Err(e) = self.accept_data(cx, hdr.packet_offset + got, &rest[..n]) {
+                    if let Err(e) =
+                        self.accept_data(cx, hdr.signature, hdr.packet_offset + got, &rest[..n])
+                    {
                         return self.refuse(cx, e);
                     }
                     rest = &rest[n..];

@@ -45,8 +45,10 @@ usage:
                                              merge sweep partitions' summaries into one report
   calametra export FILE (--chrome OUT.json | --html OUT.html)
                                              a Perfetto/Chrome trace or a self-contained HTML timeline
-  calametra compare --capture CAPTURE --spec SPEC [--device BUS:ADDR] [--no-hotplug]
-                                             replay a real capture's control transfers against a model
+  calametra compare --capture CAPTURE --spec SPEC [--device BUS:ADDR] [--no-hotplug] [--frames DIR]
+                                             replay a real capture against a model: its control
+                                             transfers (and for a Trigger 6 its bulk and interrupt
+                                             transfers too, each flipped frame as a PNG in DIR)
   calametra qemu --spec SPEC [--probe NAME] [--script FILE]
                                              serve a model to a Linux guest under QEMU
 ";

@@ -33,9 +33,10 @@ fn host_for(spec: &Spec, config: &RunConfig) -> Result<DeviceHost, String> {
     ))
 }
 
-/// `calametra compare --capture FILE --spec SPEC [--device BUS:ADDR]`.
+/// `calametra compare --capture FILE --spec SPEC [--device BUS:ADDR] [--frames DIR]
+/// [--no-hotplug]`.
 pub fn compare(args: &[String]) -> Result<(), CliError> {
-    let o = parse_opts(args, &["capture", "spec", "device"])?;
+    let o = parse_opts(args, &["capture", "spec", "device", "frames"])?;
     let (Some(cap), Some(spec)) = (o.named.get("capture"), o.named.get("spec")) else {
         return Err(CliError(
             "compare needs --capture FILE and --spec SPEC".into(),
@@ -58,15 +59,21 @@ pub fn compare(args: &[String]) -> Result<(), CliError> {
     };
     let spec = Spec::load(Path::new(spec)).map_err(|e| CliError(e.to_string(), 1))?;
     let capture = Capture::load(cap).map_err(|e| CliError(e.to_string(), 1))?;
-    if spec.str("format").ok() == Some("calametra.spec.trigger6") && device.is_none() {
-        // The Trigger 6 comparison scripts the capture's monitor hot-plug in and names what it
-        // explains (`--no-hotplug` shows those differences, explained).
-        let replay = !o.positional.iter().any(|p| p == "--no-hotplug");
-        let (report, _) =
-            calametra_models::trigger6::capture::compare_capture(&capture, &spec, replay)
-                .map_err(|e| CliError(e, 1))?;
-        print!("{}", report.render());
-        return if report.summary().is_clean() {
+    let trigger6 = spec.str("format").ok() == Some("calametra.spec.trigger6");
+    if trigger6 && device.is_none() {
+        // The Trigger 6 comparison replays the whole capture (control, bulk, interrupt),
+        // scripts the capture's monitor hot-plug in and names what it explains
+        // (`--no-hotplug` shows those differences, explained); `--frames DIR` writes each
+        // frame a flip showed as a PNG.
+        use calametra_models::trigger6::capture::{compare_capture_with, CompareOptions};
+        let options = CompareOptions {
+            replay_hotplug: !o.positional.iter().any(|p| p == "--no-hotplug"),
+            frames_dir: o.named.get("frames").map(std::path::PathBuf::from),
+        };
+        let c = compare_capture_with(&capture, &spec, &options, |_, _| {})
+            .map_err(|e| CliError(e, 1))?;
+        print!("{c}");
+        return if c.is_clean() {
             Ok(())
         } else {
             Err(CliError(
@@ -74,6 +81,12 @@ pub fn compare(args: &[String]) -> Result<(), CliError> {
                 1,
             ))
         };
+    }
+    if o.named.contains_key("frames") {
+        return Err(CliError(
+            "--frames needs a Trigger 6 spec (calametra.spec.trigger6) and no --device".into(),
+            2,
+        ));
     }
     let mut host = host_for(
         &spec,

@@ -187,6 +187,7 @@ pub fn handle(
         story: story(&shrunk.events),
         run_aloud: read_aloud(&parse_kept(&fin.lines), 14),
         trace_hash: fin.hash.to_string(),
+        swarm: r.swarm.clone(),
         package: owner.package.clone(),
         target: owner.target.clone(),
     };

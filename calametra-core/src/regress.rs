@@ -57,6 +57,11 @@ pub struct Regression {
     pub run_aloud: String,
     /// The trace hash of the minimal run.
     pub trace_hash: String,
+    /// The swarm configuration of the run that found it (its seed drew it: which faults,
+    /// sites, density, externals and scheduling strategy were on), for people; replay uses the
+    /// events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swarm: Option<crate::swarm::Swarm>,
     /// The Cargo package and test target that hold the scenario (for the replay command).
     pub package: String,
     /// The test target.
@@ -419,6 +424,7 @@ mod tests {
             ],
             story: "get_status . stall at ctrl.x#1".into(),
             run_aloud: String::new(),
+            swarm: None,
             trace_hash: "sha256:00".into(),
             package: "p".into(),
             target: "t".into(),

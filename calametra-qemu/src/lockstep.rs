@@ -1830,6 +1830,7 @@ impl<D: Device> Scenario<D> {
             story: choices::story(&run.events),
             events: run.events.clone(),
             run_aloud: String::new(),
+            swarm: None,
             trace_hash: run.hash.to_string(),
             package: "calametra-qemu".into(),
             target: "lockstep".into(),

@@ -551,8 +551,12 @@ impl Scenario {
         };
         let seed_line = match probe {
             Some(Probe::Seed(s)) => Some(format!(
-                "seed:      {s:#x} (base seed {:#x}; CALAMETRA_SEED re-bases the seeds)",
-                self.env.base_seed
+                "seed:      {s:#x} (base seed {:#x}; CALAMETRA_SEED re-bases the seeds){}",
+                self.env.base_seed,
+                match &r.swarm {
+                    Some(sw) => format!("\n{sw}"),
+                    None => String::new(),
+                }
             )),
             _ => None,
         };

@@ -137,6 +137,7 @@ fn regression_files_round_trip_exactly() {
             spec_sha256: (i % 2 == 0).then(|| "ab".repeat(32)),
             story: calametra::choices::story(&events),
             run_aloud: "a . b".into(),
+            swarm: None,
             events,
             trace_hash: "sha256:00".into(),
             package: "p".into(),

@@ -52,6 +52,12 @@ struct Env {
     states_file: Option<PathBuf>,
     /// `CALAMETRA_SWEEP` and its companions.
     sweep: Option<SweepEnv>,
+    /// `CALAMETRA_TRACE_OUT=<file>`: the trial writes the full trace of the run it made
+    /// (`calametra determinism` reads it).
+    trace_out: Option<PathBuf>,
+    /// `CALAMETRA_STOP_AT=<step>` with `CALAMETRA_STATE_OUT=<file>`: the `replay` trial stops
+    /// at that scheduling point and writes the world's state there (`calametra replay --at`).
+    stop_at: Option<(u64, PathBuf)>,
 }
 
 /// A sweep asked for: `CALAMETRA_SWEEP=<budget>`, `CALAMETRA_SWEEP_PARTITION=k/n`,
@@ -104,6 +110,22 @@ impl Env {
             strict,
             replay_file: var("CALAMETRA_REPLAY_FILE").map(PathBuf::from),
             states_file: var("CALAMETRA_CASE_STATES").map(|p| absolute(Path::new(&p))),
+            trace_out: var("CALAMETRA_TRACE_OUT").map(|p| absolute(Path::new(&p))),
+            stop_at: match (var("CALAMETRA_STOP_AT"), var("CALAMETRA_STATE_OUT")) {
+                (None, None) => None,
+                (Some(a), Some(o)) => Some((
+                    parse_u64(&a).ok_or_else(|| {
+                        format!("CALAMETRA_STOP_AT=`{a}`: expected a scheduling step (a number)")
+                    })?,
+                    absolute(Path::new(&o)),
+                )),
+                _ => {
+                    return Err(
+                        "CALAMETRA_STOP_AT and CALAMETRA_STATE_OUT go together: the step to stop at and the file the state is written to"
+                            .into(),
+                    )
+                }
+            },
             sweep: match var("CALAMETRA_SWEEP") {
                 None => None,
                 Some(b) => Some(SweepEnv {
@@ -336,6 +358,32 @@ impl Scenario {
             &target_dir(self.def).join("calametra").join("traces"),
             &self.path,
         )
+    }
+
+    /// `CALAMETRA_TRACE_OUT`: writes the full trace of the run a trial made (its lines must
+    /// have been kept).
+    fn write_trace_out(&self, r: &RunResult) -> Result<(), String> {
+        let Some(out) = &self.env.trace_out else {
+            return Ok(());
+        };
+        report::write_trace(
+            out,
+            &r.lines,
+            &self.path,
+            self.def.package,
+            &self.target,
+            &r.events,
+            &r.hash.to_string(),
+            r.failure.as_ref().map(|f| f.to_string()).as_deref(),
+        )
+        .map_err(|e| format!("CALAMETRA_TRACE_OUT: {e}"))
+    }
+
+    /// The configuration of `p`, keeping the trace when `CALAMETRA_TRACE_OUT` asks for it.
+    fn probe_config(&self, p: &Probe) -> RunConfig {
+        let mut c = p.config(&self.base);
+        c.keep_trace |= self.env.trace_out.is_some();
+        c
     }
 
     /// `path::marks` (`marks_floor = N`): runs the scenario's fixed seeds and fails when a mark
@@ -606,6 +654,7 @@ impl Scenario {
         let mut c = Probe::Baseline.config(&self.base);
         c.keep_trace = true;
         let a = runner.run(c.clone()).map_err(no_verdict)?;
+        self.write_trace_out(&a)?;
         let b = runner.run(c).map_err(no_verdict)?;
         if a.hash != b.hash {
             let (ra, rb) = (parse_kept(&a.lines), parse_kept(&b.lines));
@@ -633,7 +682,8 @@ impl Scenario {
 
     fn probe(&self, p: &Probe) -> Result<(), Failed> {
         self.with_runner(|runner| {
-            let r = runner.run(p.config(&self.base)).map_err(no_verdict)?;
+            let r = runner.run(self.probe_config(p)).map_err(no_verdict)?;
+            self.write_trace_out(&r)?;
             match &r.failure {
                 None => Ok(()),
                 Some(f) => Err(self.report(runner, &self.trial(&p.trial_suffix()), Some(p), &r, f)),
@@ -804,7 +854,18 @@ impl Scenario {
 
     fn replay_file_with(&self, runner: &dyn Runner, path: &Path) -> Result<(), String> {
         let (events, hash, lines) = load_replayable(path)?;
+        if let Some((at, out)) = &self.env.stop_at {
+            let mut c = calametra_core::explore::replay_config(&self.base, &events);
+            c.stop_at = Some(*at);
+            let r = runner.run(c).map_err(no_verdict)?;
+            let state = r.state.as_ref().ok_or_else(|| {
+                format!("the run gave no state at step {at} (a guest run does not describe its world yet)")
+            })?;
+            return regress::write_atomic(out, state.to_json().as_bytes())
+                .map_err(|e| format!("CALAMETRA_STATE_OUT: {e}"));
+        }
         let r = self.replay(runner, &events, true).map_err(no_verdict)?;
+        self.write_trace_out(&r)?;
         if r.hash.to_string() == hash {
             return Ok(());
         }
@@ -1041,7 +1102,15 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
         }));
         return trials;
     }
-    for p in sites.into_iter().chain(s.seed_probes()) {
+    // A seed asked for by its exact name that the listing does not hold (a sweep's find, a
+    // seed from another base) is made for it.
+    let mut seeds = s.seed_probes();
+    for p in requested {
+        if matches!(p, Probe::Seed(_)) && !seeds.contains(p) && !s.is_guest() {
+            seeds.push(p.clone());
+        }
+    }
+    for p in sites.into_iter().chain(seeds) {
         let s2 = s.clone();
         trials.push(test_trial(s.trial(&p.trial_suffix()), move || s2.probe(&p)));
     }

@@ -6,10 +6,36 @@
 
 use calametra::prelude::*;
 use calametra_example_dfu_updater::{scenario, scenario_nontolerant, scenario_planted};
+use calametra_models::dfu::marks;
+
+/// The coverage marks an update should reach: each by at least three of the fixed seeds
+/// (the `update_tolerant::marks` trial prints every mark's count when one falls short).
+const MARKS: [&str; 13] = [
+    marks::DETACH,
+    marks::WILL_DETACH_TO_DFU,
+    marks::DOWNLOAD_START,
+    marks::END_OF_IMAGE,
+    marks::MANIFESTED,
+    marks::UPLOAD_SHORT_FRAME,
+    marks::STALL_TO_ERROR,
+    marks::ERROR_CLEARED,
+    marks::TRANSITION_REFUSED,
+    marks::GETSTATUS_DURING_DNBUSY,
+    marks::BAD_BLOCK_LENGTH,
+    marks::MANIFEST_REFUSED,
+    marks::ABORT_UPLOAD,
+];
 
 /// The correct updater against the manifestation-tolerant device: never bricked, the state
-/// machine always legal, the image installed when the updater says so.
-#[calametra::scenario(spec = "../../specs/dfu11-tolerant.json", schedules = 32, faults = all)]
+/// machine always legal, the image installed when the updater says so; every mark of `MARKS`
+/// reached by at least three of its 64 seeds.
+#[calametra::scenario(
+    spec = "../../specs/dfu11-tolerant.json",
+    schedules = 64,
+    faults = all,
+    marks = MARKS,
+    marks_floor = 3
+)]
 fn update_tolerant(sim: &mut Sim) {
     scenario(sim);
 }

@@ -6,6 +6,8 @@
 #![cfg_attr(feature = "planted-bug", allow(unused_imports))]
 
 use calametra_core::choices::{derive_seed, Event, Source};
+#[cfg(feature = "planted-bug")]
+use calametra_core::fault::FaultKind;
 use calametra_core::fault::{Fault, FaultPlan, FaultSet, Site};
 use calametra_core::{run, RunConfig, RunResult, Sim};
 use calametra_example_dfu_updater::scenario::TOLERANT_SPEC;
@@ -317,4 +319,16 @@ fn exploration_finds_the_planted_bug() {
         !found.is_empty(),
         "no site found the planted bug: {failures:?}"
     );
+}
+
+/// Every fault primitive but `disconnect` (which ends most long seeded runs early).
+#[cfg(feature = "planted-bug")]
+fn no_disconnect() -> FaultSet {
+    FaultSet::Only(vec![
+        FaultKind::Stall,
+        FaultKind::Timeout,
+        FaultKind::Short,
+        FaultKind::Delay,
+        FaultKind::Corrupt,
+    ])
 }

@@ -1,5 +1,6 @@
 //! The Trigger 6 driver: probe, interrupt-driven hotplug, EDID, modeset, a colour-bar frame over
-//! DMA-framed bulk, flips with fences, and a watch loop that follows the monitor.
+//! DMA-framed bulk, flips with fences, and a watch loop that follows the monitor, on either of
+//! the dock's outputs ([`Driver::on_output`]; output 0 by default).
 //!
 //! The driver is generic over [`UsbInterface`], so the code that runs against the model is the
 //! code that runs on a dock through `nusb` (feature `hardware`). It keeps what it believes in a
@@ -19,8 +20,8 @@ use calametra_core::usb::{
     ControlIn, ControlOut, ControlType, Recipient, TransferError, UsbInterface,
 };
 use calametra_models::trigger6::bulk::{
-    self, DisplayEvent, DmaHeader, VideoHeader, CMD_FLIP_PRIMARY, DMA_HEADER_LEN, SESSION_DISPLAY,
-    VIDEO_HEADER_LEN,
+    self, DisplayEvent, DmaHeader, VideoHeader, CMD_FLIP_PRIMARY, CMD_FLIP_SECONDARY,
+    DMA_HEADER_LEN, SESSION_DISPLAY, VIDEO_HEADER_LEN,
 };
 use calametra_models::trigger6::{Connection, DriverView, FlipBelief, RamWrite, Timing};
 use std::cell::RefCell;
@@ -54,13 +55,25 @@ pub const EP_INTERRUPT: u8 = 0x83;
 pub const WIDTH: u16 = 1920;
 /// The frame size the driver brings up.
 pub const HEIGHT: u16 = 1080;
-/// Where the frame goes: MCT's first framebuffer of its 1-port 1080p VRAM map (58 MiB dock).
+/// Where output 0's frame goes: MCT's first framebuffer of its 1-port 1080p VRAM map (58 MiB
+/// dock).
 pub const FB_ADDR: u32 = 0x2e0_0000;
+/// Where output 1's frame goes: the map's second framebuffer, clear of output 0's frame.
+pub const FB_ADDR_1: u32 = 0x320_0000;
 /// Page flips of an already uploaded frame are 48-byte commands in a ring below it (MCT puts
-/// commands in a ring apart from the framebuffers).
+/// commands in a ring apart from the framebuffers); output 1's ring follows output 0's.
 pub const CMD_RING: u32 = 0;
-/// Bytes of the command ring used.
+/// Bytes of each output's command ring.
 pub const CMD_RING_LEN: u32 = 0x1_0000;
+
+/// The framebuffer address of `output`'s frame.
+pub fn fb_addr(output: u16) -> u32 {
+    if output == 0 {
+        FB_ADDR
+    } else {
+        FB_ADDR_1
+    }
+}
 /// Timeout of control transfers.
 pub const CONTROL_TIMEOUT: Duration = Duration::from_millis(500);
 /// Timeout of bulk transfers.
@@ -164,17 +177,17 @@ pub struct Beliefs {
     pub version: Option<([u8; 4], [u8; 4])>,
     /// VRAM size from `get_vram_size`, bytes.
     pub vram_size: Option<u64>,
-    /// Output 0's firmware timing table.
+    /// The driven output's firmware timing table.
     pub timing_table: Vec<[u8; 32]>,
     /// Per output: is a monitor there?
     pub connection: [Connection; 2],
     /// Per output: hotplug notifications processed.
     pub hotplug_seen: [u32; 2],
-    /// The monitor's EDID.
+    /// The driven output's monitor's EDID.
     pub edid: Option<Vec<u8>>,
     /// Per output: the record of the last modeset that succeeded.
     pub modes: [Option<[u8; 32]>; 2],
-    /// Whether the driver turned output 0 on.
+    /// Whether the driver turned its output on.
     pub display_on: bool,
     /// Flips submitted (bytes shared, not copied).
     pub flips: Vec<FlipBelief>,
@@ -239,6 +252,7 @@ pub struct Driver<I> {
     beliefs: Rc<RefCell<Beliefs>>,
     fence: Rc<RefCell<u32>>,
     planted_race: bool,
+    output: u16,
 }
 
 fn xfer(what: &'static str) -> impl Fn(TransferError) -> DriverError {
@@ -260,7 +274,22 @@ impl<I: UsbInterface> Driver<I> {
             beliefs: Rc::new(RefCell::new(Beliefs::default())),
             fence: Rc::new(RefCell::new(0)),
             planted_race,
+            output: 0,
         }
+    }
+
+    /// The same driver for `output` (0 the primary, HDMI; 1 the second head): its timing
+    /// table, its monitor's status and EDID, its modeset and display control, its framebuffer
+    /// ([`fb_addr`]) and FLIP_SECONDARY for output 1. Build it before cloning the driver for
+    /// the interrupt listener.
+    pub fn on_output(mut self, output: u16) -> Self {
+        self.output = output.min(1);
+        self
+    }
+
+    /// The output this driver drives.
+    pub fn output(&self) -> u16 {
+        self.output
     }
 
     /// The shared beliefs, for invariants and for people.
@@ -326,7 +355,7 @@ impl<I: UsbInterface> Driver<I> {
         }
     }
 
-    /// Probe: versions, VRAM size, init, software ready, output 0's timing table.
+    /// Probe: versions, VRAM size, init, software ready, the driven output's timing table.
     pub async fn probe(&self) -> Result<(), DriverError> {
         self.beliefs.borrow_mut().phase = Phase::Probe;
         let four = |v: Vec<u8>, what: &str| -> Result<[u8; 4], DriverError> {
@@ -356,7 +385,7 @@ impl<I: UsbInterface> Driver<I> {
                 )))
             }
         };
-        let frame_end = FB_ADDR as u64 + frame_len() as u64;
+        let frame_end = fb_addr(self.output) as u64 + frame_len() as u64;
         if vram < frame_end {
             return Err(DriverError::NotEnoughVram(vram));
         }
@@ -370,7 +399,7 @@ impl<I: UsbInterface> Driver<I> {
         self.vendor_out("set_ready", req::SET_READY, 0, 0, &[])
             .await?;
         let count = self
-            .vendor_in("get_timing_count", req::GET_TIMING_COUNT, 0, 0, 4)
+            .vendor_in("get_timing_count", req::GET_TIMING_COUNT, self.output, 0, 4)
             .await?;
         let count = match count.as_slice() {
             [a, b, c, d] => u32::from_le_bytes([*a, *b, *c, *d]) as usize,
@@ -391,7 +420,7 @@ impl<I: UsbInterface> Driver<I> {
                 .vendor_in(
                     "get_timing",
                     req::GET_TIMING,
-                    0,
+                    self.output,
                     table.len() as u16,
                     n as u16,
                 )
@@ -416,7 +445,8 @@ impl<I: UsbInterface> Driver<I> {
         Ok(())
     }
 
-    /// Polls both outputs' status and stores what they said; returns output 0's state.
+    /// Polls both outputs' status and stores what they said; returns the driven output's
+    /// state.
     ///
     /// A hotplug notification the listener processes while these polls are in flight makes
     /// their replies suspect (they may predate the plug or unplug), so the fixed driver drops
@@ -430,7 +460,7 @@ impl<I: UsbInterface> Driver<I> {
             if self.planted_race || b.hotplug_seen == seen {
                 b.connection = [s0, s1];
                 b.wake();
-                return Ok(s0);
+                return Ok(if self.output == 0 { s0 } else { s1 });
             }
             b.stale_replies_dropped += 1;
         }
@@ -452,15 +482,17 @@ impl<I: UsbInterface> Driver<I> {
         with_timeout(&self.iface, d, wait).await.is_some() || done(&self.beliefs.borrow())
     }
 
-    /// Polls until output 0 has a monitor, waiting for hotplug notifications in between.
+    /// Polls until the driven output has a monitor, waiting for hotplug notifications in
+    /// between.
     async fn wait_for_monitor(&self) -> Result<bool, DriverError> {
         self.beliefs.borrow_mut().phase = Phase::WaitMonitor;
         for _ in 0..3 {
             if self.poll_connection().await? == Connection::Connected {
                 return Ok(true);
             }
-            let seen = self.beliefs.borrow().hotplug_seen[0];
-            self.wait_for(Duration::from_secs(1), move |b| b.hotplug_seen[0] != seen)
+            let o = self.output as usize;
+            let seen = self.beliefs.borrow().hotplug_seen[o];
+            self.wait_for(Duration::from_secs(1), move |b| b.hotplug_seen[o] != seen)
                 .await;
         }
         Ok(false)
@@ -528,15 +560,16 @@ impl<I: UsbInterface> Driver<I> {
     /// EDID, mode choice, modeset, output on, identity LUT, finalise: the capture's order.
     async fn modeset(&self) -> Result<(), DriverError> {
         self.beliefs.borrow_mut().phase = Phase::Modeset;
-        let e = self.read_edid(0).await?;
+        let o = self.output;
+        let e = self.read_edid(o).await?;
         let (want, _) =
             edid::find_1080p60(&e).ok_or_else(|| DriverError::NoMode("not in the EDID".into()))?;
         self.beliefs.borrow_mut().edid = Some(e);
         let record = self.pick_record(&want)?;
-        self.vendor_out("set_mode", req::SET_MODE, 0, 0, &record)
+        self.vendor_out("set_mode", req::SET_MODE, o, 0, &record)
             .await?;
-        self.beliefs.borrow_mut().modes[0] = Some(record);
-        self.vendor_out("set_monitor", req::SET_MONITOR, 0, 1, &[])
+        self.beliefs.borrow_mut().modes[o as usize] = Some(record);
+        self.vendor_out("set_monitor", req::SET_MONITOR, o, 1, &[])
             .await?;
         self.beliefs.borrow_mut().display_on = true;
         let ramp: Vec<u8> = (0..=255u8).collect();
@@ -614,30 +647,36 @@ impl<I: UsbInterface> Driver<I> {
         self.bulk(payload).await
     }
 
-    /// Uploads `pixels` (NV12 at [`FB_ADDR`]) with its flip header in front, or (when `upload`
-    /// is false) flips the frame already there with a 48-byte command; waits for the fence.
+    /// Uploads `pixels` (NV12 at the output's [`fb_addr`]) with its flip header in front, or
+    /// (when `upload` is false) flips the frame already there with a 48-byte command; waits for
+    /// the fence.
     async fn flip(&self, pixels: Rc<[u8]>, upload: bool) -> Result<(), DriverError> {
         let fence = self.next_fence();
         let (w, h) = (WIDTH as u32, HEIGHT as u32);
-        let uv_offset = FB_ADDR + w * h;
+        let fb = fb_addr(self.output);
+        let uv_offset = fb + w * h;
         let header = VideoHeader {
-            command: CMD_FLIP_PRIMARY,
+            command: if self.output == 0 {
+                CMD_FLIP_PRIMARY
+            } else {
+                CMD_FLIP_SECONDARY
+            },
             payload_size: if upload { pixels.len() as u32 } else { 0 },
             fence,
             target_format: 6,
             y_pitch: WIDTH,
             uv_pitch: WIDTH,
-            y_offset: FB_ADDR,
+            y_offset: fb,
             uv_offset,
-            v_offset: FB_ADDR,
+            v_offset: fb,
             source_format: 6,
             flag: 0,
         };
         self.beliefs.borrow_mut().flips.push(FlipBelief {
-            output: 0,
+            output: self.output as u8,
             fence,
             format: 6,
-            y_offset: FB_ADDR,
+            y_offset: fb,
             uv_offset,
             y_pitch: WIDTH,
             uv_pitch: WIDTH,
@@ -649,10 +688,11 @@ impl<I: UsbInterface> Driver<I> {
             let mut p = Vec::with_capacity(VIDEO_HEADER_LEN + pixels.len());
             p.extend_from_slice(&header.to_bytes());
             p.extend_from_slice(&pixels);
-            (FB_ADDR - VIDEO_HEADER_LEN as u32, p)
+            (fb - VIDEO_HEADER_LEN as u32, p)
         } else {
             let slot = (fence * 64) % CMD_RING_LEN;
-            (CMD_RING + slot, header.to_bytes().to_vec())
+            let ring = CMD_RING + CMD_RING_LEN * self.output as u32;
+            (ring + slot, header.to_bytes().to_vec())
         };
         self.dma(addr, payload).await?;
         if !self
@@ -694,7 +734,7 @@ impl<I: UsbInterface> Driver<I> {
             match self.poll_connection().await? {
                 Connection::Connected => self.flip(pixels.clone(), false).await?,
                 Connection::Disconnected => {
-                    self.vendor_out("set_monitor", req::SET_MONITOR, 0, 0, &[])
+                    self.vendor_out("set_monitor", req::SET_MONITOR, self.output, 0, &[])
                         .await?;
                     self.beliefs.borrow_mut().display_on = false;
                     return Ok(self.finish(Ending::MonitorGone));

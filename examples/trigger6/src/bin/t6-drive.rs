@@ -3,6 +3,9 @@
 //! EDID, modeset to 1920x1080@60, the colour bars uploaded and flipped with a fence, then the
 //! driver's watch loop. It prints one summary line and exits 0 when the driver succeeded.
 //!
+//! `--output 1` drives the dock's second output instead of the first (its timing table,
+//! monitor, modeset and FLIP_SECONDARY).
+//!
 //! `--time-scale N` multiplies every timeout and sleep of the driver by N
 //! ([`hardware::NusbInterface::with_time_scale`]): the guest under QEMU passes it, because its
 //! instruction-count clock runs ahead while the host answers a transfer.
@@ -103,20 +106,34 @@ fn mode(record: Option<[u8; 32]>) -> String {
 fn main() -> ExitCode {
     let started = std::time::Instant::now();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let time_scale = match args.as_slice() {
-        [] => 1,
-        [flag, n] if flag == "--time-scale" => match n.parse::<u32>() {
-            Ok(n) if n >= 1 => n,
-            _ => {
-                eprintln!("t6-drive: --time-scale takes a whole number >= 1, not {n:?}");
-                return ExitCode::from(2);
-            }
-        },
-        _ => {
-            eprintln!("usage: t6-drive [--time-scale N]");
-            return ExitCode::from(2);
-        }
+    let usage = || {
+        eprintln!("usage: t6-drive [--time-scale N] [--output 0|1]");
+        ExitCode::from(2)
     };
+    let (mut time_scale, mut output) = (1u32, 0u16);
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let Some(n) = it.next() else {
+            return usage();
+        };
+        match flag.as_str() {
+            "--time-scale" => match n.parse::<u32>() {
+                Ok(n) if n >= 1 => time_scale = n,
+                _ => {
+                    eprintln!("t6-drive: --time-scale takes a whole number >= 1, not {n:?}");
+                    return ExitCode::from(2);
+                }
+            },
+            "--output" => match n.parse::<u16>() {
+                Ok(n) if n <= 1 => output = n,
+                _ => {
+                    eprintln!("t6-drive: --output takes 0 or 1, not {n:?}");
+                    return ExitCode::from(2);
+                }
+            },
+            _ => return usage(),
+        }
+    }
     let iface = match hardware::open_dock() {
         Ok(i) => i.with_time_scale(time_scale),
         Err(e) => {
@@ -124,7 +141,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let driver = Driver::new(iface);
+    let driver = Driver::new(iface).on_output(output);
     let beliefs = driver.beliefs();
     let result = hardware::run_driver(driver);
     let b = beliefs.borrow();
@@ -140,7 +157,7 @@ fn main() -> ExitCode {
                 b.fence_done,
                 b.vram_size.unwrap_or(0) >> 20,
                 b.edid.as_deref().map_or_else(|| "none".into(), monitor),
-                mode(b.modes[0]),
+                mode(b.modes[output as usize]),
                 fnv1a64(&[&frame]),
                 started.elapsed().as_millis()
             );

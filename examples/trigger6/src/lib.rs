@@ -3,10 +3,13 @@
 //!
 //! - [`driver`]: the driver, generic over [`calametra_core::usb::UsbInterface`]: probe,
 //!   interrupt-driven hotplug, EDID, modeset to 1920x1080@60 from the dock's table, an NV12
-//!   colour-bar frame over DMA-framed bulk, flips with fences. Its [`driver::Beliefs`] are
-//!   shared (`Rc<RefCell<..>>`) so invariants can compare them with the model.
+//!   colour-bar frame over DMA-framed bulk, flips with fences, on either output. Its
+//!   [`driver::Beliefs`] are shared (`Rc<RefCell<..>>`) so invariants can compare them with
+//!   the model.
 //! - [`edid`] and [`frame`]: the EDID reading and the test picture.
-//! - [`mod@scenario`]: the standard scenario ([`scenario()`]) the harness wraps.
+//! - [`mod@scenario`]: the standard scenario ([`scenario()`]) the harness wraps, and the second
+//!   output's ([`scenario_second_output`]: a monitor hot-plugged into output 1, the bars shown
+//!   there).
 //! - `hardware` (feature `hardware`): the same driver on a real dock through `nusb`.
 //!
 //! Feature `planted-race` plants a race in [`driver::Driver::poll_connection`]: a status reply
@@ -29,4 +32,7 @@ pub mod hardware;
 pub mod scenario;
 
 pub use driver::{Beliefs, Driver, DriverError, Summary};
-pub use scenario::{build, build_with, scenario, scenario_fixed, scenario_planted, spec, Handles};
+pub use scenario::{
+    build, build_second_output, build_with, scenario, scenario_fixed, scenario_planted,
+    scenario_second_output, spec, Handles, SecondOutput,
+};

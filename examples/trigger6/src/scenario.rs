@@ -6,6 +6,7 @@
 //! around [`scenario`]. Only the scenario is simulation-specific; the driver is not.
 
 use crate::driver::{Beliefs, Driver};
+use calametra_core::compare::Scripted;
 use calametra_core::spec::Spec;
 use calametra_core::world::DeviceHandle;
 use calametra_core::Sim;
@@ -111,4 +112,83 @@ pub fn build_with(sim: &mut Sim, planted_race: bool) -> Handles {
         w.model(dock).ram_writes_in_bounds(&b.borrow().view())
     });
     Handles { dock, beliefs }
+}
+
+/// When [`scenario_second_output`] plugs the second monitor: while the driver, probe done,
+/// waits for one.
+pub const SECOND_MONITOR_AT: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// What [`build_second_output`] attached and spawned.
+#[derive(Clone)]
+pub struct SecondOutput {
+    /// The dock, with the hot-plug scripted in ([`Scripted::inner`] is the model).
+    pub dock: DeviceHandle<Scripted<Trigger6>>,
+    /// The driver's beliefs.
+    pub beliefs: Rc<RefCell<Beliefs>>,
+}
+
+/// The second output: nothing is plugged in at power-on; the driver drives output 1 and waits
+/// for a monitor; at [`SECOND_MONITOR_AT`] the spec's second monitor (the HP X27q's
+/// DisplayPort EDID) is hot-plugged into output 1 (a DisplayEvent 0x02 interrupt), and the
+/// driver reads its EDID, sets 1920x1080@60 from output 1's table and flips the colour bars
+/// there with FLIP_SECONDARY. The four invariants hold throughout.
+pub fn scenario_second_output(sim: &mut Sim) {
+    build_second_output(sim);
+}
+
+/// Builds [`scenario_second_output`] and returns its handles.
+pub fn build_second_output(sim: &mut Sim) -> SecondOutput {
+    let model = Scripted::new(Trigger6::from_spec(&spec())).at(
+        SECOND_MONITOR_AT.as_nanos() as u64,
+        "hotplug out1",
+        |m: &mut Trigger6, cx| {
+            m.plug_monitor(cx, 1);
+        },
+    );
+    let dock = sim.attach(model);
+    let driver = Driver::with_planted_race(dock.interface(), false).on_output(1);
+    let beliefs = driver.beliefs();
+    sim.spawn_daemon("irq", driver.clone().irq_loop());
+    // As in the standard scenario, the driver may give up after a fault; unperturbed it must
+    // succeed.
+    let ending: Rc<RefCell<Option<Result<(), String>>>> = Rc::new(RefCell::new(None));
+    let e2 = ending.clone();
+    let run = driver.run();
+    sim.spawn("driver", async move {
+        let r = run.await;
+        *e2.borrow_mut() = Some(r.map(|_| ()).map_err(|e| format!("{e:?}")));
+    });
+    sim.invariant("driver_succeeds_unperturbed", move |w| {
+        match &*ending.borrow() {
+            Some(Err(e)) if w.faults_injected() == 0 && w.externals_fired() == 0 => Err(format!(
+                "the driver failed with no fault injected and no external event: {e}"
+            )),
+            _ => Ok(()),
+        }
+    });
+    let b = beliefs.clone();
+    sim.invariant(names::FLIP_STATE_MATCHES_RAM, move |w| {
+        w.model(dock)
+            .inner()
+            .flip_state_matches_ram(&b.borrow().view())
+    });
+    let b = beliefs.clone();
+    sim.invariant(names::STATUS_MATCHES_CONNECTION, move |w| {
+        w.model(dock)
+            .inner()
+            .status_matches_connection(&b.borrow().view())
+    });
+    let b = beliefs.clone();
+    sim.invariant(names::MODESET_HAS_VALID_TIMING, move |w| {
+        w.model(dock)
+            .inner()
+            .modeset_has_valid_timing(&b.borrow().view())
+    });
+    let b = beliefs.clone();
+    sim.invariant(names::RAM_WRITES_IN_BOUNDS, move |w| {
+        w.model(dock)
+            .inner()
+            .ram_writes_in_bounds(&b.borrow().view())
+    });
+    SecondOutput { dock, beliefs }
 }

@@ -1,6 +1,7 @@
 //! The Trigger 6 driver against the model: the baseline (twice, same hash), the colour bars
-//! decoded from VRAM, the fixed driver over 200 seeds and every single transport fault of its
-//! baseline, and (feature `planted-race`) the race found by some seed.
+//! decoded from VRAM and as a picture (pinned pixels, a PNG), the second monitor hot-plugged
+//! into output 1 and the bars shown there, the fixed driver over 200 seeds and every single
+//! transport fault of its baseline, and (feature `planted-race`) the race found by some seed.
 //!
 //! What counts as passing a fault trial: no invariant breaks, nothing panics, no model gap, no
 //! deadlock or timeout. The driver may return an error (`TaskError`): after a fault it may give
@@ -12,14 +13,18 @@ use calametra_core::fault::{FaultPlan, FaultSet};
 use calametra_core::{run, RunConfig};
 #[cfg(not(feature = "planted-race"))]
 use calametra_core::{Failure, RunResult};
-use calametra_example_trigger6::driver::{frame_len, FB_ADDR, HEIGHT, WIDTH};
+use calametra_example_trigger6::driver::{
+    frame_len, Phase, FB_ADDR, FB_ADDR_1, HEIGHT, WATCH_FRAMES, WIDTH,
+};
 use calametra_example_trigger6::frame::{colour_bars_nv12, fnv1a64, BARS};
-use calametra_example_trigger6::{build, scenario};
+use calametra_example_trigger6::scenario::SECOND_MONITOR_AT;
+use calametra_example_trigger6::{build, build_second_output, scenario};
 #[cfg(not(feature = "planted-race"))]
 use calametra_models::trigger6::marks;
 #[cfg(feature = "planted-race")]
 use calametra_models::trigger6::names;
-use calametra_models::trigger6::PixelFormat;
+use calametra_models::trigger6::scanout::decode_png;
+use calametra_models::trigger6::{PixelFormat, Scanout};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
@@ -232,4 +237,155 @@ fn the_planted_race_breaks_status_matches_connection_in_some_seed() {
     assert!(message.contains("believes Connected"), "{message}");
     assert!(events.contains("unplug"), "{events}");
     eprintln!("seed {seed}: {message}\n  events: {events}");
+}
+
+/// SHA-256 of the colour bars as a monitor sees them: 1920x1080 8-bit RGB, the driver's
+/// BT.601 limited-range bars decoded with the dock's full-range equations
+/// (`calametra_models::trigger6::scanout`), so white is (235, 235, 235) and black (16, 16, 16).
+const BARS_PICTURE: &str = "fe031f5c2492e7584f2c17f5a31a11a0b8dd13849c54293035a390d5f40cbaf6";
+
+/// The RGB of each bar, as the dock shows it: white, yellow, cyan, green, magenta, red, blue,
+/// black.
+const BARS_RGB: [[u8; 3]; 8] = [
+    [235, 235, 235],
+    [235, 236, 12],
+    [13, 237, 237],
+    [13, 238, 14],
+    [238, 13, 237],
+    [238, 14, 14],
+    [16, 15, 239],
+    [16, 16, 16],
+];
+
+/// Checks a picture of the colour bars: size, bar colours, the pinned pixel hash, and that its
+/// PNG (written to `name` under the target's temporary directory) decodes back to the pixels.
+fn check_bars_picture(s: &Scanout, name: &str) {
+    assert_eq!(
+        (s.width, s.height, s.format),
+        (1920, 1080, PixelFormat::Nv12)
+    );
+    let got: Vec<[u8; 3]> = (0..8)
+        .map(|i| s.pixel(i * 240 + 120, 540).unwrap())
+        .collect();
+    assert_eq!(got, BARS_RGB, "bar colours");
+    for (i, rgb) in BARS_RGB.iter().enumerate() {
+        let x = i as u32 * 240;
+        assert_eq!(s.pixel(x, 0).as_ref(), Some(rgb), "bar {i} left edge");
+        assert_eq!(
+            s.pixel(x + 239, 1079).as_ref(),
+            Some(rgb),
+            "bar {i} right edge"
+        );
+    }
+    // Every pixel is its bar's colour: the picture built from the table is the same bytes.
+    let line: Vec<u8> = BARS_RGB
+        .iter()
+        .flat_map(|rgb| std::iter::repeat_n(*rgb, 240).flatten())
+        .collect();
+    assert!(
+        s.rgb == line.repeat(1080),
+        "every pixel is its bar's colour"
+    );
+    assert_eq!(s.sha256(), BARS_PICTURE, "pixels sha256");
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    s.write_png(&path).unwrap();
+    let (w, h, px) = decode_png(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!((w, h), (1920, 1080));
+    assert!(px == s.rgb, "{} decodes back to the pixels", path.display());
+}
+
+#[test]
+fn the_colour_bars_as_a_picture_are_pinned_and_their_png_decodes_back() {
+    let seen = Rc::new(RefCell::new(None));
+    let s2 = seen.clone();
+    let r = run(RunConfig::default(), &move |sim| {
+        let h = build(sim);
+        let s2 = s2.clone();
+        sim.invariant("peek", move |w| {
+            if h.beliefs.borrow().fence_done >= 1 && s2.borrow().is_none() {
+                let m = w.model(h.dock);
+                *s2.borrow_mut() = Some((m.scanout(0), m.scanout(1), m.scanout_png(0)));
+            }
+            true
+        });
+    });
+    assert!(r.failure.is_none(), "{:?}", r.failure);
+    let (s0, s1, png) = seen.borrow_mut().take().expect("a frame was shown");
+    let s = s0.expect("output 0 shows the bars");
+    assert_eq!((s.output, s.fence), (0, 1));
+    assert!(s1.is_none(), "output 1 shows nothing");
+    assert_eq!(png.as_deref(), Some(s.png().as_slice()));
+    check_bars_picture(&s, "colour-bars-out0.png");
+}
+
+#[test]
+fn the_second_monitor_hot_plugged_into_output_1_shows_the_colour_bars() {
+    let seen = Rc::new(RefCell::new(None));
+    let s2 = seen.clone();
+    let done = Rc::new(RefCell::new(None));
+    let d2 = done.clone();
+    let r = run(RunConfig::default(), &move |sim| {
+        let h = build_second_output(sim);
+        let (s2, d2) = (s2.clone(), d2.clone());
+        sim.invariant("peek", move |w| {
+            let dock = w.model(h.dock);
+            let m = dock.inner();
+            let b = h.beliefs.borrow();
+            if b.fence_done >= 1 && s2.borrow().is_none() {
+                *s2.borrow_mut() = Some((
+                    m.scanout(1),
+                    m.flip_state(0),
+                    m.flip_state(1),
+                    m.mode(1),
+                    w.now(),
+                ));
+            }
+            if b.phase == Phase::Done {
+                *d2.borrow_mut() = Some((
+                    dock.done()
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>(),
+                    m.hotplug_raised(1),
+                    b.hotplug_seen,
+                    b.frames_shown,
+                    b.edid.clone(),
+                    b.modes,
+                ));
+            }
+            true
+        });
+    });
+    assert!(r.failure.is_none(), "{:?}", r.failure);
+    let (s1, flips0, flips1, mode, shown_at) = seen.borrow_mut().take().expect("a frame");
+    assert!(
+        shown_at > SECOND_MONITOR_AT.as_nanos() as u64,
+        "shown after the hot-plug"
+    );
+    let mode = mode.expect("output 1 has a mode");
+    assert_eq!(
+        (mode.hactive, mode.vactive, mode.refresh_hz, mode.pclk_khz),
+        (1920, 1080, 60, 148_500)
+    );
+    assert!(flips0.shown.is_none(), "output 0 shows nothing");
+    let f = flips1.shown.expect("output 1 shows a flip");
+    assert_eq!(
+        (f.output, f.fence, f.y_offset, f.format),
+        (1, 1, FB_ADDR_1, 6)
+    );
+    let s = s1.expect("output 1's picture");
+    assert_eq!(s.output, 1);
+    check_bars_picture(&s, "colour-bars-out1.png");
+    let (scripted, raised, seen_hp, frames, edid, modes) =
+        done.borrow_mut().take().expect("the driver finished");
+    assert_eq!(scripted, ["hotplug out1"]);
+    assert_eq!(raised, 1);
+    assert_eq!(seen_hp, [0, 1], "the driver processed output 1's hot-plug");
+    assert_eq!(frames, 1 + WATCH_FRAMES);
+    let dp = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../refdata/hp-x27q-dp.edid.bin"),
+    )
+    .unwrap();
+    assert_eq!(edid.as_deref(), Some(dp.as_slice()), "the DisplayPort EDID");
+    assert!(modes[0].is_none() && modes[1].is_some());
 }

@@ -208,17 +208,47 @@ fn refdata(name: &str) -> PathBuf {
 fn the_real_capture_compares_clean_from_the_command_line() {
     let cap = refdata("trace-JCD543-20220514T1928-4k-edid.pcapng.gz");
     let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/trigger6-jcd543.json");
+    let frames = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-compare-frames");
+    let _ = std::fs::remove_dir_all(&frames);
     let (code, out) = tool(&[
         "compare",
         "--capture",
         cap.to_str().unwrap(),
         "--spec",
         spec.to_str().unwrap(),
+        "--frames",
+        frames.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("75 control transfers: 75 same, 0 differ, 0 model stalls, 0 capture stalls"),
         "{out}"
+    );
+    // The bulk and interrupt paths too, and the four frames as pictures.
+    assert!(
+        out.contains("bulk OUT 0x02: 2168 transfers (87462080 bytes): 2168 same, 0 differ"),
+        "{out}"
+    );
+    assert!(
+        out.contains("interrupt IN 0x83: 12 transfers (448 bytes): 10 same, 0 differ"),
+        "{out}"
+    );
+    assert!(out.contains("2 explained, 0 unexplained"), "{out}");
+    assert!(out.contains("bulk commands accepted: 1084"), "{out}");
+    assert!(out.contains("frames reassembled and flipped: 4"), "{out}");
+    let mut pngs: Vec<String> = std::fs::read_dir(&frames)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    pngs.sort();
+    assert_eq!(
+        pngs,
+        [
+            "01-out0-fence1-rgb24-3840x2160.png",
+            "02-out0-fence2-rgb24-3840x2160.png",
+            "03-out0-fence3-rgb24-3840x2160.png",
+            "04-out0-fence4-nv12-3840x2160.png",
+        ]
     );
     let (code, out) = tool(&[
         "compare",

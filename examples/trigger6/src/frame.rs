@@ -7,6 +7,10 @@
 //! 1920 / 8 = 240 pixels a bar keeps every 2x2 chroma sample inside one bar, so the picture is
 //! exact. One line is built and copied, so building a frame is a few memcpys, not per-pixel
 //! work.
+//!
+//! The dock decodes NV12 with the full-range equations (the capture's own NV12 frame settles
+//! it, see `calametra_models::trigger6::scanout`), so these limited-range bars show at 16..=235
+//! per channel: white is (235, 235, 235), black (16, 16, 16). The tests pin that picture.
 
 /// (Y, Cb, Cr) of the eight bars, left to right.
 pub const BARS: [(u8, u8, u8); 8] = [

@@ -355,7 +355,10 @@ impl Scenario {
 
     fn traces_dir(&self) -> PathBuf {
         regress::scenario_dir(
-            &target_dir(self.def).join("calametra").join("traces"),
+            &target_dir(self.def)
+                .join("calametra")
+                .join("traces")
+                .join(&self.target),
             &self.path,
         )
     }

@@ -36,7 +36,7 @@
 //! Nothing here uses OS randomness.
 
 use crate::fault::Fault;
-use crate::swarm::{Strategy, Swarm};
+use crate::swarm::{Priorities, Strategy, Swarm};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -359,6 +359,10 @@ pub(crate) struct Decider {
     replay_data: VecDeque<u64>,
     /// The events this run actually took, in order.
     pub(crate) log: Vec<Event>,
+    /// A priority-scheduled run's task priorities and change points.
+    priorities: Priorities,
+    /// `RunConfig::strategy`: a seeded run's strategy, whatever its swarm says.
+    pub(crate) forced: Option<Strategy>,
 }
 
 impl Decider {
@@ -377,6 +381,8 @@ impl Decider {
             replay_draws: Default::default(),
             replay_data: Default::default(),
             log: Vec::new(),
+            priorities: Priorities::default(),
+            forced: None,
         };
         match source {
             Source::Default => {}
@@ -414,22 +420,58 @@ impl Decider {
         self.seed
     }
 
-    /// Picks one of `n` options at scheduling point `point`; logs a non-default pick.
+    /// Picks one of `n` options (simultaneous events) at scheduling point `point`; logs a
+    /// non-default pick.
     pub(crate) fn schedule(
         &mut self,
         point: u64,
         n: usize,
         what: impl FnOnce(usize) -> String,
     ) -> usize {
+        self.schedule_among(point, n, None, what)
+    }
+
+    /// Picks one of `n` ready tasks at scheduling point `point` (`id_of(i)`: the task id of
+    /// option `i`); logs a non-default pick.
+    pub(crate) fn schedule_task(
+        &mut self,
+        point: u64,
+        n: usize,
+        id_of: &dyn Fn(usize) -> usize,
+        what: impl FnOnce(usize) -> String,
+    ) -> usize {
+        self.schedule_among(point, n, Some(id_of), what)
+    }
+
+    fn schedule_among(
+        &mut self,
+        point: u64,
+        n: usize,
+        id_of: Option<&dyn Fn(usize) -> usize>,
+        what: impl FnOnce(usize) -> String,
+    ) -> usize {
         if n <= 1 {
             return 0;
         }
-        let strategy = match &self.swarm {
-            Some(s) if self.seed.is_some() => s.schedule,
+        let strategy = match (&self.swarm, self.forced) {
+            (_, Some(s)) => s,
+            (Some(s), None) if self.seed.is_some() => s.schedule,
             _ => Strategy::Uniform,
         };
         let pick = match lazy(&mut self.schedule, self.seed, StreamName::Schedule) {
-            Some(rng) => strategy.pick(rng, n),
+            Some(rng) => match (strategy, id_of) {
+                (
+                    Strategy::Priority {
+                        depth,
+                        horizon,
+                        spawn_order,
+                    },
+                    Some(id_of),
+                ) => self
+                    .priorities
+                    .pick(rng, (depth, horizon, spawn_order), point, n, id_of),
+                _ => strategy.pick(rng, n),
+            },
             None => self
                 .replay_schedule
                 .get(&point)

@@ -13,7 +13,7 @@ use crate::exec::{self, JoinHandle, TaskExit, TaskOutput};
 use crate::fault::{FaultPlan, FaultSet, Site};
 use crate::spec::Spec;
 use crate::state::StateDump;
-use crate::swarm::Swarm;
+use crate::swarm::{Strategy, Swarm};
 use crate::trace::TraceHash;
 use crate::usb::Device;
 use crate::world::{self, Core, DeviceHandle, World};
@@ -60,6 +60,11 @@ pub struct RunConfig {
     /// (`calametra replay FILE --at STEP`). A stopped run writes a `stop` record and ends with
     /// outcome `stopped`; one that ends first returns its state at the end.
     pub stop_at: Option<u64>,
+    /// The scheduling strategy of a seeded run, instead of the one its swarm draws (with a
+    /// swarm, the swarm's `schedule` reads this one, so the `config` record shows it; without
+    /// one, it replaces the uniform default). `None` (the default): the swarm's, or uniform.
+    /// For benchmarks and for pinning a strategy; replays ignore it (their picks are events).
+    pub strategy: Option<Strategy>,
 }
 
 impl Default for RunConfig {
@@ -77,6 +82,7 @@ impl Default for RunConfig {
             swarm: true,
             spec: None,
             stop_at: None,
+            strategy: None,
         }
     }
 }
@@ -386,7 +392,10 @@ pub fn run(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     if let (Source::Seeded(seed), true) = (&config.source, config.swarm) {
         // Its faults part is in force from the start (a setup may cross a fault site); the
         // externals part is drawn once the setup has declared them (see `record_swarm`).
-        decide.swarm = Some(Swarm::draw(*seed, &config.fault_set, &[]));
+        decide.swarm = Some(Swarm::draw(*seed, &config.fault_set, &[], config.horizon));
+    }
+    if let Source::Seeded(_) = &config.source {
+        decide.forced = config.strategy;
     }
     let mut core = Core::new(
         decide,
@@ -469,7 +478,11 @@ fn record_swarm(sim: &Sim) {
         } else {
             Vec::new()
         };
-        w.core.decide.swarm = Some(Swarm::draw(seed, &sim.config.fault_set, &names));
+        let mut swarm = Swarm::draw(seed, &sim.config.fault_set, &names, sim.config.horizon);
+        if let Some(s) = sim.config.strategy {
+            swarm.schedule = s;
+        }
+        w.core.decide.swarm = Some(swarm);
     }
     let Some(swarm) = w.core.decide.swarm.clone() else {
         return;
@@ -586,7 +599,8 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
             let pick = {
                 let World { core, tasks, .. } = &mut *w;
                 let (ready, slots) = (&tasks.ready, &tasks.slots);
-                core.decide.schedule(point, n, |i| {
+                let id_of = |i: usize| ready.iter().nth(i).copied().unwrap_or(0);
+                core.decide.schedule_task(point, n, &id_of, |i| {
                     ready
                         .iter()
                         .nth(i)

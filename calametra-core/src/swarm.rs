@@ -17,7 +17,9 @@
 //! - the fault density: one crossing of an enabled site in [`DENSITIES`] (32, 48, 64, 96 or
 //!   128) faults;
 //! - which of the scenario's externals may fire (each with odds 1/2; possibly none);
-//! - the scheduling [`Strategy`] and its parameters.
+//! - the scheduling [`Strategy`] and its parameters: uniform, sticky, or priorities with
+//!   change points (PCT-like, a yield a scheduling point and not a forced switch) over a
+//!   multiple of the scenario's length, one draw for the kind and one for its parameters.
 //!
 //! A seeded run may combine several faults, as before; the swarm only narrows where and how often.
 //! The run records its swarm as the first record of its trace (kind `config`) and as an
@@ -53,11 +55,44 @@ pub const DENSITIES: [u32; 5] = [32, 48, 64, 96, 128];
 /// The odds (in percent) with which a sticky schedule keeps the first option.
 pub const STICKY_PERCENTS: [u8; 3] = [50, 75, 90];
 
+/// The depths a swarm's priority strategy aims at (one or two change points).
+pub const PRIORITY_DEPTHS: [u8; 3] = [2, 2, 3];
+
+/// The multiples of the scenario's length (`RunConfig::horizon`) over which a swarm's priority
+/// strategy draws its change points: mostly the length itself (a change point anywhere in a
+/// run like the baseline), sometimes past it (runs that faults or externals make longer).
+pub const PRIORITY_SCALES: [u64; 4] = [1, 1, 2, 4];
+
+/// A strategy's kind in the swarm's menu; its parameters come from one more draw.
+#[derive(Clone, Copy)]
+enum Kind {
+    Uniform,
+    Sticky,
+    Priority { spawn_order: bool },
+}
+
+/// The swarm's menu of strategies, one draw: uniform 2/8, sticky 1/8, priority 5/8 (random
+/// initial priorities 2/8, spawn order 3/8). Measured on the peers' workload A (4,000 seeds
+/// each, `calametra-core/tests/priority.rs`'s probe): a run finds the race with odds 3.7%
+/// uniform (1.7% with yields), 0.1% sticky, 6.1% (10.5%) priority over the baseline's length
+/// with random priorities and 12.6% (24.7%) in spawn order.
+const STRATEGY_MENU: [Kind; 8] = [
+    Kind::Uniform,
+    Kind::Uniform,
+    Kind::Sticky,
+    Kind::Priority { spawn_order: false },
+    Kind::Priority { spawn_order: false },
+    Kind::Priority { spawn_order: true },
+    Kind::Priority { spawn_order: true },
+    Kind::Priority { spawn_order: true },
+];
+
 /// How a seeded run picks among the ready tasks (or simultaneous events) at a scheduling point.
 ///
-/// Each strategy draws from the `schedule` stream only. A new strategy (PCT, issue 16) is one
-/// more variant here, its parameters in the variant, its pick in [`Strategy::pick`], its name in
-/// `Display`/`FromStr`, and one more entry in the swarm's menu.
+/// Each strategy draws from the `schedule` stream only. A strategy is a variant here, its
+/// parameters in the variant, its pick in [`Strategy::pick`] (or, for one that needs to know
+/// which task an option is, in [`Priorities`]), its name in `Display`/`FromStr`, and an entry
+/// in the swarm's menu.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(into = "String", try_from = "String")]
 pub enum Strategy {
@@ -70,13 +105,36 @@ pub enum Strategy {
         /// The odds of keeping the first option, in percent (1..=99).
         keep_percent: u8,
     },
+    /// Priorities in the spirit of PCT (Burckhardt et al., ASPLOS 2010): every task gets a
+    /// random priority when it is first among the options of a choice, the highest-priority
+    /// ready task runs, and at `depth - 1` change points, drawn among the run's first
+    /// `horizon` task choices, the task that would run is lowered below every other. A yield
+    /// is a scheduling point like any other, not a forced switch: the yielding task is ready
+    /// again with its priority, so it keeps running until a change point lowers it (PCT as
+    /// shuttle implements it lowers a yielding thread, and loom does not run it while another
+    /// can, so neither makes the orders where a task runs on across its yields). Choices
+    /// among simultaneous events are uniform. See [`Priorities`].
+    Priority {
+        /// The bug depth aimed at: `depth - 1` change points (1..=8).
+        depth: u8,
+        /// The scheduling points (steps) over which the change points are drawn. A swarm
+        /// draws it as a multiple of the scenario's length (`RunConfig::horizon`, the
+        /// baseline's steps under the harness).
+        horizon: u32,
+        /// Initial priorities in spawn order (the first-spawned task highest: the default
+        /// run's order, with `depth - 1` preemptions at random points, as preemption-bounded
+        /// search starts from) instead of random ones.
+        spawn_order: bool,
+    },
 }
 
 impl Strategy {
-    /// Picks one of `n` (> 1) options.
+    /// Picks one of `n` (> 1) options that are not tasks (simultaneous events), or tasks under
+    /// a strategy that does not tell them apart. [`Strategy::Priority`] picks tasks through
+    /// [`Priorities::pick`]; among events it picks uniformly.
     pub fn pick(self, rng: &mut ChaCha8Rng, n: usize) -> usize {
         match self {
-            Strategy::Uniform => below(rng, n as u64) as usize,
+            Strategy::Uniform | Strategy::Priority { .. } => below(rng, n as u64) as usize,
             Strategy::Sticky { keep_percent } => {
                 if below(rng, 100) < u64::from(keep_percent) {
                     0
@@ -88,11 +146,34 @@ impl Strategy {
     }
 }
 
+impl Strategy {
+    /// The priority strategy a swarm draws from one 64-bit `param` for a scenario about
+    /// `horizon` steps long: a depth from [`PRIORITY_DEPTHS`], change points over a multiple of
+    /// the horizon from [`PRIORITY_SCALES`] (at least 2 steps).
+    pub fn priority_from(param: u64, horizon: u64, spawn_order: bool) -> Strategy {
+        let depth = PRIORITY_DEPTHS[(param % PRIORITY_DEPTHS.len() as u64) as usize];
+        let scale = PRIORITY_SCALES[((param >> 16) % PRIORITY_SCALES.len() as u64) as usize];
+        Strategy::Priority {
+            depth,
+            horizon: u32::try_from(horizon.max(2).saturating_mul(scale)).unwrap_or(u32::MAX),
+            spawn_order,
+        }
+    }
+}
+
 impl fmt::Display for Strategy {
-    /// `uniform`, `sticky(0.75)`.
+    /// `uniform`, `sticky(0.75)`, `priority(d=2,h=16)`, `priority(d=3,h=40,spawn)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Strategy::Uniform => f.write_str("uniform"),
+            Strategy::Priority {
+                depth,
+                horizon,
+                spawn_order,
+            } => {
+                write!(f, "priority(d={depth},h={horizon}")?;
+                f.write_str(if *spawn_order { ",spawn)" } else { ")" })
+            }
             Strategy::Sticky { keep_percent } => {
                 let p = *keep_percent;
                 if p % 10 == 0 {
@@ -111,7 +192,36 @@ impl FromStr for Strategy {
         if s == "uniform" {
             return Ok(Strategy::Uniform);
         }
-        let bad = || format!("`{s}` is not a schedule strategy; expected uniform or sticky(0.75)");
+        let bad = || {
+            format!(
+                "`{s}` is not a schedule strategy; expected uniform, sticky(0.75) or priority(d=2,h=16)"
+            )
+        };
+        if let Some(args) = s
+            .strip_prefix("priority(d=")
+            .and_then(|r| r.strip_suffix(')'))
+        {
+            let (args, spawn_order) = match args.strip_suffix(",spawn") {
+                Some(a) => (a, true),
+                None => (args, false),
+            };
+            let (d, h) = args.split_once(",h=").ok_or_else(bad)?;
+            let digits =
+                |x: &str| !x.is_empty() && x.len() <= 9 && x.bytes().all(|b| b.is_ascii_digit());
+            if !digits(d) || !digits(h) {
+                return Err(bad());
+            }
+            let depth: u8 = d.parse().map_err(|_| bad())?;
+            let horizon: u32 = h.parse().map_err(|_| bad())?;
+            if !(1..=8).contains(&depth) || horizon == 0 {
+                return Err(bad());
+            }
+            return Ok(Strategy::Priority {
+                depth,
+                horizon,
+                spawn_order,
+            });
+        }
         let p = s
             .strip_prefix("sticky(0.")
             .and_then(|r| r.strip_suffix(')'))
@@ -138,6 +248,80 @@ impl TryFrom<String> for Strategy {
     type Error = String;
     fn try_from(s: String) -> Result<Strategy, String> {
         s.parse()
+    }
+}
+
+/// What a [`Strategy::Priority`] run remembers between its choices: each task's priority and
+/// the change points. Everything is drawn from the `schedule` stream, in a fixed order: the
+/// `depth - 1` change points at the run's first task choice, then a task's priority when it is
+/// first among the options of a task choice (options in their stable order, lowest task id
+/// first). So the run is a pure function of its seed; its picks are logged and replayed as
+/// every strategy's are.
+///
+/// A change point is a scheduling point (step) in `0..horizon`, as PCT's are steps; it takes
+/// effect at the first task choice at or after it: the task that would run there is lowered
+/// below every other (the `j`th change point's task to priority `j + 1`).
+#[derive(Clone, Debug, Default)]
+pub struct Priorities {
+    /// Each task's priority by task id (`None`: not yet drawn). Drawn priorities lie in
+    /// `2^32..2^33`, above every change point's.
+    prio: Vec<Option<u64>>,
+    /// The change points (steps) not yet taken, with their index; drawn at the first choice.
+    changes: Option<Vec<(u64, u64)>>,
+}
+
+impl Priorities {
+    /// Picks one of `n` (> 1) ready tasks at step `point`; `id_of(i)` is the task id of option
+    /// `i`.
+    pub fn pick(
+        &mut self,
+        rng: &mut ChaCha8Rng,
+        (depth, horizon, spawn_order): (u8, u32, bool),
+        point: u64,
+        n: usize,
+        id_of: &dyn Fn(usize) -> usize,
+    ) -> usize {
+        let changes = self.changes.get_or_insert_with(|| {
+            (1..depth.max(1))
+                .map(|j| (below(rng, u64::from(horizon.max(1))), u64::from(j)))
+                .collect()
+        });
+        for i in 0..n {
+            let id = id_of(i);
+            if self.prio.len() <= id {
+                self.prio.resize(id + 1, None);
+            }
+            if self.prio[id].is_none() {
+                self.prio[id] = Some(if spawn_order {
+                    (1 << 32) | (u64::from(u32::MAX) - id as u64)
+                } else {
+                    (1 << 32) | (rng.next_u64() >> 32)
+                });
+            }
+        }
+        let top = |prio: &[Option<u64>]| {
+            let mut best = 0;
+            let mut best_p = 0;
+            for i in 0..n {
+                let p = prio[id_of(i)].unwrap_or(0);
+                if i == 0 || p > best_p {
+                    best = i;
+                    best_p = p;
+                }
+            }
+            best
+        };
+        let mut k = 0;
+        while k < changes.len() {
+            if changes[k].0 <= point {
+                let (_, j) = changes.remove(k);
+                let t = id_of(top(&self.prio));
+                self.prio[t] = Some(j);
+            } else {
+                k += 1;
+            }
+        }
+        top(&self.prio)
     }
 }
 
@@ -189,8 +373,10 @@ fn subset<T: Copy + PartialEq>(
 
 impl Swarm {
     /// The swarm of `seed` for a scenario exploring `fault_set` with these externals (names in
-    /// declaration order). A pure function: the same arguments give the same swarm.
-    pub fn draw(seed: u64, fault_set: &FaultSet, externals: &[&str]) -> Swarm {
+    /// declaration order) whose runs are about `horizon` steps long (`RunConfig::horizon`: the
+    /// harness sets the baseline's steps; a priority strategy's change points are drawn over a
+    /// multiple of it). A pure function: the same arguments give the same swarm.
+    pub fn draw(seed: u64, fault_set: &FaultSet, externals: &[&str], horizon: u64) -> Swarm {
         let mut rng = stream(seed, StreamName::Swarm);
         let faults = subset(&mut rng, &FaultKind::ALL, &fault_set.kinds(), 2);
         let families: Vec<SiteFamily> = SiteFamily::ALL
@@ -202,12 +388,14 @@ impl Swarm {
             sites.clear();
         }
         let odds = DENSITIES[menu(&mut rng, DENSITIES.len())];
-        let sticky = menu(&mut rng, 2) == 1;
-        let keep_percent = STICKY_PERCENTS[menu(&mut rng, STICKY_PERCENTS.len())];
-        let schedule = if sticky {
-            Strategy::Sticky { keep_percent }
-        } else {
-            Strategy::Uniform
+        let kind = STRATEGY_MENU[menu(&mut rng, STRATEGY_MENU.len())];
+        let param = rng.next_u64();
+        let schedule = match kind {
+            Kind::Uniform => Strategy::Uniform,
+            Kind::Sticky => Strategy::Sticky {
+                keep_percent: STICKY_PERCENTS[(param % STICKY_PERCENTS.len() as u64) as usize],
+            },
+            Kind::Priority { spawn_order } => Strategy::priority_from(param, horizon, spawn_order),
         };
         let externals = externals
             .iter()
@@ -281,8 +469,8 @@ mod tests {
     #[test]
     fn a_swarm_is_a_pure_function_of_its_seed() {
         for seed in 0..50 {
-            let a = Swarm::draw(seed, &FaultSet::All, &["unplug", "replug"]);
-            let b = Swarm::draw(seed, &FaultSet::All, &["unplug", "replug"]);
+            let a = Swarm::draw(seed, &FaultSet::All, &["unplug", "replug"], 64);
+            let b = Swarm::draw(seed, &FaultSet::All, &["unplug", "replug"], 64);
             assert_eq!(a, b);
         }
     }
@@ -301,7 +489,7 @@ mod tests {
         let mut strategies = std::collections::BTreeSet::new();
         let (mut ext_on, mut ext_off) = (0, 0);
         for seed in 0..200 {
-            let s = Swarm::draw(seed, &FaultSet::All, &["unplug"]);
+            let s = Swarm::draw(seed, &FaultSet::All, &["unplug"], 64);
             assert!(!s.faults.is_empty() && !s.sites.is_empty(), "{s}");
             for k in FaultKind::ALL {
                 if s.faults.contains(&k) {
@@ -325,12 +513,12 @@ mod tests {
                 ext_on += 1;
             }
             // A transport set never turns on transitions; a stall-only set only stalls.
-            let t = Swarm::draw(seed, &FaultSet::Transport, &[]);
+            let t = Swarm::draw(seed, &FaultSet::Transport, &[], 64);
             assert!(!t.sites.contains(&SiteFamily::Transition), "{t}");
-            let o = Swarm::draw(seed, &FaultSet::Only(vec![FaultKind::Timeout]), &[]);
+            let o = Swarm::draw(seed, &FaultSet::Only(vec![FaultKind::Timeout]), &[], 64);
             assert_eq!(o.faults, vec![FaultKind::Timeout]);
             assert!(!o.sites.is_empty() && !o.sites.contains(&SiteFamily::Transition));
-            let n = Swarm::draw(seed, &FaultSet::None, &[]);
+            let n = Swarm::draw(seed, &FaultSet::None, &[], 64);
             assert!(n.faults.is_empty() && n.sites.is_empty());
         }
         assert_eq!(on.len(), 6, "every primitive on somewhere");
@@ -341,19 +529,26 @@ mod tests {
             densities.into_iter().collect::<Vec<_>>(),
             DENSITIES.to_vec()
         );
+        // Uniform, three sticky odds, and priorities of two depths (2 and 3), four horizons
+        // (1, 2 and 4 times 64) and two initial orders.
         assert_eq!(
             strategies.len(),
-            1 + STICKY_PERCENTS.len(),
+            1 + STICKY_PERCENTS.len() + 2 * 3 * 2,
             "{strategies:?}"
         );
+        assert!(
+            strategies.contains("priority(d=2,h=64,spawn)"),
+            "{strategies:?}"
+        );
+        assert!(strategies.contains("priority(d=3,h=256)"), "{strategies:?}");
         assert!(ext_on > 50 && ext_off > 50, "{ext_on} on, {ext_off} off");
     }
 
     #[test]
     fn an_added_external_changes_nothing_else() {
         for seed in 0..100 {
-            let a = Swarm::draw(seed, &FaultSet::Transport, &["unplug"]);
-            let b = Swarm::draw(seed, &FaultSet::Transport, &["unplug", "replug"]);
+            let a = Swarm::draw(seed, &FaultSet::Transport, &["unplug"], 64);
+            let b = Swarm::draw(seed, &FaultSet::Transport, &["unplug", "replug"], 64);
             assert_eq!(a.faults, b.faults);
             assert_eq!(a.sites, b.sites);
             assert_eq!(a.odds, b.odds);
@@ -410,6 +605,76 @@ mod tests {
         ] {
             assert!(bad.parse::<Strategy>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn priority_strategies_read_back() {
+        for st in [
+            Strategy::Priority {
+                depth: 2,
+                horizon: 16,
+                spawn_order: false,
+            },
+            Strategy::Priority {
+                depth: 3,
+                horizon: 4096,
+                spawn_order: true,
+            },
+        ] {
+            assert_eq!(st.to_string().parse::<Strategy>(), Ok(st));
+            let j = serde_json::to_string(&st).unwrap();
+            assert_eq!(serde_json::from_str::<Strategy>(&j).unwrap(), st);
+        }
+        assert_eq!(
+            Strategy::Priority {
+                depth: 2,
+                horizon: 9,
+                spawn_order: true
+            }
+            .to_string(),
+            "priority(d=2,h=9,spawn)"
+        );
+        for bad in [
+            "priority(d=0,h=4)",
+            "priority(d=2,h=0)",
+            "priority(d=2)",
+            "priority(d=9,h=4)",
+            "priority(d=2,h=4,random)",
+            "priority(d=2,h=-4)",
+        ] {
+            assert!(bad.parse::<Strategy>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_highest_priority_task_runs_on_until_a_change_point() {
+        // Three tasks always ready (each yields and is ready again): without change points the
+        // same task runs at every choice; with one, it runs until the change point, then
+        // another runs on.
+        let ids = |i: usize| i;
+        let mut rng = stream(3, StreamName::Schedule);
+        let mut p = Priorities::default();
+        let picks: Vec<usize> = (0..20)
+            .map(|pt| p.pick(&mut rng, (1, 20, false), pt, 3, &ids))
+            .collect();
+        assert!(picks.iter().all(|&x| x == picks[0]), "{picks:?}");
+        let mut switched = 0;
+        for seed in 0..50 {
+            let mut rng = stream(seed, StreamName::Schedule);
+            let mut p = Priorities::default();
+            let picks: Vec<usize> = (0..20)
+                .map(|pt| p.pick(&mut rng, (2, 20, true), pt, 3, &ids))
+                .collect();
+            // Spawn order: the first task first, unless the change point is the first step.
+            assert!(picks[0] == 0 || picks.iter().all(|&x| x == 1), "{picks:?}");
+            let changes = picks.windows(2).filter(|w| w[0] != w[1]).count();
+            assert!(changes <= 1, "{picks:?}");
+            switched += changes;
+        }
+        assert!(
+            switched > 40,
+            "most change points fall inside 20 steps: {switched}"
+        );
     }
 
     #[test]

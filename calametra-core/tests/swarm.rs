@@ -232,7 +232,7 @@ fn a_swarm_is_drawn_from_the_seed_and_bounds_what_the_run_injects() {
         assert_eq!(a.hash, b.hash, "seed {seed}");
         let swarm = a.swarm.clone().expect("a seeded run draws a swarm");
         assert_eq!(b.swarm.as_ref(), Some(&swarm));
-        assert_eq!(swarm, Swarm::draw(seed, &FaultSet::All, &["unplug"]));
+        assert_eq!(swarm, Swarm::draw(seed, &FaultSet::All, &["unplug"], 40));
         densities.insert(swarm.odds);
         // The swarm is the first record of the trace and an event of the run.
         assert!(

@@ -7,6 +7,7 @@
 use calametra_core::choices::{derive_seed, story, Source};
 use calametra_core::explore::replay_config;
 use calametra_core::shrink::minimize;
+use calametra_core::swarm::Strategy;
 use calametra_core::{run, RunConfig, Sim};
 use calametra_peers::calametra_workloads::{self as cw, AVariant};
 use calametra_peers::measure::{interleaved, seconds, Row, Value};
@@ -97,6 +98,36 @@ fn seeded(seed: u64) -> RunConfig {
     }
 }
 
+/// A seeded run as the harness makes it: its swarm's horizon is the baseline's steps
+/// (`explore::discover`, as the harness sets `RunConfig::horizon`).
+fn seeded_h(seed: u64, horizon: u64) -> RunConfig {
+    RunConfig {
+        horizon,
+        ..seeded(seed)
+    }
+}
+
+/// The harness's horizon for scenario `f`: the steps of its baseline.
+fn baseline_steps(f: fn(&mut Sim)) -> u64 {
+    calametra_core::explore::discover(&RunConfig::default(), &f)
+        .steps
+        .max(1)
+}
+
+/// The `i`th run of a priority-only search from `seed`: the priority strategy with the
+/// parameters a swarm would draw (depth, horizon multiple, initial order) from its own draw.
+fn priority_run(seed: u64, path: &str, i: u64, horizon: u64) -> RunConfig {
+    let param = derive_seed(seed, &format!("{path}/priority"), i);
+    RunConfig {
+        strategy: Some(Strategy::priority_from(
+            param,
+            horizon,
+            param >> 40 & 1 == 1,
+        )),
+        ..seeded_h(derive_seed(seed, path, i), horizon)
+    }
+}
+
 fn a_fn(v: AVariant) -> fn(&mut Sim) {
     match (v.yields, v.buggy) {
         (false, true) => cw::a_noyield_buggy,
@@ -122,11 +153,12 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
         };
         let f = a_fn(v);
         let path = format!("peers::{wl}");
+        let horizon = baseline_steps(f);
         let (_, loom_total) = loom_a::explore(yields, false);
         let mut cal = |rep: usize| {
             for i in 0..n {
                 let r = run(
-                    seeded(derive_seed(THROUGHPUT_SEED + rep as u64, &path, i)),
+                    seeded_h(derive_seed(THROUGHPUT_SEED + rep as u64, &path, i), horizon),
                     &f,
                 );
                 assert!(r.failure.is_none(), "{:?}", r.failure);
@@ -159,7 +191,11 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
                 (loom_total, &mut loom),
             ],
         );
-        let records = run(seeded(derive_seed(THROUGHPUT_SEED, &path, 0)), &f).records;
+        let records = run(
+            seeded_h(derive_seed(THROUGHPUT_SEED, &path, 0), horizon),
+            &f,
+        )
+        .records;
         let notes = [
             format!("{n} seeds a rep, trace hashed ({records} records a run)"),
             format!("{n} iterations a rep"),
@@ -190,12 +226,13 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
             buggy: true,
         };
         let f = a_fn(v);
+        let horizon = baseline_steps(f);
         let mut runs = Vec::new();
         let mut ms = Vec::new();
         for &seed in &SEEDS {
             let (secs, found) = seconds(|| {
                 (0..budget).position(|i| {
-                    run(seeded(derive_seed(seed, &path, i)), &f)
+                    run(seeded_h(derive_seed(seed, &path, i), horizon), &f)
                         .failure
                         .is_some()
                 })
@@ -206,6 +243,21 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
             }
         }
         push_find(rows, "calametra", &buggy, runs, ms, budget);
+        let (mut runs, mut ms) = (Vec::new(), Vec::new());
+        for &seed in &SEEDS {
+            let (secs, found) = seconds(|| {
+                (0..budget).position(|i| {
+                    run(priority_run(seed, &path, i, horizon), &f)
+                        .failure
+                        .is_some()
+                })
+            });
+            if let Some(i) = found {
+                runs.push(i as f64 + 1.0);
+                ms.push(secs * 1e3);
+            }
+        }
+        push_find(rows, "calametra-priority", &buggy, runs, ms, budget);
         for (tool, sched) in [
             ("shuttle-random", Sched::Random),
             ("shuttle-pct", Sched::Pct),
@@ -492,8 +544,10 @@ fn workload_c(o: &Opts, rows: &mut Vec<Row>) {
     rows.extend(merged);
 }
 
-const TOOLS: [&str; 8] = [
+const TOOLS: [&str; 10] = [
     "calametra",
+    "calametra-priority",
+    "calametra-guided",
     "shuttle-random",
     "shuttle-pct",
     "loom",

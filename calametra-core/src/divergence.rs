@@ -24,7 +24,7 @@ use crate::trace::{Record, TraceFileError};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 /// The record envelope of a trace file.
@@ -132,7 +132,8 @@ fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, Value>) {
 
 /// Parses one line of a trace in `env`, naming the field that is wrong.
 pub fn parse_line(line: &str, line_no: usize, env: Envelope) -> Result<Rec, String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+    let v: Value = serde_json::from_str(line)
+        .map_err(|e| format!("not a JSON object: {}", crate::input::json_error_words(&e)))?;
     let obj = v
         .as_object()
         .ok_or_else(|| format!("expected a JSON object with the {} envelope", env.name()))?;
@@ -206,36 +207,44 @@ pub fn read(path: &Path, forced: Option<Envelope>) -> Result<TraceRecs, TraceFil
         line,
         message,
     };
-    let f = std::fs::File::open(path).map_err(|e| err(0, format!("cannot open: {e}")))?;
-    let mut reader = BufReader::new(f);
-    let mut buf = String::new();
-    let mut line_no = 0;
+    use crate::input::{open_regular, Line, Lines, MAX_LINE_BYTES, MAX_TRACE_BYTES};
+    let f = open_regular(path, MAX_TRACE_BYTES, "trace").map_err(|e| err(0, e))?;
+    let mut lines = Lines::new(BufReader::new(f), MAX_LINE_BYTES, MAX_TRACE_BYTES);
     let mut env = forced;
     let mut records = Vec::new();
-    loop {
-        buf.clear();
-        let n = reader
-            .read_line(&mut buf)
-            .map_err(|e| err(line_no + 1, format!("cannot read: {e}")))?;
-        if n == 0 {
-            break;
-        }
-        line_no += 1;
-        if !buf.ends_with('\n') {
-            return Err(err(
-                line_no,
-                "truncated record: the last line has no newline (was the writer killed?)".into(),
-            ));
-        }
-        let text = buf.trim_end_matches(['\n', '\r']);
+    while let Some(line) = lines.next().map_err(|(n, m)| err(n, m))? {
+        let (text, line_no) = match line {
+            Line::Text(t, n) => (t, n),
+            Line::Unterminated(t, n) => {
+                let why = match serde_json::from_str::<Value>(t) {
+                    Ok(_) => "truncated record: the last line has no newline (was the writer killed?)".to_string(),
+                    Err(e) if e.classify() == serde_json::error::Category::Eof => format!(
+                        "truncated record: the last line has no newline and its JSON ends early (was the writer killed?): {e}"
+                    ),
+                    Err(e) => format!(
+                        "the last line has no newline, and it is not a record: {}",
+                        crate::input::json_error_words(&e)
+                    ),
+                };
+                return Err(err(n, why));
+            }
+        };
         if text.is_empty() {
             return Err(err(line_no, "empty line; expected a JSON record".into()));
         }
         let e = match env {
             Some(e) => e,
             None => {
-                let v: Value = serde_json::from_str(text)
-                    .map_err(|e| err(line_no, format!("not a JSON object: {e}")))?;
+                let v: Value = serde_json::from_str(text).map_err(|e| {
+                    if line_no == 1 && text.trim() == "{" {
+                        // A JSON document over several lines (a saved case), not JSON Lines.
+                        return err(1, crate::trace::document_instead(path));
+                    }
+                    err(
+                        line_no,
+                        format!("not a JSON object: {}", crate::input::json_error_words(&e)),
+                    )
+                })?;
                 let e = Envelope::detect(&v).ok_or_else(|| {
                     err(
                         line_no,

@@ -24,6 +24,15 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A file that is not read at all: a FIFO, a device or a directory where a regular file
+    /// was expected, or one past a reader's size limit ([`crate::input`]).
+    Input {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (`cannot read the saved case: it is a FIFO (named pipe), not a
+        /// regular file`).
+        message: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -39,6 +48,7 @@ impl fmt::Display for Error {
                 action,
                 source,
             } => write!(f, "{}: cannot {action}: {source}", path.display()),
+            Error::Input { path, message } => write!(f, "{}: {message}", path.display()),
         }
     }
 }
@@ -47,7 +57,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
-            Error::File { .. } => None,
+            Error::File { .. } | Error::Input { .. } => None,
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod explore;
 pub mod fault;
 pub mod hex;
 pub mod host;
+pub mod input;
 pub mod regress;
 pub mod shrink;
 pub mod sim;

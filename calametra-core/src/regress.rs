@@ -91,7 +91,8 @@ impl Regression {
         s
     }
 
-    /// Parses a regression file's text; errors name `path` and the field.
+    /// Parses a regression file's text; errors name `path`, the field (`events[3].point`) and,
+    /// for text that is not JSON or a value of the wrong kind, the line and column.
     pub fn parse(path: &Path, text: &str) -> Result<Regression, Error> {
         let err = |field: &str, message: String| Error::File {
             path: path.to_path_buf(),
@@ -105,7 +106,16 @@ impl Regression {
             ));
         }
         let v: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| err("(document)", format!("not valid JSON (truncated?): {e}")))?;
+            .map_err(|e| err("(document)", crate::input::json_error_words(&e)))?;
+        if !v.is_object() {
+            return Err(err(
+                "(document)",
+                format!(
+                    "expected a calametra.regression JSON object, found {}",
+                    kind_of(&v)
+                ),
+            ));
+        }
         match v.get("format").and_then(|f| f.as_str()) {
             Some(FORMAT) => {}
             other => {
@@ -124,25 +134,26 @@ impl Regression {
                 ))
             }
         }
-        serde_json::from_value(v).map_err(|e| {
-            let msg = e.to_string();
-            let field = msg
-                .split('`')
-                .nth(1)
-                .filter(|_| msg.contains("field"))
-                .unwrap_or("(document)")
-                .to_string();
-            err(&field, msg)
-        })
+        let e = match serde_json::from_str::<Regression>(text) {
+            Ok(r) => return Ok(r),
+            Err(e) => e,
+        };
+        let at = format!("at line {} column {}", e.line(), e.column());
+        match locate(&v) {
+            Some((field, msg)) => Err(err(&field, format!("{msg} ({at})"))),
+            None => Err(err("(document)", e.to_string())),
+        }
     }
 
-    /// Reads a regression file.
+    /// Reads a regression file: a regular file of at most
+    /// [`crate::input::MAX_DOCUMENT_BYTES`] (a FIFO, a device or a huge file is refused before
+    /// it is read).
     pub fn load(path: &Path) -> Result<Regression, Error> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            action: "read the regression file",
-            source,
-        })?;
+        let text = crate::input::read_regular(path, crate::input::MAX_DOCUMENT_BYTES, "saved case")
+            .map_err(|message| Error::Input {
+                path: path.to_path_buf(),
+                message,
+            })?;
         Self::parse(path, &text)
     }
 
@@ -152,6 +163,93 @@ impl Regression {
         write_atomic(&path, self.to_json().as_bytes())?;
         Ok(path)
     }
+}
+
+/// `an array`, `a string`, ... for messages.
+fn kind_of(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The field of a saved case's JSON that does not deserialize (`events[3].point`, `swarm`,
+/// `story`) and serde's message, or `None` when it deserializes.
+fn locate(v: &serde_json::Value) -> Option<(String, String)> {
+    if let Some(events) = v.get("events").and_then(|e| e.as_array()) {
+        for (i, e) in events.iter().enumerate() {
+            if let Some((key, msg)) = culprit::<Event>(e, Some("event")) {
+                let field = match key {
+                    Some(k) => format!("events[{i}].{k}"),
+                    None => format!("events[{i}]"),
+                };
+                return Some((field, msg));
+            }
+        }
+    }
+    if let Some(s) = v.get("swarm").filter(|s| !s.is_null()) {
+        if let Some((key, msg)) = culprit::<crate::swarm::Swarm>(s, None) {
+            let field = match key {
+                Some(k) => format!("swarm.{k}"),
+                None => "swarm".into(),
+            };
+            return Some((field, msg));
+        }
+    }
+    let (key, msg) = culprit::<Regression>(v, None)?;
+    Some((key.unwrap_or_else(|| "(document)".into()), msg))
+}
+
+/// The key of `v` (an object) that keeps it from deserializing as a `T`, when it can be told
+/// (see [`culprit`]); `tag` is an internally tagged enum's tag key (`event`).
+pub(crate) fn culprit_field<T: serde::de::DeserializeOwned>(
+    v: &serde_json::Value,
+    tag: Option<&str>,
+) -> Option<String> {
+    culprit::<T>(v, tag).and_then(|(k, _)| k)
+}
+
+/// Whether `v` deserializes as a `T`; when not, serde's message and the key of `v` (an object)
+/// that is wrong, when it can be told: the one the message names (`missing field `x``,
+/// `unknown field `x``), the tag `tag` of an unknown variant, or the one whose removal changes
+/// the error (serde stops at the first wrong value, so removing any other key leaves the
+/// error as it is).
+fn culprit<T: serde::de::DeserializeOwned>(
+    v: &serde_json::Value,
+    tag: Option<&str>,
+) -> Option<(Option<String>, String)> {
+    let msg = serde_json::from_value::<T>(v.clone()).err()?.to_string();
+    let named = || msg.split('`').nth(1).map(str::to_string);
+    for words in ["missing field", "unknown field", "duplicate field"] {
+        if msg.starts_with(words) {
+            return Some((named(), msg));
+        }
+    }
+    let Some(obj) = v.as_object() else {
+        return Some((None, msg));
+    };
+    if let Some(tag) = tag {
+        let tag_value = obj.get(tag).and_then(|t| t.as_str());
+        if msg.starts_with("unknown variant") && named().as_deref() == tag_value {
+            return Some((Some(tag.to_string()), msg));
+        }
+    }
+    for k in obj.keys().filter(|k| Some(k.as_str()) != tag) {
+        let mut rest = obj.clone();
+        rest.remove(k);
+        let now = serde_json::from_value::<T>(serde_json::Value::Object(rest))
+            .err()
+            .map(|e| e.to_string());
+        if now.as_deref() != Some(msg.as_str()) {
+            return Some((Some(k.clone()), msg));
+        }
+    }
+    Some((None, msg))
 }
 
 /// Where the failure chain keeps saved cases: a directory ([`Dir`]) or nowhere ([`Off`]).
@@ -258,7 +356,10 @@ impl Regression {
         let _lock = DirLock::take(dir)?;
         remove_orphans(dir);
         let path = dir.join(format!("{}.json", self.id));
-        if let Ok(text) = std::fs::read_to_string(&path) {
+        // A FIFO or a device named as the case is not read (it would block or never end).
+        if let Ok(text) =
+            crate::input::read_regular(&path, crate::input::MAX_DOCUMENT_BYTES, "saved case")
+        {
             if let Ok(old) = Regression::parse(&path, &text) {
                 if old == *self {
                     return Ok(Saved::Unchanged(path));
@@ -450,5 +551,129 @@ mod tests {
         assert!(e.contains("x.json"), "{e}");
         assert_eq!(list(dir.path()).unwrap().cases, vec![p]);
         assert!(list(&dir.path().join("none")).unwrap().cases.is_empty());
+    }
+
+    /// Issue 19: each wrong file is named with its field and, where the text is at fault, the
+    /// line and column; "truncated" only for a file that ends early.
+    #[test]
+    fn errors_name_the_field_and_the_place() {
+        let bad = |text: &str| {
+            Regression::parse(Path::new("x.json"), text)
+                .unwrap_err()
+                .to_string()
+        };
+        let json = sample().to_json();
+        // A trailing comma: not valid JSON, at its line; not "truncated".
+        let trailing = json.replacen("\n}", ",\n}", 1);
+        let e = bad(&trailing);
+        let last = trailing.lines().count();
+        assert!(
+            e.contains("x.json: field `(document)`: not valid JSON: trailing comma")
+                && e.contains(&format!("at line {last} column 1")),
+            "{e}"
+        );
+        assert!(!e.contains("truncated"), "{e}");
+        // Deep nesting: "nested too deeply".
+        let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+        let e = bad(&deep);
+        assert!(e.contains("nested too deeply"), "{e}");
+        let e = bad(&json.replace("\"story\": ", &format!("\"story\": {}", "[".repeat(300))));
+        assert!(
+            e.contains("nested too deeply") && !e.contains("truncated"),
+            "{e}"
+        );
+        // An array where the object should be.
+        assert!(bad("[1]").contains("found an array"), "{}", bad("[1]"));
+        // A wrong value in an event: the event's index and field, and the place.
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v["events"][1]["site"] = serde_json::json!(7);
+        let e = bad(&serde_json::to_string_pretty(&v).unwrap());
+        assert!(
+            e.contains("field `events[1].site`: invalid type: integer `7`"),
+            "{e}"
+        );
+        assert!(e.contains("at line "), "{e}");
+        // A missing field, an unknown field and an unknown kind of event.
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v["events"][0].as_object_mut().unwrap().remove("value");
+        let e = bad(&v.to_string());
+        assert!(
+            e.contains("field `events[0].value`: missing field `value`"),
+            "{e}"
+        );
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v["events"][1]["sight"] = serde_json::json!("x");
+        let e = bad(&v.to_string());
+        assert!(
+            e.contains("field `events[1].sight`: unknown field `sight`"),
+            "{e}"
+        );
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v["events"][0]["event"] = serde_json::json!("clint");
+        let e = bad(&v.to_string());
+        assert!(
+            e.contains("field `events[0].event`: unknown variant `clint`"),
+            "{e}"
+        );
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v["events"][1]["fault"] = serde_json::json!("stal");
+        let e = bad(&v.to_string());
+        assert!(
+            e.contains("field `events[1].fault`: unknown variant `stal`"),
+            "{e}"
+        );
+        // A wrong top-level value.
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v["story"] = serde_json::json!(5);
+        let e = bad(&v.to_string());
+        assert!(
+            e.contains("field `story`: invalid type: integer `5`"),
+            "{e}"
+        );
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v.as_object_mut().unwrap().remove("trace_hash");
+        let e = bad(&v.to_string());
+        assert!(e.contains("field `trace_hash`: missing field"), "{e}");
+    }
+
+    /// Issue 19: special files are refused without being opened for reading (a FIFO would
+    /// block), and so are files past the limit.
+    #[cfg(unix)]
+    #[test]
+    fn special_and_huge_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("abcdefabcdef.json");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let e = Regression::load(&fifo).unwrap_err().to_string();
+        assert!(e.contains("a FIFO (named pipe), not a regular file"), "{e}");
+        let e = Regression::load(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/dev/zero: cannot read the saved case: it is a character device"),
+            "{e}"
+        );
+        let e = Regression::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("a directory"), "{e}");
+        // A 1 GB sparse file: refused by its size, nothing read.
+        let big = dir.path().join("big.json");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        let e = Regression::load(&big).unwrap_err().to_string();
+        assert!(
+            e.contains("1 GiB") && e.contains("more than the 16 MiB"),
+            "{e}"
+        );
+        // Saving over a FIFO named as the case does not block either.
+        let mut r = sample();
+        r.id = "abcdefabcdef".into();
+        assert!(matches!(r.save_best(dir.path()), Ok(Saved::Written(_))));
+        assert_eq!(Regression::load(&fifo).unwrap(), r);
     }
 }

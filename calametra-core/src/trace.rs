@@ -12,7 +12,7 @@
 
 use sha2::{Digest, Sha256};
 use std::fmt;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 /// A finished trace hash, printed as `sha256:<64 hex digits>`.
@@ -349,8 +349,8 @@ impl std::error::Error for TraceFileError {}
 
 /// Parses one JSONL line into a [`Record`], naming the field that is wrong.
 pub fn parse_record(line: &str, line_no: usize) -> Result<Record, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+    let v: serde_json::Value = serde_json::from_str(line)
+        .map_err(|e| format!("not a JSON object: {}", crate::input::json_error_words(&e)))?;
     let obj = v
         .as_object()
         .ok_or_else(|| "expected a JSON object with the trace envelope".to_string())?;
@@ -385,43 +385,87 @@ pub fn parse_record(line: &str, line_no: usize) -> Result<Record, String> {
 }
 
 /// Reads a JSONL trace. An empty file, a truncated last line or a malformed record is an error
-/// naming the file and line.
+/// naming the file and line. Only a regular file of at most [`crate::input::MAX_TRACE_BYTES`]
+/// is read, in lines of at most [`crate::input::MAX_LINE_BYTES`] (a FIFO, `/dev/zero` or a
+/// huge file is refused before it is read).
 pub fn read_jsonl(path: &Path) -> Result<Vec<Record>, TraceFileError> {
+    let mut out = Vec::new();
+    for_each_record(path, |r| {
+        out.push(r);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Reads a JSONL trace record by record, as [`read_jsonl`] does, handing each to `f` (which
+/// may stop the reading with an error message for that record's line) instead of keeping them.
+pub fn for_each_record(
+    path: &Path,
+    mut f: impl FnMut(Record) -> Result<(), String>,
+) -> Result<(), TraceFileError> {
+    use crate::input::{open_regular, Line, Lines, MAX_LINE_BYTES, MAX_TRACE_BYTES};
     let err = |line: usize, message: String| TraceFileError {
         path: path.to_path_buf(),
         line,
         message,
     };
-    let f = std::fs::File::open(path).map_err(|e| err(0, format!("cannot open: {e}")))?;
-    let mut out = Vec::new();
-    let mut reader = BufReader::new(f);
-    let mut buf = String::new();
-    let mut line_no = 0;
-    loop {
-        buf.clear();
-        let n = reader
-            .read_line(&mut buf)
-            .map_err(|e| err(line_no + 1, format!("cannot read: {e}")))?;
-        if n == 0 {
-            break;
-        }
-        line_no += 1;
-        if !buf.ends_with('\n') {
-            return Err(err(
-                line_no,
-                "truncated record: the last line has no newline (was the writer killed?)".into(),
-            ));
-        }
-        let text = buf.trim_end_matches(['\n', '\r']);
+    let file = open_regular(path, MAX_TRACE_BYTES, "trace").map_err(|e| err(0, e))?;
+    let mut lines = Lines::new(BufReader::new(file), MAX_LINE_BYTES, MAX_TRACE_BYTES);
+    let mut any = false;
+    while let Some(line) = lines.next().map_err(|(n, m)| err(n, m))? {
+        let (text, line_no) = match line {
+            Line::Text(t, n) => (t, n),
+            Line::Unterminated(t, n) => {
+                // A line that does not parse says why; one that does was cut at its newline.
+                let why = match serde_json::from_str::<serde_json::Value>(t) {
+                    Ok(_) => "truncated record: the last line has no newline (was the writer killed?)".to_string(),
+                    Err(e) if e.classify() == serde_json::error::Category::Eof => format!(
+                        "truncated record: the last line has no newline and its JSON ends early (was the writer killed?): {e}"
+                    ),
+                    Err(_) if n == 1 && t.trim() == "{" => document_instead(path),
+                    Err(e) => format!(
+                        "the last line has no newline, and it is not a record: {}",
+                        crate::input::json_error_words(&e)
+                    ),
+                };
+                return Err(err(n, why));
+            }
+        };
         if text.is_empty() {
             return Err(err(line_no, "empty line; expected a JSON record".into()));
         }
-        out.push(parse_record(text, line_no).map_err(|m| err(line_no, m))?);
+        let r = match parse_record(text, line_no) {
+            Ok(r) => r,
+            // A JSON document spread over lines (a saved case) is not JSON Lines: say what the
+            // document as a whole is, with its own line and column.
+            Err(_) if line_no == 1 && text.trim() == "{" => {
+                return Err(err(1, document_instead(path)));
+            }
+            Err(m) => return Err(err(line_no, m)),
+        };
+        any = true;
+        f(r).map_err(|m| err(line_no, m))?;
     }
-    if out.is_empty() {
+    if !any {
         return Err(err(0, "empty trace; expected JSON Lines records".into()));
     }
-    Ok(out)
+    Ok(())
+}
+
+/// The error for a file whose first line is a lone `{`: a JSON document over several lines.
+pub(crate) fn document_instead(path: &Path) -> String {
+    use crate::input::{read_regular, MAX_DOCUMENT_BYTES};
+    let what = "not a JSON Lines trace: a JSON document spread over several lines (a saved case?)";
+    match read_regular(path, MAX_DOCUMENT_BYTES, "document") {
+        Err(e) => format!("{what}; {e}"),
+        Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
+            Err(e) => format!(
+                "{what}, and as a document it is {}",
+                crate::input::json_error_words(&e)
+            ),
+            Ok(_) => what.to_string(),
+        },
+    }
 }
 
 /// Where two traces first part ways.

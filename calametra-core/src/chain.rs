@@ -393,10 +393,34 @@ pub fn check_case(
                 let event = case.events[index].clone();
                 CaseState::Stale(Stale::Event {
                     index,
-                    why: crate::choices::why_unapplied(&event),
+                    why: explain_unapplied(&event, &run),
                     event,
                 })
             }
         },
+    }
+}
+
+/// Why `event` (a recorded event that [`crate::choices::first_unapplied`] found unapplied) did
+/// not apply in the replayed `run`, naming what the run knows: an external the scenario does
+/// not declare (and those it does), a step past the run's end.
+pub fn explain_unapplied(event: &Event, run: &RunResult) -> String {
+    let ended = |point: u64| format!("the run ended at step {}, before step {point}", run.steps);
+    match event {
+        Event::External { name, .. } => match &run.externals {
+            Some(names) if !names.contains(name) && names.is_empty() => {
+                format!("no external named `{name}` in this scenario (it declares none)")
+            }
+            Some(names) if !names.contains(name) => format!(
+                "no external named `{name}` in this scenario (it has: {})",
+                names.join(", ")
+            ),
+            _ => match event {
+                Event::External { point, .. } if *point > run.steps => ended(*point),
+                _ => crate::choices::why_unapplied(event),
+            },
+        },
+        Event::Schedule { point, .. } if *point >= run.steps => ended(*point),
+        _ => crate::choices::why_unapplied(event),
     }
 }

@@ -238,6 +238,10 @@ pub struct RunResult {
     /// The world at [`RunConfig::stop_at`] (or at the end of a run that ended before it);
     /// `None` when no stop was asked for.
     pub state: Option<StateDump>,
+    /// The names of the externals the scenario declared (`Sim::external`), in declaration
+    /// order: what a replayed event may name. `None` when the runner does not say (a guest
+    /// run).
+    pub externals: Option<Vec<String>>,
 }
 
 type ExternalFn = Box<dyn FnMut(&mut World)>;
@@ -753,6 +757,7 @@ fn check(sim: &Sim) -> Option<Failure> {
 }
 
 fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
+    let externals = Some(sim.externals.iter().map(|(n, _)| n.clone()).collect());
     let Sim { world, state, .. } = sim;
     let stopped = state.as_ref().is_some_and(|s| s.reached);
     if let Some(Failure::Invariant { name, message }) = &failure {
@@ -817,6 +822,7 @@ fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
         end_ns: now,
         swarm: core.decide.swarm.clone(),
         state,
+        externals,
     }
 }
 

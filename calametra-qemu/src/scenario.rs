@@ -202,6 +202,8 @@ impl Runner for GuestRunner {
             swarm: None,
             // A guest run does not stop at a step (`RunConfig::stop_at`) yet.
             state: None,
+            // The lockstep loop's externals are not named to the run result.
+            externals: None,
         })
     }
 

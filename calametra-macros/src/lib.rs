@@ -286,11 +286,35 @@ fn parse_args(args: Args) -> syn::Result<Parsed> {
     Ok(p)
 }
 
-fn embedded(path: &Option<LitStr>) -> TokenStream2 {
+/// The file an argument names (`spec = "specs/x.json"`), embedded with `include_bytes!`. A file
+/// that is not there is this macro's own error, naming the path as written and where it is
+/// looked for: the compiler's error would name the absolute path it tried, which differs from
+/// checkout to checkout (and from target directory to target directory under trybuild).
+fn embedded(path: &Option<LitStr>, what: &str) -> TokenStream2 {
     match path {
         None => quote!(::core::option::Option::None),
         Some(s) => {
             let span = s.span();
+            if let Some(dir) = std::env::var_os("CARGO_MANIFEST_DIR") {
+                let full = std::path::Path::new(&dir).join(s.value());
+                if !full.is_file() {
+                    let why = if full.exists() {
+                        "is not a regular file"
+                    } else {
+                        "does not exist"
+                    };
+                    let msg = format!(
+                        "the {what} file `{}` {why}; the path is relative to the crate's directory (where its Cargo.toml is)",
+                        s.value()
+                    );
+                    return quote_spanned! {span=>
+                        ::core::option::Option::Some(::calametra::__private::Embedded {
+                            path: #s,
+                            bytes: ::core::compile_error!(#msg),
+                        })
+                    };
+                }
+            }
             quote_spanned! {span=>
                 ::core::option::Option::Some(::calametra::__private::Embedded {
                     path: #s,
@@ -379,8 +403,8 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     }
     let name = &sig.ident;
     let name_str = name.to_string();
-    let spec = embedded(&p.spec);
-    let schedule_file = embedded(&p.fault_schedule);
+    let spec = embedded(&p.spec, "spec");
+    let schedule_file = embedded(&p.fault_schedule, "fault schedule");
     let schedules = opt_u64(p.schedules);
     let seed = opt_u64(p.seed);
     let max_steps = opt_u64(p.max_steps);

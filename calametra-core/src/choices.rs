@@ -184,6 +184,138 @@ pub enum Event {
         /// The configuration.
         swarm: Swarm,
     },
+    /// Where the next event (a schedule pick, an external or a fault) happened, relative to a
+    /// stable anchor: the `nth` occurrence of `after` (a transfer that completed with an
+    /// error, `ctrl.clear_halt stall`; a device's USB transition, `dock usb->attached`; an
+    /// external, `external unplug`; or `start`), then `offset` more steps (a pick, an
+    /// external) or the `offset`th crossing of the fault's site (`bulk.out`) since it. The
+    /// event keeps its raw position (step, site ordinal) as the fallback: a replay places it
+    /// by the anchor, and where the anchor never happens, by the raw position. See [`Anchor`].
+    Anchor {
+        /// What the next event follows (see [`Anchor::after`]).
+        after: String,
+        /// Which occurrence of it (1-based).
+        nth: u32,
+        /// Steps after it, or which crossing of the fault's site since it.
+        offset: u64,
+    },
+}
+
+/// A stable place in a run that an event is recorded relative to (see [`Event::Anchor`]).
+///
+/// Anchors are occurrences that do not move when unrelated events come and go: a transfer
+/// that completed with an error (by its request and status, not its ordinal among all
+/// transfers), a USB transition of a device, an external firing. An event is anchored to the
+/// most recent one before it, so dropping an earlier event that moved every step (a delay
+/// fault, a retry) leaves the later events where they were relative to what they follow, and a
+/// driver that makes one more unrelated transfer at start-up still meets its saved case's
+/// faults and externals where they belong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Anchor {
+    /// What the event follows: `ctrl.clear_halt stall`, `dock usb->attached`,
+    /// `external unplug`, `start`.
+    pub after: String,
+    /// Which occurrence of it (1-based).
+    pub nth: u32,
+    /// Steps after it (a pick, an external), or which crossing of the fault's site since it
+    /// (a fault, 1-based).
+    pub offset: u64,
+}
+
+impl Anchor {
+    /// The run's start: every run has it, once, at step 0.
+    pub const START: &'static str = "start";
+
+    /// The event that records this anchor before the event it anchors.
+    pub fn event(&self) -> Event {
+        Event::Anchor {
+            after: self.after.clone(),
+            nth: self.nth,
+            offset: self.offset,
+        }
+    }
+}
+
+impl fmt::Display for Anchor {
+    /// `+2 after the 1st ctrl.clear_halt stall`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let th = match (self.nth % 100, self.nth % 10) {
+            (11..=13, _) => "th",
+            (_, 1) => "st",
+            (_, 2) => "nd",
+            (_, 3) => "rd",
+            _ => "th",
+        };
+        write!(
+            f,
+            "+{} after the {}{th} {}",
+            self.offset, self.nth, self.after
+        )
+    }
+}
+
+/// The base of a site name: `ctrl.clear_halt#2` -> `ctrl.clear_halt`.
+pub fn site_base(site: &str) -> &str {
+    site.rsplit_once('#').map(|(b, _)| b).unwrap_or(site)
+}
+
+/// Events paired with the anchor recorded before each (`None`: raw position only, as in cases
+/// saved before anchors); the [`Event::Anchor`] entries themselves are folded in.
+pub fn anchored(events: &[Event]) -> Vec<(usize, Option<Anchor>, &Event)> {
+    let mut out = Vec::with_capacity(events.len());
+    let mut pending: Option<Anchor> = None;
+    for (i, e) in events.iter().enumerate() {
+        match e {
+            Event::Anchor { after, nth, offset } => {
+                pending = Some(Anchor {
+                    after: after.clone(),
+                    nth: *nth,
+                    offset: *offset,
+                })
+            }
+            Event::Schedule { .. } | Event::External { .. } | Event::Fault { .. } => {
+                out.push((i, pending.take(), e))
+            }
+            _ => out.push((i, None, e)),
+        }
+    }
+    out
+}
+
+/// The events without their anchors (every event at its raw position).
+pub fn without_anchors(events: &[Event]) -> Vec<Event> {
+    events
+        .iter()
+        .filter(|e| !matches!(e, Event::Anchor { .. }))
+        .cloned()
+        .collect()
+}
+
+/// The events recorded without an anchor (and every draw and swarm), in order: what a replay
+/// places by raw position.
+fn without_anchored(events: Vec<Event>) -> Vec<Event> {
+    let keep: Vec<usize> = anchored(&events)
+        .into_iter()
+        .filter(|(_, a, _)| a.is_none())
+        .map(|(i, _, _)| i)
+        .collect();
+    let mut out = Vec::with_capacity(keep.len());
+    let mut k = keep.iter().peekable();
+    for (i, e) in events.into_iter().enumerate() {
+        if k.peek() == Some(&&i) {
+            k.next();
+            out.push(e);
+        }
+    }
+    out
+}
+
+/// How many events a list holds, not counting anchors (the count minimization reports).
+pub fn count_events(events: &[Event]) -> usize {
+    events
+        .iter()
+        .filter(|e| !matches!(e, Event::Anchor { .. }))
+        .count()
 }
 
 impl fmt::Display for Event {
@@ -209,6 +341,15 @@ impl fmt::Display for Event {
                 stream: Some(s),
             } => write!(f, "{s}: {value}"),
             Event::Swarm { swarm } => write!(f, "{swarm}"),
+            Event::Anchor { after, nth, offset } => write!(
+                f,
+                "({})",
+                Anchor {
+                    after: after.clone(),
+                    nth: *nth,
+                    offset: *offset
+                }
+            ),
         }
     }
 }
@@ -220,6 +361,7 @@ pub fn story(events: &[Event]) -> String {
     }
     events
         .iter()
+        .filter(|e| !matches!(e, Event::Anchor { .. }))
         .map(|e| e.to_string())
         .collect::<Vec<_>>()
         .join(" . ")
@@ -231,9 +373,17 @@ pub fn story(events: &[Event]) -> String {
 /// or data draw that no longer happens or returned another value. Draws are matched per stream:
 /// the `k`th recorded draw of `data/driver` against the `k`th draw of `data/driver` the run
 /// took; draws recorded without a stream name (old cases) against the run's draws in global
-/// order. `log` is the replayed run's own record of the events it took. `None`: every recorded
-/// event applied.
+/// order. An anchored event (one recorded after an [`Event::Anchor`]) applied when the run took
+/// it by its anchor (the run logs the same anchor before it) or at its raw position (step,
+/// site); anchors themselves always apply. `log` is the replayed run's own record of the events
+/// it took. `None`: every recorded event applied.
 pub fn first_unapplied(recorded: &[Event], log: &[Event]) -> Option<usize> {
+    unapplied(recorded, log).first().copied()
+}
+
+/// Every event of `recorded` that the replayed run did not apply, by index (see
+/// [`first_unapplied`]).
+pub fn unapplied(recorded: &[Event], log: &[Event]) -> Vec<usize> {
     let mut clients = log.iter().filter_map(|e| match e {
         Event::Client { value, .. } => Some(*value),
         _ => None,
@@ -252,16 +402,22 @@ pub fn first_unapplied(recorded: &[Event], log: &[Event]) -> Option<usize> {
             per_stream.entry(s).or_default().push_back(*value);
         }
     }
-    for (i, e) in recorded.iter().enumerate() {
+    let taken = anchored(log);
+    let by_anchor = |anchor: &Option<Anchor>, la: &Option<Anchor>| anchor.is_some() && la == anchor;
+    let mut out = Vec::new();
+    for (i, anchor, e) in anchored(recorded) {
         let applied = match e {
-            Event::Schedule { point, pick, .. } => log.iter().any(|l| {
-                matches!(l, Event::Schedule { point: p, pick: k, .. } if p == point && k == pick)
+            Event::Schedule { point, pick, .. } => taken.iter().any(|(_, la, l)| {
+                matches!(l, Event::Schedule { point: p, pick: k, .. }
+                    if k == pick && (p == point || by_anchor(&anchor, la)))
             }),
-            Event::External { name, point } => log.iter().any(|l| {
-                matches!(l, Event::External { name: n, point: p } if n == name && p == point)
+            Event::External { name, point } => taken.iter().any(|(_, la, l)| {
+                matches!(l, Event::External { name: n, point: p }
+                    if n == name && (p == point || by_anchor(&anchor, la)))
             }),
-            Event::Fault { site, fault } => log.iter().any(|l| {
-                matches!(l, Event::Fault { site: s, fault: f } if s == site && f == fault)
+            Event::Fault { site, fault } => taken.iter().any(|(_, la, l)| {
+                matches!(l, Event::Fault { site: s, fault: f }
+                    if f == fault && (s == site || by_anchor(&anchor, la)))
             }),
             Event::Client { value, .. } => clients.next() == Some(*value),
             Event::Data {
@@ -275,12 +431,13 @@ pub fn first_unapplied(recorded: &[Event], log: &[Event]) -> Option<usize> {
             Event::Swarm { swarm } => log
                 .iter()
                 .any(|l| matches!(l, Event::Swarm { swarm: w } if w == swarm)),
+            Event::Anchor { .. } => true,
         };
         if !applied {
-            return Some(i);
+            out.push(i);
         }
     }
-    None
+    out
 }
 
 /// Why an event did not apply, in words for the `stale` verdict.
@@ -311,6 +468,7 @@ pub fn why_unapplied(e: &Event) -> String {
             format!("the draw of {value} from `{s}` no longer happens (or is out of range)")
         }
         Event::Swarm { .. } => "the swarm configuration was not recorded".to_string(),
+        Event::Anchor { .. } => "an anchor always applies".to_string(),
     }
 }
 
@@ -350,8 +508,22 @@ pub(crate) struct Decider {
     client: Option<ChaCha8Rng>,
     /// Data and user streams by name (`data/driver`, `user/retries`), derived on first use.
     draws: BTreeMap<String, ChaCha8Rng>,
-    /// Replay: schedule picks by point, in point order.
-    replay_schedule: BTreeMap<u64, u32>,
+    /// Replay: schedule picks by point, in point order (with the anchor they were recorded
+    /// with, once resolved by it).
+    replay_schedule: BTreeMap<u64, (u32, Option<Anchor>)>,
+    /// Replay: anchored picks whose anchor has not happened yet.
+    pending_picks: Vec<(Anchor, u32)>,
+    /// Replay: anchored externals whose anchor has not happened yet (anchor, name).
+    pending_externals: Vec<(Anchor, String)>,
+    /// Replay: anchored externals placed by their anchor: (step, name, anchor), not yet fired.
+    pub(crate) resolved_externals: Vec<(u64, String, Anchor)>,
+    /// Replay: anchored faults: (anchor, site base, fault, the base's crossings when the anchor
+    /// happened), taken once.
+    pub(crate) pending_faults: Vec<(Anchor, String, Fault, Option<u32>)>,
+    /// The most recent anchor occurrence: (what, nth, step); `start` at first.
+    last_anchor: (String, u32, u64),
+    /// Occurrences of each anchor so far.
+    anchor_counts: BTreeMap<String, u32>,
     replay_client: VecDeque<u64>,
     /// Replay: draws by stream name.
     replay_draws: BTreeMap<String, VecDeque<u64>>,
@@ -377,6 +549,12 @@ impl Decider {
             client: None,
             draws: BTreeMap::new(),
             replay_schedule: Default::default(),
+            pending_picks: Vec::new(),
+            pending_externals: Vec::new(),
+            resolved_externals: Vec::new(),
+            pending_faults: Vec::new(),
+            last_anchor: (Anchor::START.to_string(), 1, 0),
+            anchor_counts: BTreeMap::new(),
             replay_client: Default::default(),
             replay_draws: Default::default(),
             replay_data: Default::default(),
@@ -388,10 +566,31 @@ impl Decider {
             Source::Default => {}
             Source::Seeded(seed) => d.seed = Some(seed),
             Source::Replay(events) => {
-                for e in events {
+                for (_, anchor, e) in anchored(&events) {
+                    match (anchor, e) {
+                        (Some(a), Event::Schedule { pick, .. }) => d.pending_picks.push((a, *pick)),
+                        (Some(a), Event::External { name, .. }) => {
+                            d.pending_externals.push((a, name.clone()))
+                        }
+                        (Some(a), Event::Fault { site, fault }) => d.pending_faults.push((
+                            a,
+                            site_base(site).to_string(),
+                            fault.clone(),
+                            None,
+                        )),
+                        _ => {}
+                    }
+                }
+                d.resolve(Anchor::START, 1, 0);
+                for (a, _, _, armed) in &mut d.pending_faults {
+                    if a.after == Anchor::START && a.nth == 1 {
+                        *armed = Some(0);
+                    }
+                }
+                for e in without_anchored(events) {
                     match e {
                         Event::Schedule { point, pick, .. } => {
-                            d.replay_schedule.insert(point, pick);
+                            d.replay_schedule.entry(point).or_insert((pick, None));
                         }
                         Event::Client { value, .. } => d.replay_client.push_back(value),
                         Event::Data {
@@ -403,7 +602,7 @@ impl Decider {
                             stream: Some(s),
                         } => d.replay_draws.entry(s).or_default().push_back(value),
                         Event::Swarm { swarm } => d.swarm = Some(swarm),
-                        Event::External { .. } | Event::Fault { .. } => {}
+                        Event::External { .. } | Event::Fault { .. } | Event::Anchor { .. } => {}
                     }
                 }
             }
@@ -458,6 +657,7 @@ impl Decider {
             (Some(s), None) if self.seed.is_some() => s.schedule,
             _ => Strategy::Uniform,
         };
+        let mut replayed_anchor = None;
         let pick = match lazy(&mut self.schedule, self.seed, StreamName::Schedule) {
             Some(rng) => match (strategy, id_of) {
                 (
@@ -472,13 +672,17 @@ impl Decider {
                     .pick(rng, (depth, horizon, spawn_order), point, n, id_of),
                 _ => strategy.pick(rng, n),
             },
-            None => self
-                .replay_schedule
-                .get(&point)
-                .map(|&p| (p as usize).min(n - 1))
-                .unwrap_or(0),
+            None => match self.replay_schedule.get(&point) {
+                Some((p, a)) => {
+                    replayed_anchor = a.clone();
+                    (*p as usize).min(n - 1)
+                }
+                None => 0,
+            },
         };
         if pick != 0 {
+            let anchor = replayed_anchor.unwrap_or_else(|| self.anchor_at(point));
+            self.log.push(anchor.event());
             self.log.push(Event::Schedule {
                 point,
                 pick: pick as u32,
@@ -486,6 +690,69 @@ impl Decider {
             });
         }
         pick
+    }
+
+    /// The anchor of an event at step `point`: the most recent anchor occurrence and the
+    /// steps since.
+    pub(crate) fn anchor_at(&self, point: u64) -> Anchor {
+        let (after, nth, at) = &self.last_anchor;
+        Anchor {
+            after: after.clone(),
+            nth: *nth,
+            offset: point.saturating_sub(*at),
+        }
+    }
+
+    /// The most recent anchor occurrence (what, nth).
+    pub(crate) fn last_anchor(&self) -> (&str, u32) {
+        (&self.last_anchor.0, self.last_anchor.1)
+    }
+
+    /// An anchor occurrence at step `point` (`ctrl.clear_halt stall`, `dock usb->detached`,
+    /// `external unplug`): counted, made the most recent, and, on replay, the picks and
+    /// externals anchored to it placed. Returns its occurrence number (the caller arms the
+    /// faults anchored to it).
+    pub(crate) fn occur(&mut self, key: &str, point: u64) -> u32 {
+        let n = match self.anchor_counts.get_mut(key) {
+            Some(n) => {
+                *n += 1;
+                *n
+            }
+            None => {
+                self.anchor_counts.insert(key.to_string(), 1);
+                1
+            }
+        };
+        self.last_anchor = (key.to_string(), n, point);
+        self.resolve(key, n, point);
+        n
+    }
+
+    fn resolve(&mut self, key: &str, n: u32, point: u64) {
+        if self.pending_picks.is_empty() && self.pending_externals.is_empty() {
+            return;
+        }
+        let hit = |a: &Anchor| a.after == key && a.nth == n;
+        let mut i = 0;
+        while i < self.pending_picks.len() {
+            if hit(&self.pending_picks[i].0) {
+                let (a, pick) = self.pending_picks.remove(i);
+                self.replay_schedule
+                    .entry(point + a.offset)
+                    .or_insert((pick, Some(a)));
+            } else {
+                i += 1;
+            }
+        }
+        let mut i = 0;
+        while i < self.pending_externals.len() {
+            if hit(&self.pending_externals[i].0) {
+                let (a, name) = self.pending_externals.remove(i);
+                self.resolved_externals.push((point + a.offset, name, a));
+            } else {
+                i += 1;
+            }
+        }
     }
 
     /// A raw draw from the externals stream (where an external lands); None when not seeded.

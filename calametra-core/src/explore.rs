@@ -150,8 +150,10 @@ pub fn find(
 pub fn replay_config(base: &RunConfig, events: &[crate::choices::Event]) -> RunConfig {
     let mut c = base.clone();
     let mut plan: FaultPlan = base.faults.clone();
-    for e in events {
-        if let crate::choices::Event::Fault { site, fault } = e {
+    // Faults recorded with an anchor are placed by it at run time (see `choices::Anchor`);
+    // the others are pinned to their site, as in cases saved before anchors.
+    for (_, anchor, e) in crate::choices::anchored(events) {
+        if let (None, crate::choices::Event::Fault { site, fault }) = (anchor, e) {
             plan.faults.insert(site.clone(), fault.clone());
         }
     }

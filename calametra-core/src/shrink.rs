@@ -30,27 +30,53 @@ impl Shrunk {
     }
 }
 
+/// The units minimization removes: each event with the [`Event::Anchor`] recorded before it
+/// (an anchor goes with its event; alone it is never removed, nor counted).
+fn units(events: Vec<Event>) -> Vec<Vec<Event>> {
+    let mut out: Vec<Vec<Event>> = Vec::new();
+    let mut open: Vec<Event> = Vec::new();
+    for e in events {
+        let anchor = matches!(e, Event::Anchor { .. });
+        open.push(e);
+        if !anchor {
+            out.push(std::mem::take(&mut open));
+        }
+    }
+    if !open.is_empty() {
+        out.push(open);
+    }
+    out
+}
+
+fn flat(units: &[Vec<Event>]) -> Vec<Event> {
+    units.iter().flatten().cloned().collect()
+}
+
 /// Minimizes `events`. `fails(candidate)` replays a candidate and returns the events its run
 /// actually took when it fails with the original signature, `None` otherwise. The result is
-/// 1-minimal: removing any single remaining event makes that signature go away.
+/// 1-minimal: removing any single remaining event (with its anchor) makes that signature go
+/// away. Counts (the chain) leave anchors out.
 pub fn minimize(
     events: Vec<Event>,
     fails: &mut dyn FnMut(&[Event]) -> Option<Vec<Event>>,
 ) -> Shrunk {
-    let mut cur = events;
+    let mut cur = units(events);
     let mut chain = vec![cur.len()];
     let mut attempts = 0u64;
-    let accept =
-        |cur: &mut Vec<Event>, cand: Vec<Event>, taken: Vec<Event>, chain: &mut Vec<usize>| {
-            *cur = if taken.len() <= cand.len() {
-                taken
-            } else {
-                cand
-            };
-            if chain.last() != Some(&cur.len()) {
-                chain.push(cur.len());
-            }
+    let accept = |cur: &mut Vec<Vec<Event>>,
+                  cand: Vec<Vec<Event>>,
+                  taken: Vec<Event>,
+                  chain: &mut Vec<usize>| {
+        let taken = units(taken);
+        *cur = if taken.len() <= cand.len() {
+            taken
+        } else {
+            cand
         };
+        if chain.last() != Some(&cur.len()) {
+            chain.push(cur.len());
+        }
+    };
     // ddmin: remove chunks at growing granularity.
     let mut n = 2usize;
     while cur.len() >= 2 {
@@ -59,9 +85,9 @@ pub fn minimize(
         let mut start = 0;
         while start < cur.len() {
             let end = (start + chunk).min(cur.len());
-            let cand: Vec<Event> = cur[..start].iter().chain(&cur[end..]).cloned().collect();
+            let cand: Vec<Vec<Event>> = cur[..start].iter().chain(&cur[end..]).cloned().collect();
             attempts += 1;
-            if let Some(taken) = fails(&cand) {
+            if let Some(taken) = fails(&flat(&cand)) {
                 accept(&mut cur, cand, taken, &mut chain);
                 reduced = true;
                 break;
@@ -84,7 +110,7 @@ pub fn minimize(
             let mut cand = cur.clone();
             cand.remove(i);
             attempts += 1;
-            if let Some(taken) = fails(&cand) {
+            if let Some(taken) = fails(&flat(&cand)) {
                 accept(&mut cur, cand, taken, &mut chain);
                 removed = true;
             } else {
@@ -96,7 +122,7 @@ pub fn minimize(
         }
     }
     Shrunk {
-        events: cur,
+        events: flat(&cur),
         chain,
         attempts,
     }

@@ -7,7 +7,7 @@
 //! too), and checks every invariant. The run ends when the required tasks are done, or at the
 //! first failure. Nothing here reads the wall clock, spawns a thread or uses OS randomness.
 
-use crate::choices::{Decider, Event, Source};
+use crate::choices::{anchored, unapplied, Anchor, Decider, Event, Source};
 use crate::clock::{format_ns, Nanos};
 use crate::exec::{self, JoinHandle, TaskExit, TaskOutput};
 use crate::fault::{FaultPlan, FaultSet, Site};
@@ -390,7 +390,50 @@ impl Drop for Current {
 }
 
 /// Builds the world with `scenario` and runs it to its end under `config`.
+///
+/// A replay places its anchored events by their anchors ([`Event::Anchor`]); when one of them
+/// did not apply (its anchor never happened, or happened where the event could not), the
+/// events are replayed once more with those events at their raw positions (step, site), the
+/// fallback, and that run is the replay's. Both passes are pure functions of the events.
 pub fn run(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
+    let r = run_once(config.clone(), scenario);
+    let Source::Replay(events) = &config.source else {
+        return r;
+    };
+    if !events.iter().any(|e| matches!(e, Event::Anchor { .. })) {
+        return r;
+    }
+    let missed: Vec<usize> = unapplied(events, &r.events)
+        .into_iter()
+        .filter(|&i| i > 0 && matches!(events[i - 1], Event::Anchor { .. }))
+        .collect();
+    if missed.is_empty() {
+        return r;
+    }
+    // The fallback: drop the anchors of the events that missed.
+    let raw: Vec<Event> = events
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| !missed.contains(&(k + 1)))
+        .map(|(_, e)| e.clone())
+        .collect();
+    let mut faults = config.faults.clone();
+    for &i in &missed {
+        if let Event::Fault { site, fault } = &events[i] {
+            faults.faults.entry(site.clone()).or_insert(fault.clone());
+        }
+    }
+    run_once(
+        RunConfig {
+            source: Source::Replay(raw),
+            faults,
+            ..config
+        },
+        scenario,
+    )
+}
+
+fn run_once(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     install_panic_hook();
     let mut decide = Decider::new(config.source.clone());
     if let (Source::Seeded(seed), true) = (&config.source, config.swarm) {
@@ -529,8 +572,10 @@ fn place_externals(sim: &Sim) -> Vec<(u64, usize)> {
             }
         }
         Source::Replay(events) => {
-            for e in events {
-                if let Event::External { name, point } = e {
+            // Externals recorded with an anchor are placed when it happens (see
+            // `Decider::occur`); the others at their raw step, as cases saved before anchors.
+            for (_, anchor, e) in anchored(events) {
+                if let (None, Event::External { name, point }) = (anchor, e) {
                     if let Some(i) = sim.externals.iter().position(|(n, _)| n == name) {
                         placed.push((*point, i));
                     }
@@ -542,6 +587,56 @@ fn place_externals(sim: &Sim) -> Vec<(u64, usize)> {
     placed
 }
 
+/// The next anchored external due at `point` (replay): the earliest placed, the first
+/// declared on ties; removed from the placed ones. Its index, step and anchor.
+fn next_anchored_external(sim: &Sim, point: u64) -> Option<(usize, u64, Anchor)> {
+    let mut w = sim.world.borrow_mut();
+    let resolved = &mut w.core.decide.resolved_externals;
+    let decl = |name: &str| sim.externals.iter().position(|(n, _)| n == name);
+    let (k, _) = resolved
+        .iter()
+        .enumerate()
+        .filter(|(_, (t, name, _))| *t <= point && decl(name).is_some())
+        .min_by_key(|(_, (t, name, _))| (*t, decl(name)))?;
+    let (_, name, anchor) = resolved.remove(k);
+    Some((decl(&name)?, point, anchor))
+}
+
+/// Fires the external `i` at step `p` (logged with `anchor`, or one made now), then checks.
+fn fire_external(sim: &mut Sim, i: usize, p: u64, anchor: Option<Anchor>) -> Option<Failure> {
+    let world = sim.world.clone();
+    let (name, f) = &mut sim.externals[i];
+    {
+        let mut w = world.borrow_mut();
+        let anchor = anchor.unwrap_or_else(|| w.core.decide.anchor_at(p));
+        w.core.decide.log.push(anchor.event());
+        w.core.decide.log.push(Event::External {
+            name: name.clone(),
+            point: p,
+        });
+        let in_flight = w.core.in_flight();
+        let now = w.core.now;
+        w.core.trace.emit(now, "external", name, true, |d| {
+            d.str("external", name)
+                .u64("step", p)
+                .strs("in_flight", &in_flight);
+        });
+        w.core.occur(&format!("external {name}"));
+    }
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let mut w = world.borrow_mut();
+        f(&mut w);
+        w.settle_all();
+    }));
+    if r.is_err() {
+        return Some(Failure::Panic {
+            task: format!("external {name}"),
+            message: take_panic(),
+        });
+    }
+    check(sim)
+}
+
 fn drive(sim: &mut Sim) -> Option<Failure> {
     record_swarm(sim);
     let placed = place_externals(sim);
@@ -551,38 +646,18 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
         if stop_here(sim) {
             return None;
         }
-        // Externals placed at this point fire before its decision.
+        // Externals placed at this point fire before its decision: those at a raw step, then
+        // (on replay) those placed by their anchor.
         let point = world.borrow().core.point;
         while next_external < placed.len() && placed[next_external].0 <= point {
             let (p, i) = placed[next_external];
             next_external += 1;
-            let (name, f) = &mut sim.externals[i];
-            {
-                let mut w = world.borrow_mut();
-                w.core.decide.log.push(Event::External {
-                    name: name.clone(),
-                    point: p,
-                });
-                let in_flight = w.core.in_flight();
-                let now = w.core.now;
-                w.core.trace.emit(now, "external", name, true, |d| {
-                    d.str("external", name)
-                        .u64("step", p)
-                        .strs("in_flight", &in_flight);
-                });
+            if let Some(fail) = fire_external(sim, i, p, None) {
+                return Some(fail);
             }
-            let r = catch_unwind(AssertUnwindSafe(|| {
-                let mut w = world.borrow_mut();
-                f(&mut w);
-                w.settle_all();
-            }));
-            if r.is_err() {
-                return Some(Failure::Panic {
-                    task: format!("external {name}"),
-                    message: take_panic(),
-                });
-            }
-            if let Some(fail) = check(sim) {
+        }
+        while let Some((i, p, anchor)) = next_anchored_external(sim, point) {
+            if let Some(fail) = fire_external(sim, i, p, Some(anchor)) {
                 return Some(fail);
             }
         }
@@ -683,7 +758,6 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
             let point = w.core.point;
             let pick = {
                 let core = &mut w.core;
-                let at = core.decide.log.len();
                 let pick = core.decide.schedule(point, n, |_| String::new());
                 // Only a logged (non-default) pick is described: describing every due event
                 // was allocations a step.
@@ -692,7 +766,7 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
                         .due_nth(t, pick)
                         .map(|k| core.describe_event(k))
                         .unwrap_or_default();
-                    if let Some(Event::Schedule { what, .. }) = core.decide.log.get_mut(at) {
+                    if let Some(Event::Schedule { what, .. }) = core.decide.log.last_mut() {
                         *what = Some(format!("{label} first, at {}", format_ns(t)));
                     }
                 }

@@ -264,7 +264,7 @@ fn streams(source: &Source, log: &[Event], point: u64, swarm: bool) -> Vec<Strea
                 stream: Some(s), ..
             } => s.clone(),
             Event::Data { stream: None, .. } => "data".into(),
-            Event::Swarm { .. } => return None,
+            Event::Swarm { .. } | Event::Anchor { .. } => return None,
         })
     };
     let mut taken: BTreeMap<String, usize> = BTreeMap::new();

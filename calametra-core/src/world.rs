@@ -7,7 +7,7 @@
 //! modelled latency, meets its fault (if any) where it crosses the bus, and completes with a
 //! trace record. Nothing here reads the wall clock or iterates a std hash container.
 
-use crate::choices::{Decider, Event};
+use crate::choices::{site_base, Anchor, Decider, Event};
 use crate::clock::{nanos, Nanos};
 use crate::exec::Tasks;
 use crate::fault::{Fault, FaultPlan, FaultSet, Site, SiteFamily, SiteKind};
@@ -210,6 +210,9 @@ pub(crate) struct Core {
     pub(crate) label_poll: bool,
     pub(crate) timing: Timing,
     pub(crate) record_sites: bool,
+    /// Each site base's crossings when the most recent anchor occurred (a fault's anchor
+    /// counts the crossings of its base since).
+    counts_at_anchor: BTreeMap<String, u32>,
 }
 
 /// In a seeded schedule without a swarm that explores faults, one in this many site crossings
@@ -239,6 +242,20 @@ impl Core {
             label_poll: false,
             timing: Timing::default(),
             record_sites: false,
+            counts_at_anchor: BTreeMap::new(),
+        }
+    }
+
+    /// An anchor occurrence (see [`Anchor`]): a transfer that completed with an error, a USB
+    /// transition, an external. The events after it are recorded relative to it; on replay,
+    /// the picks, externals and faults anchored to it are placed.
+    pub(crate) fn occur(&mut self, key: &str) {
+        let n = self.decide.occur(key, self.point);
+        self.counts_at_anchor.clone_from(&self.site_counts);
+        for (a, base, _, armed) in &mut self.decide.pending_faults {
+            if armed.is_none() && a.after == key && a.nth == n {
+                *armed = Some(self.site_counts.get(base.as_str()).copied().unwrap_or(0));
+            }
         }
     }
 
@@ -327,10 +344,33 @@ impl Core {
         full
     }
 
+    /// A replayed fault anchored to this crossing: its anchor happened and this is the
+    /// `offset`th crossing of its site base since. Taken once.
+    fn anchored_fault(&mut self, site: &str) -> Option<(Anchor, Fault)> {
+        if self.decide.pending_faults.is_empty() {
+            return None;
+        }
+        let base = site_base(site);
+        let now = self.site_counts.get(base).copied().unwrap_or(0);
+        let i = self
+            .decide
+            .pending_faults
+            .iter()
+            .position(|(a, b, _, armed)| {
+                b == base && armed.is_some_and(|at| u64::from(now.saturating_sub(at)) == a.offset)
+            })?;
+        let (a, _, f, _) = self.decide.pending_faults.remove(i);
+        Some((a, f))
+    }
+
     /// The fault for a site: pinned by the plan, or drawn by a seeded schedule. Logged.
     fn fault_at(&mut self, site: &str, kind: &SiteKind) -> Option<Fault> {
+        let mut anchor = None;
         let fault = if let Some(f) = self.plan.faults.get(site) {
             Some(f.clone())
+        } else if let Some((a, f)) = self.anchored_fault(site) {
+            anchor = Some(a);
+            Some(f)
         } else if self.decide.is_seeded() && !self.fault_set.is_none() {
             // A swarm narrows the candidates to its primitives and site families, and sets the
             // density; a site it turns off draws nothing.
@@ -363,6 +403,18 @@ impl Core {
             None
         };
         if let Some(f) = &fault {
+            let anchor = anchor.unwrap_or_else(|| {
+                let base = site_base(site);
+                let (after, nth) = self.decide.last_anchor();
+                let now = self.site_counts.get(base).copied().unwrap_or(0);
+                let then = self.counts_at_anchor.get(base).copied().unwrap_or(0);
+                Anchor {
+                    after: after.to_string(),
+                    nth,
+                    offset: u64::from(now.saturating_sub(then)),
+                }
+            });
+            self.decide.log.push(anchor.event());
             self.decide.log.push(Event::Fault {
                 site: site.to_string(),
                 fault: f.clone(),
@@ -519,6 +571,7 @@ impl World {
                 .str("from", "detached")
                 .str("to", "attached");
         });
+        self.core.occur(&format!("{name} usb->attached"));
         self.call(id, |dev, cx| dev.on_reset(cx));
     }
 
@@ -574,6 +627,7 @@ impl World {
                 .str("from", "attached")
                 .str("to", "detached");
         });
+        self.core.occur(&format!("{name} usb->detached"));
         let ids: Vec<u64> = self
             .core
             .transfers
@@ -976,6 +1030,7 @@ impl World {
                 .str("from", "attached")
                 .str("to", "reset");
         });
+        self.core.occur(&format!("{name} usb->reset"));
         let ((), e) = self.call(id, |dev, cx| dev.on_reset(cx));
         if e.disconnect {
             self.disconnect_id(id);
@@ -1003,6 +1058,11 @@ fn complete(core: &mut Core, xid: u64, r: Result<Vec<u8>, TransferError>) {
     if matches!(x.state, XState::Done(_)) {
         return;
     }
+    // A transfer that failed is an anchor (`ctrl.clear_halt stall`).
+    let failed = r
+        .as_ref()
+        .err()
+        .map(|e| format!("{} {}", site_base(&x.site), e.as_str()));
     let trace = &mut core.trace;
     trace.emit(now, "transfer", &x.actor, true, |d| {
         d.str("site", &x.site);
@@ -1041,6 +1101,9 @@ fn complete(core: &mut Core, xid: u64, r: Result<Vec<u8>, TransferError>) {
     x.state = XState::Done(r);
     if let Some(w) = x.waker.take() {
         w.wake();
+    }
+    if let Some(key) = failed {
+        core.occur(&key);
     }
 }
 

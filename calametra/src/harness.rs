@@ -16,7 +16,7 @@ use crate::__private::{Body, FaultsArg, ScenarioDef};
 use crate::report::{self, Screen};
 use crate::sweep;
 use calametra_core::chain::{self, CaseState, Found, Handled, Owner};
-use calametra_core::choices::Event;
+use calametra_core::choices::{count_events, Event};
 use calametra_core::explore::{self, InProcess, Probe, Runner};
 use calametra_core::fault::{FaultKind, FaultPlan, FaultSet};
 use calametra_core::regress::{self, Regression, Saved, Store};
@@ -589,9 +589,9 @@ impl Scenario {
             Ok(Saved::KeptBetter { path, kept }) => Ok(format!(
                 "{} (it keeps a better case of this signature, {} found by {}; this run's {} are not saved)",
                 path.display(),
-                report::count(kept.events.len(), "event"),
+                report::count(count_events(&kept.events), "event"),
                 kept.found_by,
-                report::count(shrunk.events.len(), "event"),
+                report::count(count_events(&shrunk.events), "event"),
             )),
             Ok(Saved::Off) => Ok("not saved (CALAMETRA_REGRESSIONS=off)".to_string()),
             Err(e) => Err(e.clone()),
@@ -640,7 +640,7 @@ impl Scenario {
                 let line = format!(
                     "same failure as {first} (its screen above): {}; this trial's minimal run: {}; case: {case}",
                     h.case.failure,
-                    report::count(shrunk.events.len(), "event"),
+                    report::count(count_events(&shrunk.events), "event"),
                 );
                 return (line, h);
             }

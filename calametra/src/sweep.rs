@@ -74,7 +74,7 @@ pub fn run(job: &Job<'_>, stop: Stop, partition: Partition, threads: usize) -> (
                                     (
                                         f.signature(),
                                         f.to_string(),
-                                        r.events.len() as u64,
+                                        calametra_core::choices::count_events(&r.events) as u64,
                                         f.is_model_gap(),
                                     )
                                 });

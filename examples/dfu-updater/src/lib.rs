@@ -1,22 +1,26 @@
 //! An async USB DFU 1.1 host updater, the driver that ships, tested with Calametra.
 //!
-//! [`update`] is generic over [`calametra_core::usb::UsbInterface`]: on the simulator it talks to
-//! the DFU model of `calametra-models`; with the `hardware` feature, [`hardware::NusbInterface`]
-//! runs it on a real device through `nusb`. It finds the DFU interface and its functional
+//! [`update`] is generic over [`calametra_usb::UsbInterface`], the one dependency the updater
+//! has: on the simulator it talks to the DFU model of `calametra-models`; with the `hardware`
+//! feature, `hardware::NusbInterface` (`calametra-usb`'s) runs it on a real device through `nusb`. It finds the DFU interface and its functional
 //! descriptor from GET_DESCRIPTOR, detaches a run-time device (which must detach itself:
 //! bitWillDetach, because `UsbInterface` cannot reset the bus), downloads in wTransferSize
 //! blocks polling DFU_GETSTATUS after bwPollTimeout, manifests (tolerant or not), verifies by
 //! upload, and recovers from stalls, timeouts and garbled answers by clearing the device back
 //! to dfuIDLE and starting again.
 //!
-//! [`scenario()`] is the Calametra scenario: the model from an embedded spec, the updater with a
-//! 64 KiB image, and the invariants that judge it (see [`scenario`](mod@scenario) for the
-//! acceptance contract).
+//! `scenario()` (feature `scenario`, which the crate's own tests turn on) is the Calametra
+//! scenario: the model from an embedded spec, the updater with a 64 KiB image, and the
+//! invariants that judge it (see the module `scenario` for the acceptance contract). The
+//! feature brings `calametra-core` and `calametra-models`; without it the crate is the driver
+//! alone.
 //!
 //! ```
+//! # #[cfg(feature = "scenario")] {
 //! use calametra_core::{run, RunConfig};
 //! let r = run(RunConfig::default(), &calametra_example_dfu_updater::scenario);
 //! assert!(r.failure.is_none(), "{:?}", r.failure);
+//! # }
 //! ```
 //!
 //! On hardware (feature `hardware`), with any executor (`pollster`, `futures::executor`,
@@ -43,9 +47,11 @@ pub mod descriptors;
 #[cfg(feature = "hardware")]
 pub mod hardware;
 pub mod protocol;
+#[cfg(feature = "scenario")]
 pub mod scenario;
 pub mod updater;
 
+#[cfg(feature = "scenario")]
 pub use scenario::{
     new_image, scenario, scenario_nontolerant, scenario_planted, scenario_with,
     scenario_with_options,

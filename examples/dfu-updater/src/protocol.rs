@@ -5,9 +5,7 @@
 //! The updater's own copy of the DFU vocabulary: it does not share code with the model it is
 //! tested against.
 
-use calametra_core::usb::{
-    ControlIn, ControlOut, ControlType, Recipient, TransferError, UsbInterface,
-};
+use calametra_usb::{ControlIn, ControlOut, ControlType, Recipient, TransferError, UsbInterface};
 use std::fmt;
 use std::time::Duration;
 

@@ -13,7 +13,7 @@
 
 use crate::descriptors::{find_dfu_interface, parse_device, total_length, DfuInterface, Mode};
 use crate::protocol::{state, Client, ReqError};
-use calametra_core::usb::UsbInterface;
+use calametra_usb::UsbInterface;
 use std::fmt;
 use std::time::Duration;
 

@@ -16,14 +16,12 @@
 
 use crate::edid;
 use crate::frame;
-use calametra_core::usb::{
-    ControlIn, ControlOut, ControlType, Recipient, TransferError, UsbInterface,
-};
 use calametra_models::trigger6::bulk::{
     self, DisplayEvent, DmaHeader, VideoHeader, CMD_FLIP_PRIMARY, CMD_FLIP_SECONDARY,
     DMA_HEADER_LEN, SESSION_DISPLAY, VIDEO_HEADER_LEN,
 };
 use calametra_models::trigger6::{Connection, DriverView, FlipBelief, RamWrite, Timing};
+use calametra_usb::{ControlIn, ControlOut, ControlType, Recipient, TransferError, UsbInterface};
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
 use std::pin::pin;

@@ -19,9 +19,7 @@
 )]
 
 use crate::driver::{Driver, DriverError, Summary};
-use calametra_core::usb::{
-    ControlIn, ControlOut, ControlType, Recipient, TransferError, UsbInterface,
-};
+use calametra_usb::{ControlIn, ControlOut, ControlType, Recipient, TransferError, UsbInterface};
 use nusb::transfer::{self as nt, Buffer, Bulk, In, Interrupt, Out};
 use nusb::MaybeFuture;
 use std::cell::RefCell;

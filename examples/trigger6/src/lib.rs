@@ -1,7 +1,7 @@
 //! An async userspace driver for the MCT Trigger 6 display function of a j5create JCD543 dock
 //! (USB 0711:5601), and the Calametra scenario that tests it against the model.
 //!
-//! - [`driver`]: the driver, generic over [`calametra_core::usb::UsbInterface`]: probe,
+//! - [`driver`]: the driver, generic over [`calametra_usb::UsbInterface`]: probe,
 //!   interrupt-driven hotplug, EDID, modeset to 1920x1080@60 from the dock's table, an NV12
 //!   colour-bar frame over DMA-framed bulk, flips with fences, on either output. Its
 //!   [`driver::Beliefs`] are shared (`Rc<RefCell<..>>`) so invariants can compare them with

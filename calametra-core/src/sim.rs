@@ -65,6 +65,10 @@ pub struct RunConfig {
     /// one, it replaces the uniform default). `None` (the default): the swarm's, or uniform.
     /// For benchmarks and for pinning a strategy; replays ignore it (their picks are events).
     pub strategy: Option<Strategy>,
+    /// Record what the run reached for a guided sweep ([`take_coverage`]): marks, faults by
+    /// site and primitive, outcomes (transfers that failed, by request and status; USB
+    /// transitions; externals), pairs of consecutive transitions, each device's end state.
+    pub coverage: bool,
 }
 
 impl Default for RunConfig {
@@ -83,6 +87,7 @@ impl Default for RunConfig {
             spec: None,
             stop_at: None,
             strategy: None,
+            coverage: false,
         }
     }
 }
@@ -344,6 +349,19 @@ impl Sim {
 }
 
 thread_local! {
+    static LAST_COVERAGE: RefCell<std::collections::BTreeSet<String>> = const {
+        RefCell::new(std::collections::BTreeSet::new())
+    };
+}
+
+/// What the last run on this thread reached, when it ran with [`RunConfig::coverage`]
+/// (empty otherwise): the features a guided sweep keeps a corpus by. Taken, so a second call
+/// returns nothing.
+pub fn take_coverage() -> std::collections::BTreeSet<String> {
+    LAST_COVERAGE.with(|l| std::mem::take(&mut *l.borrow_mut()))
+}
+
+thread_local! {
     static PANIC_MESSAGE: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
@@ -451,6 +469,9 @@ fn run_once(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
         config.keep_trace,
     );
     core.record_sites = config.record_sites;
+    if config.coverage {
+        core.coverage = Some(Default::default());
+    }
     let world = Rc::new(RefCell::new(World::new(core)));
     let _restore = Current(world::set_current(Some(world.clone())));
     let mut sim = Sim {
@@ -880,7 +901,24 @@ fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
             }
         }
     });
+    if w.core.coverage.is_some() {
+        let mut states = Vec::new();
+        for d in &w.devices {
+            let fields = d.dev.describe();
+            if !fields.is_empty() {
+                let text: String = fields.iter().map(|(k, v)| format!("{k}={v};")).collect();
+                let h = crate::trace::sha256_hex(text.as_bytes());
+                states.push(format!("state {} {}", d.name, &h[..12]));
+            }
+        }
+        let marks: Vec<String> = w.core.marks.keys().map(|m| format!("mark {m}")).collect();
+        let c = w.core.coverage.get_or_insert_with(Default::default);
+        c.extend(states);
+        c.extend(marks);
+    }
     let core = &mut w.core;
+    let coverage = core.coverage.take().unwrap_or_default();
+    LAST_COVERAGE.with(|l| *l.borrow_mut() = coverage);
     let trace = std::mem::replace(&mut core.trace, crate::trace::Trace::new(false));
     let hash = trace.hash();
     let records = trace.len();

@@ -8,6 +8,7 @@
 //! here reads the wall clock or spawns a thread.
 
 use crate::choices::derive_seed;
+use rand_core::RngCore;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -68,6 +69,10 @@ pub fn seed_at(base: u64, scenario: &str, index: u64) -> u64 {
 /// One failure signature a sweep met.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Group {
+    /// The kept run's events when it is a guided sweep's mutant (its `seed` then reads
+    /// `guided:<index>`): the run is a replay of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_list: Option<Vec<crate::choices::Event>>,
     /// The failure as printed by its kept run.
     pub failure: String,
     /// The kept run's seed (the shortest run; the smaller seed on ties).
@@ -120,9 +125,38 @@ impl Tally {
             self.add_group(
                 sig,
                 Group {
+                    events_list: None,
                     failure: text,
                     seed: format!("{seed:#x}"),
                     events,
+                    runs: 1,
+                    model_gap,
+                },
+            );
+        }
+    }
+
+    /// Counts one mutant run of a guided sweep (`index` its place in the sweep), which failed
+    /// with (signature, printed failure, model gap) or passed, its events and marks.
+    pub fn add_mutant(
+        &mut self,
+        index: u64,
+        failure: Option<(String, String, bool)>,
+        events: &[crate::choices::Event],
+        marks: impl IntoIterator<Item = String>,
+    ) {
+        self.runs += 1;
+        for m in marks {
+            *self.marks.entry(m).or_insert(0) += 1;
+        }
+        if let Some((sig, text, model_gap)) = failure {
+            self.add_group(
+                sig,
+                Group {
+                    events_list: Some(events.to_vec()),
+                    failure: text,
+                    seed: format!("guided:{index}"),
+                    events: crate::choices::count_events(events) as u64,
                     runs: 1,
                     model_gap,
                 },
@@ -387,9 +421,416 @@ impl Budget {
     }
 }
 
+/// A guided sweep's corpus: runs that reached something new (see [`Corpus::absorb`]), kept to
+/// be mutated. Saved and reloaded between sweeps (`CALAMETRA_SWEEP_CORPUS=<dir>`, one file a
+/// scenario).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Corpus {
+    /// Always [`CORPUS_FORMAT`].
+    pub format: String,
+    /// Always [`VERSION`].
+    pub version: u64,
+    /// The scenario path.
+    pub scenario: String,
+    /// The runs kept, in the order they were kept.
+    pub entries: Vec<Entry>,
+    /// Every feature some run reached (marks, faults by site and primitive, outcomes, pairs of
+    /// consecutive transitions, end states).
+    pub seen: std::collections::BTreeSet<String>,
+    /// The externals seen fired (names), which mutations may add.
+    pub externals: Vec<String>,
+}
+
+/// The format tag of a corpus file.
+pub const CORPUS_FORMAT: &str = "calametra.corpus";
+
+/// One run of a corpus.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Its events (anchored), replayed to make it again.
+    pub events: Vec<crate::choices::Event>,
+    /// The fault sites it crossed (`ctrl.clear_halt#1`), where a mutation may add a fault.
+    pub sites: Vec<String>,
+    /// The outcomes it reached (`ctrl.clear_halt stall`), which a mutation may anchor to.
+    pub outcomes: Vec<String>,
+    /// Its scheduling steps.
+    pub steps: u64,
+    /// The features it was the first to reach.
+    pub new: Vec<String>,
+}
+
+/// What a guided sweep's run is: a fresh seed (the sweep's sequence, as an unguided one) or
+/// a mutant of a corpus entry's events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The seed of the `fresh`th fresh run.
+    Fresh(u64),
+    /// Events to replay, mutated from entry `parent`.
+    Mutant {
+        /// The corpus entry mutated.
+        parent: usize,
+        /// The events.
+        events: Vec<crate::choices::Event>,
+    },
+}
+
+/// Runs a guided sweep makes between two updates of its corpus: the corpus a run is mutated
+/// from is the one at the start of its round, so what a run is does not depend on which
+/// thread finished first.
+pub const ROUND: u64 = 32;
+
+impl Corpus {
+    /// An empty corpus of `scenario`.
+    pub fn new(scenario: &str) -> Corpus {
+        Corpus {
+            format: CORPUS_FORMAT.into(),
+            version: VERSION,
+            scenario: scenario.into(),
+            ..Corpus::default()
+        }
+    }
+
+    /// Whether run `j` (this partition's) is a mutant: every other run, once the corpus
+    /// holds something.
+    pub fn mutates(&self, j: u64) -> bool {
+        !self.entries.is_empty() && j % 2 == 1
+    }
+
+    /// The mutant of run `index` (its place in the sweep's whole sequence, so partitions
+    /// differ): a pure function of the corpus and the index. One to three mutations of a
+    /// corpus entry's events: drop an event, add a fault (at a site the entry crossed, or
+    /// anchored to an outcome it reached), add an external (anchored to an outcome), move an
+    /// external or a pick, change a draw, add a pick.
+    pub fn mutant(&self, base: u64, index: u64, kinds: &[crate::fault::FaultKind]) -> Input {
+        use crate::choices::{below, derive_seed, stream_named, Event};
+        let mut rng = stream_named(derive_seed(base, &self.scenario, index), "guide");
+        // Half the time one of the eight newest entries (a chain of discoveries goes on from
+        // its last step), else any.
+        let n = self.entries.len().max(1) as u64;
+        let parent = if below(&mut rng, 2) == 0 {
+            (n - 1 - below(&mut rng, n.min(8))) as usize
+        } else {
+            below(&mut rng, n) as usize
+        };
+        let e = &self.entries[parent];
+        // The primitives the entry already injects come first (half the time).
+        let injected: Vec<crate::fault::FaultKind> = e
+            .events
+            .iter()
+            .filter_map(|x| match x {
+                Event::Fault { fault, .. } => Some(fault.kind()),
+                _ => None,
+            })
+            .filter(|k| kinds.contains(k))
+            .collect();
+        let mut units = units_of(&e.events);
+        let ops = 1 + below(&mut rng, 3);
+        for _ in 0..ops {
+            // Weights: drop 2, add a fault 3, add an external 2, move 2, change a draw 1, add a
+            // pick 1.
+            let op = below(&mut rng, 11);
+            let positional: Vec<usize> = (0..units.len())
+                .filter(|&i| {
+                    units[i].iter().any(|x| {
+                        matches!(
+                            x,
+                            Event::Fault { .. }
+                                | Event::External { .. }
+                                | Event::Schedule { .. }
+                                | Event::Client { .. }
+                                | Event::Data { .. }
+                        )
+                    })
+                })
+                .collect();
+            match op {
+                0..=1 if !positional.is_empty() => {
+                    let i = positional[below(&mut rng, positional.len() as u64) as usize];
+                    units.remove(i);
+                }
+                2..=4 if !e.sites.is_empty() && !kinds.is_empty() => {
+                    let kind = if !injected.is_empty() && below(&mut rng, 2) == 0 {
+                        injected[below(&mut rng, injected.len() as u64) as usize]
+                    } else {
+                        kinds[below(&mut rng, kinds.len() as u64) as usize]
+                    };
+                    let fault = match kind {
+                        crate::fault::FaultKind::Stall => crate::fault::Fault::Stall,
+                        crate::fault::FaultKind::Timeout => crate::fault::Fault::Timeout,
+                        crate::fault::FaultKind::Short => crate::fault::Fault::Short(1),
+                        crate::fault::FaultKind::Disconnect => crate::fault::Fault::Disconnect,
+                        crate::fault::FaultKind::Delay => crate::fault::Fault::Delay(1_000_000),
+                        crate::fault::FaultKind::Corrupt => crate::fault::Fault::Corrupt {
+                            offset: 0,
+                            xor: 0xff,
+                        },
+                    };
+                    let mut unit = Vec::new();
+                    let site = if !e.outcomes.is_empty() && below(&mut rng, 2) == 0 {
+                        // The first or second crossing of a request after an outcome: a fault
+                        // where something already went wrong (the site one of that request).
+                        let k = &e.outcomes[below(&mut rng, e.outcomes.len() as u64) as usize];
+                        let mut bases: Vec<&str> = e
+                            .sites
+                            .iter()
+                            .map(|x| crate::choices::site_base(x))
+                            .collect();
+                        bases.sort();
+                        bases.dedup();
+                        let b = bases[below(&mut rng, bases.len() as u64) as usize];
+                        unit.push(Event::Anchor {
+                            after: k.clone(),
+                            nth: 1,
+                            offset: 1 + below(&mut rng, 2),
+                        });
+                        e.sites
+                            .iter()
+                            .find(|x| crate::choices::site_base(x) == b)
+                            .cloned()
+                            .unwrap_or_default()
+                    } else {
+                        e.sites[below(&mut rng, e.sites.len() as u64) as usize].clone()
+                    };
+                    unit.push(Event::Fault { site, fault });
+                    units.push(unit);
+                }
+                5..=6 if !self.externals.is_empty() => {
+                    let name = self.externals
+                        [below(&mut rng, self.externals.len() as u64) as usize]
+                        .clone();
+                    let point = below(&mut rng, e.steps.max(1));
+                    let mut unit = Vec::new();
+                    if !e.outcomes.is_empty() {
+                        let k = &e.outcomes[below(&mut rng, e.outcomes.len() as u64) as usize];
+                        unit.push(Event::Anchor {
+                            after: k.clone(),
+                            nth: 1,
+                            offset: below(&mut rng, 4),
+                        });
+                    }
+                    unit.push(Event::External { name, point });
+                    units.push(unit);
+                }
+                7..=8 => {
+                    let movable: Vec<usize> = (0..units.len())
+                        .filter(|&i| {
+                            units[i].iter().any(|x| {
+                                matches!(x, Event::External { .. } | Event::Schedule { .. })
+                            })
+                        })
+                        .collect();
+                    if movable.is_empty() {
+                        continue;
+                    }
+                    let i = movable[below(&mut rng, movable.len() as u64) as usize];
+                    let delta = below(&mut rng, 7) as i64 - 3;
+                    let shift = |v: u64| (v as i64 + delta).max(0) as u64;
+                    for x in &mut units[i] {
+                        match x {
+                            Event::Anchor { offset, .. } => *offset = shift(*offset),
+                            Event::External { point, .. } | Event::Schedule { point, .. } => {
+                                *point = shift(*point)
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                9 => {
+                    let draws: Vec<usize> = (0..units.len())
+                        .filter(|&i| {
+                            units[i].iter().any(|x| {
+                                matches!(
+                                    x,
+                                    Event::Schedule { .. }
+                                        | Event::Client { .. }
+                                        | Event::Data { .. }
+                                )
+                            })
+                        })
+                        .collect();
+                    if draws.is_empty() {
+                        continue;
+                    }
+                    let i = draws[below(&mut rng, draws.len() as u64) as usize];
+                    let r = rng.next_u64();
+                    for x in &mut units[i] {
+                        match x {
+                            Event::Schedule { pick, .. } => *pick = 1 + (r % 3) as u32,
+                            Event::Client { value, .. } | Event::Data { value, .. } => {
+                                *value = r % (value.saturating_mul(2) + 2)
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {
+                    let point = below(&mut rng, e.steps.max(1));
+                    units.push(vec![Event::Schedule {
+                        point,
+                        pick: 1 + below(&mut rng, 2) as u32,
+                        what: None,
+                    }]);
+                }
+            }
+        }
+        Input::Mutant {
+            parent,
+            events: units.into_iter().flatten().collect(),
+        }
+    }
+
+    /// Takes a round's runs in their order: a run that reached a feature no run reached before
+    /// is kept (with the sites it crossed, its outcomes and its steps); the externals it fired
+    /// are noted. Returns how many were kept.
+    pub fn absorb(&mut self, runs: Vec<Finished>) -> usize {
+        let mut kept = 0;
+        for r in runs {
+            for e in &r.events {
+                if let crate::choices::Event::External { name, .. } = e {
+                    if !self.externals.contains(name) {
+                        self.externals.push(name.clone());
+                    }
+                }
+            }
+            let new: Vec<String> = r
+                .features
+                .iter()
+                .filter(|f| !self.seen.contains(*f))
+                .cloned()
+                .collect();
+            if new.is_empty() {
+                continue;
+            }
+            self.seen.extend(new.iter().cloned());
+            let outcomes = r
+                .features
+                .iter()
+                .filter_map(|f| f.strip_prefix("outcome "))
+                .map(str::to_string)
+                .collect();
+            self.entries.push(Entry {
+                events: r.events,
+                sites: r.sites,
+                outcomes,
+                steps: r.steps,
+                new,
+            });
+            kept += 1;
+        }
+        kept
+    }
+
+    /// Pretty JSON with a trailing newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    /// Parses a corpus file; errors name the file and field.
+    pub fn parse(path: &Path, text: &str) -> Result<Corpus, crate::Error> {
+        let err = |field: &str, message: String| crate::Error::File {
+            path: path.to_path_buf(),
+            field: field.into(),
+            message,
+        };
+        let v: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| err("(document)", format!("not valid JSON: {e}")))?;
+        if v.get("format").and_then(|f| f.as_str()) != Some(CORPUS_FORMAT) {
+            return Err(err(
+                "format",
+                format!("expected \"{CORPUS_FORMAT}\" (a corpus written by a guided sweep)"),
+            ));
+        }
+        if v.get("version").and_then(|f| f.as_u64()) != Some(VERSION) {
+            return Err(err("version", format!("expected {VERSION}")));
+        }
+        serde_json::from_value(v).map_err(|e| err("(document)", e.to_string()))
+    }
+}
+
+/// What a guided sweep keeps of a finished run.
+#[derive(Clone, Debug, Default)]
+pub struct Finished {
+    /// Its events.
+    pub events: Vec<crate::choices::Event>,
+    /// Its features (`sim::take_coverage`).
+    pub features: std::collections::BTreeSet<String>,
+    /// The fault sites it crossed.
+    pub sites: Vec<String>,
+    /// Its steps.
+    pub steps: u64,
+}
+
+/// The units of an event list: each event with the anchor before it.
+fn units_of(events: &[crate::choices::Event]) -> Vec<Vec<crate::choices::Event>> {
+    let mut out = Vec::new();
+    let mut open = Vec::new();
+    for e in events {
+        let anchor = matches!(e, crate::choices::Event::Anchor { .. });
+        open.push(e.clone());
+        if !anchor {
+            out.push(std::mem::take(&mut open));
+        }
+    }
+    if !open.is_empty() {
+        out.push(open);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_corpus_keeps_runs_that_reach_something_new_and_mutants_are_pure() {
+        use crate::choices::Event;
+        use crate::fault::{Fault, FaultKind};
+        let run = |features: &[&str], events: Vec<Event>| Finished {
+            events,
+            features: features.iter().map(|f| f.to_string()).collect(),
+            sites: vec!["ctrl.clear_halt#1".into(), "bulk.out#3".into()],
+            steps: 40,
+        };
+        let mut c = Corpus::new("p::s");
+        assert!(!c.mutates(1), "nothing to mutate yet");
+        let ext = Event::External {
+            name: "replug".into(),
+            point: 9,
+        };
+        let kept = c.absorb(vec![
+            run(&["outcome bulk.out stall"], vec![ext.clone()]),
+            run(&["outcome bulk.out stall"], vec![]),
+            run(&["outcome bulk.out stall", "mark m"], vec![]),
+        ]);
+        assert_eq!(kept, 2, "the second reached nothing new");
+        assert_eq!(c.entries[1].new, vec!["mark m".to_string()]);
+        assert_eq!(c.entries[0].outcomes, vec!["bulk.out stall".to_string()]);
+        assert_eq!(c.externals, vec!["replug".to_string()]);
+        assert!(c.mutates(1) && !c.mutates(2));
+        let kinds = [FaultKind::Stall, FaultKind::Delay];
+        let mut distinct = std::collections::BTreeSet::new();
+        for i in 0..200 {
+            let a = c.mutant(5, i, &kinds);
+            assert_eq!(
+                a,
+                c.mutant(5, i, &kinds),
+                "a pure function of corpus and index"
+            );
+            if let Input::Mutant { events, .. } = a {
+                for e in &events {
+                    if let Event::Fault { fault, .. } = e {
+                        assert!(matches!(fault, Fault::Stall | Fault::Delay(_)));
+                    }
+                }
+                distinct.insert(format!("{events:?}"));
+            }
+        }
+        assert!(distinct.len() > 50, "{}", distinct.len());
+        let back = Corpus::parse(Path::new("c.json"), &c.to_json()).unwrap();
+        assert_eq!(back, c);
+    }
 
     #[test]
     fn partitions_are_disjoint_and_cover_the_sequence() {

@@ -213,6 +213,11 @@ pub(crate) struct Core {
     /// Each site base's crossings when the most recent anchor occurred (a fault's anchor
     /// counts the crossings of its base since).
     counts_at_anchor: BTreeMap<String, u32>,
+    /// What the run reached, for a guided sweep (`RunConfig::coverage`): `None` when off.
+    pub(crate) coverage: Option<std::collections::BTreeSet<String>>,
+    /// The last transition seen (`dock:usb:attached->detached`), for pairs of consecutive
+    /// transitions.
+    last_transition: Option<String>,
 }
 
 /// In a seeded schedule without a swarm that explores faults, one in this many site crossings
@@ -243,7 +248,29 @@ impl Core {
             timing: Timing::default(),
             record_sites: false,
             counts_at_anchor: BTreeMap::new(),
+            coverage: None,
+            last_transition: None,
         }
+    }
+
+    /// Notes a feature the run reached (a guided sweep's coverage).
+    pub(crate) fn cover(&mut self, feature: impl FnOnce() -> String) {
+        if let Some(c) = &mut self.coverage {
+            c.insert(feature());
+        }
+    }
+
+    /// Notes a transition: the pair it makes with the one before is a feature.
+    pub(crate) fn cover_transition(&mut self, actor: &str, machine: &str, from: &str, to: &str) {
+        if self.coverage.is_none() {
+            return;
+        }
+        let t = format!("{actor}:{machine}:{from}->{to}");
+        let prev = self.last_transition.replace(t.clone());
+        self.cover(|| match prev {
+            Some(p) => format!("pair {p} | {t}"),
+            None => format!("pair start | {t}"),
+        });
     }
 
     /// An anchor occurrence (see [`Anchor`]): a transfer that completed with an error, a USB
@@ -251,6 +278,7 @@ impl Core {
     /// the picks, externals and faults anchored to it are placed.
     pub(crate) fn occur(&mut self, key: &str) {
         let n = self.decide.occur(key, self.point);
+        self.cover(|| format!("outcome {key}"));
         self.counts_at_anchor.clone_from(&self.site_counts);
         for (a, base, _, armed) in &mut self.decide.pending_faults {
             if armed.is_none() && a.after == key && a.nth == n {
@@ -414,6 +442,7 @@ impl Core {
                     offset: u64::from(now.saturating_sub(then)),
                 }
             });
+            self.cover(|| format!("fault {} {}", site_base(site), f.kind()));
             self.decide.log.push(anchor.event());
             self.decide.log.push(Event::Fault {
                 site: site.to_string(),
@@ -572,6 +601,8 @@ impl World {
                 .str("to", "attached");
         });
         self.core.occur(&format!("{name} usb->attached"));
+        self.core
+            .cover_transition(&name, "usb", "detached", "attached");
         self.call(id, |dev, cx| dev.on_reset(cx));
     }
 
@@ -628,6 +659,8 @@ impl World {
                 .str("to", "detached");
         });
         self.core.occur(&format!("{name} usb->detached"));
+        self.core
+            .cover_transition(&name, "usb", "attached", "detached");
         let ids: Vec<u64> = self
             .core
             .transfers
@@ -1031,6 +1064,8 @@ impl World {
                 .str("to", "reset");
         });
         self.core.occur(&format!("{name} usb->reset"));
+        self.core
+            .cover_transition(&name, "usb", "attached", "reset");
         let ((), e) = self.call(id, |dev, cx| dev.on_reset(cx));
         if e.disconnect {
             self.disconnect_id(id);
@@ -1125,6 +1160,7 @@ pub(crate) fn transition(cx: &mut DevCtx<'_>, machine: &str, from: &str, to: &st
             .str("to", to)
             .str("site", &site);
     });
+    cx.core.cover_transition(cx.name, machine, from, to);
     match cx.core.fault_at(&site, &SiteKind::Transition) {
         Some(Fault::Stall) => {
             cx.effects.stall = true;

@@ -69,6 +69,10 @@ struct SweepEnv {
     partition: Partition,
     threads: usize,
     summary: Option<PathBuf>,
+    /// `CALAMETRA_SWEEP_GUIDE=1` or `CALAMETRA_SWEEP_CORPUS=<dir>`: a guided sweep (a corpus
+    /// of runs that reached something new, mutated alongside fresh seeds), its corpus kept in
+    /// the directory when one is given.
+    guide: Option<Option<PathBuf>>,
 }
 
 fn parse_u64(s: &str) -> Option<u64> {
@@ -148,6 +152,17 @@ impl Env {
                         None => sweep::default_threads(),
                     },
                     summary: var("CALAMETRA_SWEEP_SUMMARY").map(|p| absolute(Path::new(&p))),
+                    guide: match (
+                        var("CALAMETRA_SWEEP_CORPUS"),
+                        var("CALAMETRA_SWEEP_GUIDE").as_deref(),
+                    ) {
+                        (Some(dir), _) => Some(Some(absolute(Path::new(&dir)))),
+                        (None, None | Some("0")) => None,
+                        (None, Some("1")) => Some(None),
+                        (None, Some(v)) => {
+                            return Err(format!("CALAMETRA_SWEEP_GUIDE=`{v}`: expected 1 or 0"))
+                        }
+                    },
                 }),
             },
         })
@@ -435,6 +450,31 @@ impl Scenario {
         .into())
     }
 
+    /// A guided sweep's tally and wall time; its corpus read from and written back to
+    /// `<dir>/<scenario path>.json` when a directory is given.
+    fn guided_sweep(
+        &self,
+        job: &sweep::Job<'_>,
+        stop: sweep::Stop,
+        sw: &SweepEnv,
+        dir: Option<&Path>,
+    ) -> Result<(sweep::Tally, std::time::Duration), Failed> {
+        let file = dir.map(|d| d.join(format!("{}.json", self.path.replace("::", "."))));
+        let corpus = match &file {
+            Some(f) if f.exists() => {
+                let text = std::fs::read_to_string(f)
+                    .map_err(|e| format!("CALAMETRA_SWEEP_CORPUS: {}: {e}", f.display()))?;
+                sweep::Corpus::parse(f, &text).map_err(|e| e.to_string())?
+            }
+            _ => sweep::Corpus::new(&self.path),
+        };
+        let (tally, wall, corpus) = sweep::run_guided(job, stop, sw.partition, sw.threads, corpus);
+        if let Some(f) = &file {
+            regress::write_atomic(f, corpus.to_json().as_bytes()).map_err(|e| e.to_string())?;
+        }
+        Ok((tally, wall))
+    }
+
     /// `path::sweep`: seeded runs for the budget on every core; each signature's kept run (the
     /// shortest, the smaller seed on ties) goes through the failure chain and is saved like
     /// any other case. Fails when a failure other than an `expect` scenario's was met.
@@ -448,13 +488,28 @@ impl Scenario {
             base: &self.base,
             base_seed: self.env.base_seed,
         };
-        let (mut tally, wall) = sweep::run(&job, stop, sweep.partition, sweep.threads);
+        let (mut tally, wall) = match &sweep.guide {
+            None => sweep::run(&job, stop, sweep.partition, sweep.threads),
+            Some(dir) => self.guided_sweep(&job, stop, sweep, dir.as_deref())?,
+        };
         tally.declared_marks = (self.def.marks)();
         tally.declared_marks.sort();
         let mut screens = Vec::new();
         let mut unexpected = 0;
         let runner = InProcess(func);
         for g in tally.signatures.values() {
+            if let Some(events) = &g.events_list {
+                // A guided sweep's mutant: its events are the run.
+                let Ok(r) = runner.run(explore::replay_config(&self.base, events)) else {
+                    continue;
+                };
+                let Some(f) = &r.failure else { continue };
+                let expected = self.def.expect.is_some_and(|e| f.invariant() == Some(e));
+                unexpected += usize::from(!expected);
+                let trial = self.trial("sweep");
+                screens.push(self.report_as(&runner, &trial, None, &r, f, !expected).0);
+                continue;
+            }
             let Some(seed) = g
                 .seed
                 .strip_prefix("0x")

@@ -7,13 +7,28 @@
 //! reaches depends on the machine; what each seed does never does, and the kept run of each
 //! signature is the shortest one (the smaller seed on ties), so the report and saved cases
 //! of a run budget are the same on every machine. The wall clock is read here only to stop,
-//! outside any simulated run. The pure parts (partitions, tallies, summaries, merging) are
-//! [`calametra_core::sweep`]'s, re-exported here.
+//! outside any simulated run. The pure parts (partitions, tallies, summaries, merging, the
+//! guided corpus and its mutations) are [`calametra_core::sweep`]'s, re-exported here.
+//!
+//! A *guided* sweep ([`run_guided`]; `CALAMETRA_SWEEP_GUIDE=1`, or `CALAMETRA_SWEEP_CORPUS=<dir>`
+//! to keep its corpus between sweeps) spends every other run, once its corpus holds
+//! something, on a mutant of a corpus entry (a replay of mutated events) instead of a fresh
+//! seed, and keeps in its corpus every run that reached something no run had (see
+//! [`Corpus`]). It proceeds in rounds of [`ROUND`] runs: a round's runs are fixed by the
+//! corpus at its start and the runs' indexes (fresh runs take the partition's seeds in order,
+//! as an unguided sweep; mutants derive from a stream named by the index), and the round's
+//! finished runs enter the corpus in index order. So a run budget makes the same runs, the
+//! same corpus and the same report on every machine and thread count. Under a time budget
+//! each run is as reproducible (a seed, or events that are saved with its case), and the runs
+//! made are the sequence's first ones, but how far into the sequence the sweep gets, and so
+//! the corpus it ends with, depends on the machine. Partitions keep disjoint fresh seeds;
+//! their mutants come from each partition's own corpus, so a guided sweep's partitions do not
+//! merge into the signatures of one unpartitioned guided sweep.
 
 pub use calametra_core::sweep::*;
 
-use calametra_core::explore::{InProcess, Probe, Runner};
-use calametra_core::sim::{RunConfig, Sim};
+use calametra_core::explore::{replay_config, InProcess, Probe, Runner};
+use calametra_core::sim::{take_coverage, RunConfig, RunResult, Sim};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -107,4 +122,170 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
+}
+
+/// What one run of a guided sweep produced, for its tally and the corpus.
+struct Made {
+    result: Result<RunResult, String>,
+    features: std::collections::BTreeSet<String>,
+    mutant: bool,
+}
+
+fn make(runner: &InProcess<'_>, base: &RunConfig, input: &Input) -> Made {
+    let mut c = match input {
+        Input::Fresh(seed) => Probe::Seed(*seed).config(base),
+        Input::Mutant { events, .. } => replay_config(base, events),
+    };
+    c.coverage = true;
+    c.record_sites = true;
+    let result = runner.run(c);
+    Made {
+        result,
+        features: take_coverage(),
+        mutant: matches!(input, Input::Mutant { .. }),
+    }
+}
+
+/// A guided sweep of `job` (see the module doc): rounds of [`ROUND`] runs on `threads`
+/// workers until `stop`, starting from `corpus` (empty, or loaded from a previous sweep).
+/// Returns the tally, the wall time and the corpus at the end.
+pub fn run_guided(
+    job: &Job<'_>,
+    stop: Stop,
+    partition: Partition,
+    threads: usize,
+    corpus: Corpus,
+) -> (Tally, Duration, Corpus) {
+    let (t, d, c, _) = run_guided_until(job, stop, partition, threads, corpus, &|_| false);
+    (t, d, c)
+}
+
+/// [`run_guided`] that also stops at the first run (in index order) whose failure `wanted`
+/// accepts; the fourth value is how many runs that took (that run included), `None` when the
+/// budget ran out first. Benchmarks measure runs-to-find with it.
+#[allow(clippy::disallowed_methods)] // the driver's threads and clock stay outside the runs
+pub fn run_guided_until(
+    job: &Job<'_>,
+    stop: Stop,
+    partition: Partition,
+    threads: usize,
+    corpus: Corpus,
+    wanted: &dyn Fn(&calametra_core::sim::Failure) -> bool,
+) -> (Tally, Duration, Corpus, Option<u64>) {
+    let started = Instant::now();
+    let mut found_at = None;
+    let kinds = job.base.fault_set.kinds();
+    let mut corpus = corpus;
+    let mut tally = Tally::default();
+    let (mut j0, mut fresh) = (0u64, 0u64);
+    loop {
+        let n = match stop {
+            Stop::Runs(total) => ROUND.min(total.saturating_sub(j0)),
+            Stop::After(d) if started.elapsed() >= d => 0,
+            Stop::After(_) => ROUND,
+        };
+        if n == 0 {
+            break;
+        }
+        let inputs: Vec<Input> = (j0..j0 + n)
+            .map(|j| {
+                if corpus.mutates(j) {
+                    corpus.mutant(job.base_seed, partition.index(j), &kinds)
+                } else {
+                    let s = seed_at(job.base_seed, job.path, partition.index(fresh));
+                    fresh += 1;
+                    Input::Fresh(s)
+                }
+            })
+            .collect();
+        let next = AtomicU64::new(0);
+        let slots: Vec<std::sync::Mutex<Option<Made>>> =
+            (0..n).map(|_| std::sync::Mutex::new(None)).collect();
+        std::thread::scope(|sc| {
+            for _ in 0..threads.max(1) {
+                sc.spawn(|| {
+                    let runner = InProcess(&job.func);
+                    loop {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        if k >= n {
+                            break;
+                        }
+                        if let Stop::After(d) = stop {
+                            if started.elapsed() >= d {
+                                break;
+                            }
+                        }
+                        let made = make(&runner, job.base, &inputs[k as usize]);
+                        if let Ok(mut s) = slots[k as usize].lock() {
+                            *s = Some(made);
+                        }
+                    }
+                });
+            }
+        });
+        // The round's finished runs, in index order (under a time budget, the first ones).
+        let mut finished = Vec::new();
+        let mut done = 0u64;
+        for (k, slot) in slots.into_iter().enumerate() {
+            let Some(made) = slot.into_inner().ok().flatten() else {
+                break;
+            };
+            done += 1;
+            let index = partition.index(j0 + k as u64);
+            match &made.result {
+                Ok(r) => {
+                    if found_at.is_none() && r.failure.as_ref().is_some_and(wanted) {
+                        found_at = Some(j0 + k as u64 + 1);
+                    }
+                    let marks = r.marks.keys().cloned();
+                    if made.mutant {
+                        let failure = r
+                            .failure
+                            .as_ref()
+                            .map(|f| (f.signature(), f.to_string(), f.is_model_gap()));
+                        tally.add_mutant(index, failure, &r.events, marks);
+                    } else {
+                        let seed = match &inputs[k] {
+                            Input::Fresh(s) => *s,
+                            Input::Mutant { .. } => 0,
+                        };
+                        let failure = r.failure.as_ref().map(|f| {
+                            (
+                                f.signature(),
+                                f.to_string(),
+                                calametra_core::choices::count_events(&r.events) as u64,
+                                f.is_model_gap(),
+                            )
+                        });
+                        tally.add(seed, failure, marks);
+                    }
+                    let mut sites: Vec<String> = Vec::new();
+                    for site in &r.sites {
+                        if sites.len() >= 512 {
+                            break;
+                        }
+                        if !sites.contains(&site.name) {
+                            sites.push(site.name.clone());
+                        }
+                    }
+                    finished.push(Finished {
+                        events: r.events.clone(),
+                        features: made.features,
+                        sites,
+                        steps: r.steps,
+                    });
+                }
+                Err(_) => {
+                    tally.runs += 1;
+                    tally.no_verdict += 1;
+                }
+            }
+        }
+        corpus.absorb(finished);
+        j0 += done;
+        if done < n || found_at.is_some() {
+            break;
+        }
+    }
+    (tally, started.elapsed(), corpus, found_at)
 }

@@ -12,11 +12,9 @@
 
 #![warn(missing_docs)]
 
-pub mod capture;
 pub mod chain;
 pub mod choices;
 pub mod clock;
-pub mod compare;
 pub mod divergence;
 pub mod error;
 pub mod exec;
@@ -26,6 +24,7 @@ pub mod hex;
 pub mod host;
 pub mod input;
 pub mod regress;
+pub mod scripted;
 pub mod shrink;
 pub mod sim;
 pub mod spec;

@@ -5,8 +5,8 @@
 //! The frames its flips show are pictures, pinned by the hash of their decoded pixels, and the
 //! capture itself is the evidence for how those pixels are decoded.
 
-use calametra_core::capture::{Capture, Status, XferType};
-use calametra_core::compare::{DataPath, Report};
+use calametra_capture::compare::{DataPath, Report};
+use calametra_capture::{Capture, Status, XferType};
 use calametra_core::host::DeviceHost;
 use calametra_core::spec::Spec;
 use calametra_models::trigger6::bulk::{parse_interrupt, DisplayEvent, DmaHeader, VideoHeader};

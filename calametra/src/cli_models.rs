@@ -2,8 +2,8 @@
 //! the `cli` feature so that the library alone does not link them.
 
 use crate::cli::{parse_opts, CliError};
-use calametra_core::capture::Capture;
-use calametra_core::compare::{compare_with, NoExplanations, Options};
+use calametra_capture::compare::{compare_with, NoExplanations, Options};
+use calametra_capture::Capture;
 use calametra_core::host::DeviceHost;
 use calametra_core::sim::RunConfig;
 use calametra_core::spec::Spec;

@@ -8,8 +8,8 @@
 //!
 //! Run: `cargo test --manifest-path fuzz/Cargo.toml --test seeds -- --ignored`.
 
-use calametra_core::capture::{self, pcap, pcapng, usbmon_bin, Capture, Event, EventKind, Order};
-use calametra_core::capture::{Status, XferType};
+use calametra_capture::{self as capture, pcap, pcapng, usbmon_bin, Capture, Event, EventKind, Order};
+use calametra_capture::{Status, XferType};
 use calametra_fuzz::{host, models_from, spec, Op};
 use calametra_qemu::proto::{Caps, ControlHeader, Packet, Status as RStatus, HOST_CAPS};
 use calametra_qemu::{Bridge, BridgeOptions};
@@ -217,7 +217,7 @@ fn capture_seeds(file: &[u8]) {
 fn trigger6_ops(file: &[u8]) -> Vec<Vec<Op>> {
     let c = Capture::parse("real.pcapng", file).unwrap();
     let t = c.transfers();
-    let dev = calametra_core::compare::busiest_device(&t.control).unwrap();
+    let dev = calametra_capture::compare::busiest_device(&t.control).unwrap();
     enum Item<'a> {
         C(&'a capture::ControlTransfer),
         D(&'a capture::DataTransfer),

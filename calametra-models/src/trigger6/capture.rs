@@ -1,5 +1,5 @@
 //! Comparing the Trigger 6 model with a real capture (DESIGN.md section 10): the whole capture
-//! replayed in the order the dock saw it ([`calametra_core::compare::compare_all`]): control
+//! replayed in the order the dock saw it ([`calametra_capture::compare::compare_all`]): control
 //! transfers, the Windows driver's bulk OUT stream (DMA headers and data, display and audio
 //! sessions) and the dock's interrupt IN packets; its monitor hot-plug scripted in at capture
 //! time, and every difference named from the model's state or left unexplained.
@@ -15,10 +15,10 @@ use super::bulk::{
 use super::model::FlipRecord;
 use super::scanout::Scanout;
 use super::Trigger6;
-use calametra_core::capture::{Capture, ControlTransfer, DataTransfer, Status, XferType};
-use calametra_core::compare::{
+use calametra_capture::compare::{
     self, DataEntry, DataVerdict, Explain, Options, Reason, Report, Scripted, Verdict,
 };
+use calametra_capture::{Capture, ControlTransfer, DataTransfer, Status, XferType};
 use calametra_core::host::DeviceHost;
 use calametra_core::spec::Spec;
 use calametra_core::usb::{Device, Setup};

@@ -6,7 +6,7 @@
 //! around [`scenario`]. Only the scenario is simulation-specific; the driver is not.
 
 use crate::driver::{Beliefs, Driver};
-use calametra_core::compare::Scripted;
+use calametra_core::scripted::Scripted;
 use calametra_core::spec::Spec;
 use calametra_core::world::DeviceHandle;
 use calametra_core::Sim;

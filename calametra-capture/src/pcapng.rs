@@ -7,7 +7,7 @@
 
 use super::usbmon_bin::{self, header_len};
 use super::{Event, Order, Src};
-use crate::error::Error;
+use calametra_core::error::Error;
 
 /// The section header block's type, a palindrome readable in either byte order.
 pub const SHB_TYPE: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];

@@ -4,11 +4,11 @@
 //! line), pseudo-random bytes (never a panic), and a comparison against the loopback device
 //! showing every verdict.
 
-use calametra_core::capture::{
+use calametra_capture::compare::{self, Options, Reason, Verdict};
+use calametra_capture::{
     pcap, pcapng, usbmon_bin, Capture, ControlTransfer, DataTransfer, EventKind, Format, Order,
     Status, XferType,
 };
-use calametra_core::compare::{self, Options, Reason, Verdict};
 use calametra_core::host::DeviceHost;
 use calametra_core::usb::{Loopback, Setup};
 use calametra_core::RunConfig;
@@ -856,7 +856,7 @@ fn dt(
 
 #[test]
 fn compare_all_interleaves_bulk_and_interrupt_with_control_and_shows_every_data_verdict() {
-    use calametra_core::capture::Transfers;
+    use calametra_capture::Transfers;
     use compare::{DataVerdict, ModelAnswer};
     let (bulk, intr) = (XferType::Bulk, XferType::Interrupt);
     let ok = Status::Ok;

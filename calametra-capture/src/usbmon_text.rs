@@ -15,8 +15,8 @@
 //! half that range is read as a wrap, so times keep increasing.
 
 use super::{Event, EventKind, Src, XferType};
-use crate::error::Error;
-use crate::usb::Setup;
+use calametra_core::error::Error;
+use calametra_core::usb::Setup;
 
 /// Whether `b` plausibly starts with usbmon text: printable bytes, and a first event line of
 /// a hex tag, a decimal timestamp and an event type.
@@ -183,7 +183,7 @@ pub fn parse_line(line: &str, record: usize) -> Result<Event, (&'static str, Str
                         format!("data word `{word}`; expected 1 to 4 bytes as 2 to 8 hex digits"),
                     ));
                 }
-                let bytes = crate::hex::decode(word)
+                let bytes = calametra_core::hex::decode(word)
                     .map_err(|m| ("data", format!("data word `{word}`: {m}")))?;
                 data.extend_from_slice(&bytes);
             }

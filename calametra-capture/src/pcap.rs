@@ -7,7 +7,7 @@
 
 use super::usbmon_bin::{self, header_len};
 use super::{Event, Order, Src};
-use crate::error::Error;
+use calametra_core::error::Error;
 
 /// The largest record accepted: past this a length is taken to be corrupt, not a packet.
 pub const MAX_RECORD: u32 = 256 << 20;

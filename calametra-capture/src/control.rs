@@ -7,7 +7,7 @@
 //! submission without a captured setup) is kept as a note, never a panic or a silent drop.
 
 use super::{errno_name, Event, EventKind, XferType};
-use crate::usb::Setup;
+use calametra_core::usb::Setup;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -119,7 +119,7 @@ impl ControlTransfer {
             s.length,
             self.status.code(),
             self.actual,
-            crate::hex::encode(&self.data)
+            calametra_core::hex::encode(&self.data)
         )
     }
 }
@@ -161,7 +161,7 @@ pub struct DataTransfer {
 impl DataTransfer {
     /// Whether data flows device-to-host.
     pub fn is_in(&self) -> bool {
-        self.endpoint & crate::usb::DIR_IN != 0
+        self.endpoint & calametra_core::usb::DIR_IN != 0
     }
 }
 
@@ -220,7 +220,7 @@ pub fn reassemble(events: &[Event]) -> Transfers {
                     });
                     Slot::Control(out.control.len() - 1)
                 } else {
-                    let is_in = e.endpoint & crate::usb::DIR_IN != 0;
+                    let is_in = e.endpoint & calametra_core::usb::DIR_IN != 0;
                     out.data.push(DataTransfer {
                         xfer: e.xfer,
                         bus: e.bus,

@@ -9,7 +9,31 @@
 //!
 //! Every malformed input is an [`Error::File`] naming the file, the byte offset (or line) and
 //! what was expected; nothing here panics on input bytes, and nothing here reads the clock.
+//!
+//! [`compare`] replays a capture against a model (a `calametra_core::usb::Device` behind a
+//! `calametra_core::host::DeviceHost`) and classifies every transfer. The crate was split out
+//! of `calametra-core` so that the simulator does not carry the capture readers (and `flate2`);
+//! the `calametra compare` command of `calametra-cli` is built on it.
+//!
+//! ```no_run
+//! use calametra_capture::{compare, Capture};
+//! use calametra_core::{host::DeviceHost, usb::Loopback, RunConfig};
+//!
+//! let capture = Capture::load("dock.pcapng.gz")?;
+//! let mut host = DeviceHost::new(Loopback::default(), &RunConfig::default());
+//! let report = compare::compare(&capture.control_transfers(), &mut host);
+//! print!("{}", report.render());
+//! # Ok::<(), calametra_core::Error>(())
+//! ```
 
+#![warn(missing_docs)]
+
+/// The crate's README, compiled as a doctest so it cannot drift from the code.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+pub mod compare;
 pub mod control;
 pub mod pcap;
 pub mod pcapng;
@@ -18,8 +42,8 @@ pub mod usbmon_text;
 
 pub use control::{ControlTransfer, DataTransfer, Status, Transfers};
 
-use crate::error::Error;
-use crate::usb::Setup;
+use calametra_core::error::Error;
+use calametra_core::usb::Setup;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 

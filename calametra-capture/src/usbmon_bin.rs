@@ -7,8 +7,8 @@
 //! libpcap `pcap/usb.h` (summarised in the project's `refdata/usbmon.md`).
 
 use super::{EventKind, Order, XferType};
-use crate::capture::Event;
-use crate::usb::Setup;
+use crate::Event;
+use calametra_core::usb::Setup;
 
 /// `LINKTYPE_USB_LINUX`: the 48-byte header.
 pub const LINKTYPE_USB_LINUX: u32 = 189;

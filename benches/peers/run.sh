@@ -3,7 +3,7 @@
 # RUSTFLAGS="--cfg madsim", in its own target dir because that flag rebuilds every crate), then
 # runs the main binary, which runs madsim's repetitions through the madsim binary, interleaved
 # with the other tools' repetitions, and prints one table.
-# Usage: benches/peers/run.sh [--quick] [--only A|B|C] [--tsv FILE]
+# Usage: benches/peers/run.sh [--quick] [--only A|B|C|D] [--tsv FILE]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 target="${CARGO_TARGET_DIR:-$here/../../target/h-peers}"

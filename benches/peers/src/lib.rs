@@ -6,6 +6,9 @@
 //!   GetStatus`; how long finding and shrinking take, and how short the result is.
 //! - **C**, a small simulated exchange: a driver and a device trade about 20 requests and
 //!   replies with a stall and random latency; simulations per second.
+//! - **D**, a bug that needs two faults at the right sites and an external in a window (a
+//!   stalled write, a failed CLEAR_HALT, a replug within a few steps): runs to find it for
+//!   uniform seeds, the swarm, the priority strategy and the guided sweep.
 //!
 //! Each tool's version of a workload lives in its own module, written once, as alike as the
 //! tools allow. The madsim versions live in the `madsim-peer` package (they need
@@ -19,6 +22,10 @@ pub mod measure;
 pub mod proptest_b;
 pub mod shuttle_a;
 pub mod turmoil_c;
+/// Workload D (Calametra only): a stalled write, a failed CLEAR_HALT and a replug within a few
+/// steps; the scenario the core's tests use, one source.
+#[path = "../../../calametra-core/tests/support/workload_d.rs"]
+pub mod workload_d;
 
 /// The seeds every tool runs with: 20 fixed seeds for the find and shrink workloads.
 pub const SEEDS: [u64; 20] = [
@@ -33,6 +40,10 @@ pub const REPS: usize = 5;
 
 /// Runs a randomized tool may take to find workload A's bug before it counts as not found.
 pub const FIND_BUDGET: u64 = 20_000;
+
+/// Runs a seed of workload D may take (uniform seeds, the swarm, the priority strategy, the
+/// guided sweep alike).
+pub const D_BUDGET: u64 = 20_000;
 
 /// Client operations per run in workload B (and the longest sequence proptest generates).
 pub const B_MAX_OPS: usize = 48;

@@ -1,7 +1,7 @@
 //! `peers`: runs every tool on every workload it fits and prints one table (see `run.sh`,
 //! which also runs the madsim binary and merges its rows with `--merge FILE`).
 //!
-//! Options: `--quick` (smaller budgets, for a smoke run), `--only A|B|C`, `--merge FILE`,
+//! Options: `--quick` (smaller budgets, for a smoke run), `--only A|B|C|D`, `--merge FILE`,
 //! `--tsv FILE` (also write the rows as tab-separated lines).
 
 use calametra_core::choices::{derive_seed, story, Source};
@@ -13,7 +13,7 @@ use calametra_peers::calametra_workloads::{self as cw, AVariant};
 use calametra_peers::measure::{interleaved, seconds, Row, Value};
 use calametra_peers::shuttle_a::Sched;
 use calametra_peers::{loom_a, proptest_b, shuttle_a, turmoil_c};
-use calametra_peers::{FIND_BUDGET, REPS, SEEDS, THROUGHPUT_SEED};
+use calametra_peers::{D_BUDGET, FIND_BUDGET, REPS, SEEDS, THROUGHPUT_SEED};
 
 struct Opts {
     quick: bool,
@@ -46,7 +46,7 @@ fn opts() -> Opts {
                 std::process::exit(0);
             }
             other => {
-                eprintln!("peers: unknown option `{other}`; expected --quick, --only A|B|C, --merge FILE, --tsv FILE");
+                eprintln!("peers: unknown option `{other}`; expected --quick, --only A|B|C|D, --merge FILE, --tsv FILE");
                 std::process::exit(2);
             }
         }
@@ -544,7 +544,150 @@ fn workload_c(o: &Opts, rows: &mut Vec<Row>) {
     rows.extend(merged);
 }
 
-const TOOLS: [&str; 10] = [
+fn d_scenario(sim: &mut Sim) {
+    calametra_peers::workload_d::pipe_scenario(sim, false)
+}
+
+/// Workload D: runs (and ms) to find, per seed, for uniform seeds (no swarm: uniform schedule,
+/// every external, faults one crossing in 24), the swarm (the default), the priority strategy
+/// pinned, and the guided sweep (one thread), each with the same budget of runs.
+fn workload_d(o: &Opts, rows: &mut Vec<Row>) {
+    eprintln!("peers: D");
+    let wl = "D";
+    let budget = if o.quick { 2_000 } else { D_BUDGET };
+    let path = "peers::d";
+    let f: fn(&mut Sim) = d_scenario;
+    let mut base = RunConfig {
+        fault_set: calametra_core::fault::FaultSet::Transport,
+        ..RunConfig::default()
+    };
+    base.horizon = calametra_core::explore::discover(&base, &f).steps.max(1);
+    let wanted = |r: &calametra_core::RunResult| {
+        r.failure
+            .as_ref()
+            .is_some_and(|f| f.invariant() == Some("each_write_once"))
+    };
+    type Mk = Box<dyn Fn(u64, u64) -> RunConfig>;
+    let modes: Vec<(&str, Mk, &str)> = vec![
+        (
+            "calametra-uniform",
+            Box::new({
+                let base = base.clone();
+                move |seed, i| RunConfig {
+                    source: Source::Seeded(derive_seed(seed, path, i)),
+                    swarm: false,
+                    ..base.clone()
+                }
+            }),
+            "seeds without a swarm",
+        ),
+        (
+            "calametra",
+            Box::new({
+                let base = base.clone();
+                move |seed, i| RunConfig {
+                    source: Source::Seeded(derive_seed(seed, path, i)),
+                    ..base.clone()
+                }
+            }),
+            "seeds with their swarm (the default)",
+        ),
+        (
+            "calametra-priority",
+            Box::new({
+                let base = base.clone();
+                move |seed, i| {
+                    let param = derive_seed(seed, &format!("{path}/priority"), i);
+                    RunConfig {
+                        source: Source::Seeded(derive_seed(seed, path, i)),
+                        strategy: Some(Strategy::priority_from(
+                            param,
+                            base.horizon,
+                            param >> 40 & 1 == 1,
+                        )),
+                        ..base.clone()
+                    }
+                }
+            }),
+            "seeds with their swarm, the priority strategy pinned",
+        ),
+    ];
+    for (tool, mk, what) in &modes {
+        let (mut runs, mut ms) = (Vec::new(), Vec::new());
+        for &seed in &SEEDS {
+            let (secs, found) = seconds(|| (0..budget).position(|i| wanted(&run(mk(seed, i), &f))));
+            if let Some(i) = found {
+                runs.push(i as f64 + 1.0);
+                ms.push(secs * 1e3);
+            }
+        }
+        eprintln!(
+            "peers: D {tool}: found by {} of {} seeds",
+            runs.len(),
+            SEEDS.len()
+        );
+        push_find(rows, tool, wl, runs, ms, budget);
+        if let Some(r) = rows
+            .iter_mut()
+            .rev()
+            .find(|r| r.tool == *tool && r.metric == "found")
+        {
+            r.note = format!("budget {budget} runs a seed; {what}");
+        }
+    }
+    let (mut runs, mut ms) = (Vec::new(), Vec::new());
+    for &seed in &SEEDS {
+        let job = calametra::sweep::Job {
+            path,
+            func: f,
+            base: &base,
+            base_seed: seed,
+        };
+        let want = |fl: &calametra_core::Failure| fl.invariant() == Some("each_write_once");
+        let (secs, found) = seconds(|| {
+            calametra::sweep::run_guided_until(
+                &job,
+                calametra::sweep::Stop::Runs(budget),
+                calametra::sweep::Partition::default(),
+                1,
+                calametra::sweep::Corpus::new(path),
+                &want,
+            )
+            .3
+        });
+        if let Some(n) = found {
+            runs.push(n as f64);
+            ms.push(secs * 1e3);
+        }
+    }
+    eprintln!(
+        "peers: D guided: found by {} of {} seeds",
+        runs.len(),
+        SEEDS.len()
+    );
+    push_find(rows, "calametra-guided", wl, runs, ms, budget);
+    if let Some(r) = rows
+        .iter_mut()
+        .rev()
+        .find(|r| r.tool == "calametra-guided" && r.metric == "found")
+    {
+        r.note = format!(
+            "budget {budget} runs a seed; guided sweep, one thread, rounds of {} runs",
+            calametra::sweep::ROUND
+        );
+    }
+    for tool in ["shuttle-random", "shuttle-pct"] {
+        rows.push(Row::na(
+            tool,
+            wl,
+            "runs to find",
+            "not written: shuttle schedules threads; it has no bus, fault sites or externals to place",
+        ));
+    }
+}
+
+const TOOLS: [&str; 11] = [
+    "calametra-uniform",
     "calametra",
     "calametra-priority",
     "calametra-guided",
@@ -570,6 +713,9 @@ fn main() {
     }
     if want("C") {
         workload_c(&o, &mut rows);
+    }
+    if want("D") {
+        workload_d(&o, &mut rows);
     }
     for path in &o.merge {
         match std::fs::read_to_string(path) {

@@ -1,5 +1,0 @@
-//! The `calametra` command-line tool; see `calametra --help`.
-
-fn main() -> std::process::ExitCode {
-    calametra::cli::main()
-}

@@ -1,12 +1,10 @@
 //! The Trigger 6 model against small scripted clients: the spec's bytes on the bus, the
 //! stateful requests, DMA framing with fragments and interleaved sessions, the second output
-//! (its table, monitor, hot-plug and flips), malformed specs, each invariant's sabotage test,
-//! and the coverage marks over a fixed set of seeds.
+//! (its table, monitor, hot-plug and flips), malformed specs and each invariant's sabotage test.
+//! The coverage marks over a fixed set of seeds are the framework's floor, in `tests/marks.rs`.
 
-use calametra_core::choices::Source;
-use calametra_core::exec::{data_below, sleep};
 use calametra_core::spec::Spec;
-use calametra_core::usb::{ControlIn, ControlOut, ControlType, Recipient, TransferError};
+use calametra_core::usb::{ControlIn, ControlType, Recipient, TransferError};
 use calametra_core::world::Interface;
 use calametra_core::{run, Failure, RunConfig, Sim};
 use calametra_models::trigger6::bulk::{
@@ -17,44 +15,9 @@ use calametra_models::trigger6::{
 };
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::Duration;
 
-const SPEC_PATH: &str = "specs/trigger6-jcd543.json";
-const SPEC: &[u8] = include_bytes!("../../specs/trigger6-jcd543.json");
-const T: Duration = Duration::from_millis(100);
-/// Record 0 of output 0's table: 640x480@60, small enough to upload quickly.
-const VGA: usize = 0;
-const FB: u32 = 0x10_0000;
-
-fn spec() -> Spec {
-    Spec::parse(SPEC_PATH, SPEC).expect("the shipped spec parses")
-}
-
-fn dock() -> Trigger6 {
-    Trigger6::try_from_spec(&spec()).expect("the shipped spec builds a model")
-}
-
-fn vin(request: u8, value: u16, index: u16, length: u16) -> ControlIn {
-    ControlIn {
-        control_type: ControlType::Vendor,
-        recipient: Recipient::Device,
-        request,
-        value,
-        index,
-        length,
-    }
-}
-
-fn vout(request: u8, value: u16, index: u16, data: &[u8]) -> ControlOut<'_> {
-    ControlOut {
-        control_type: ControlType::Vendor,
-        recipient: Recipient::Device,
-        request,
-        value,
-        index,
-        data,
-    }
-}
+mod support;
+use support::*;
 
 fn std_in(request: u8, value: u16, index: u16, length: u16) -> ControlIn {
     ControlIn {
@@ -65,70 +28,6 @@ fn std_in(request: u8, value: u16, index: u16, length: u16) -> ControlIn {
         index,
         length,
     }
-}
-
-/// Sends `payload` to `addr` as one DMA command in `fragments` fragments; with `split`, each
-/// fragment's header and data are each split over two bulk transfers.
-async fn upload(
-    i: &Interface,
-    addr: u32,
-    payload: &[u8],
-    fragments: usize,
-    split: bool,
-) -> Result<(), TransferError> {
-    let size = payload.len().div_ceil(fragments.max(1));
-    let mut at = 0;
-    while at < payload.len() {
-        let n = size.min(payload.len() - at);
-        let last = at + n == payload.len();
-        let h = DmaHeader {
-            signature: 0,
-            payload_len: payload.len() as u32,
-            payload_addr: addr,
-            packet_size: n as u32,
-            packet_offset: at as u32,
-            flags: if last { 0 } else { FLAG_CONTINUE },
-            func: [0; 8],
-        };
-        let hb = h.to_bytes();
-        if split {
-            // A header may arrive in pieces too.
-            i.bulk_out(0x02, hb[..12].to_vec()).await?;
-            i.bulk_out(0x02, hb[12..].to_vec()).await?;
-        } else {
-            i.bulk_out(0x02, hb.to_vec()).await?;
-        }
-        let data = &payload[at..at + n];
-        if split && n > 1 {
-            i.bulk_out(0x02, data[..n / 2].to_vec()).await?;
-            i.bulk_out(0x02, data[n / 2..].to_vec()).await?;
-        } else {
-            i.bulk_out(0x02, data.to_vec()).await?;
-        }
-        at += n;
-    }
-    Ok(())
-}
-
-/// An NV12 frame of `w`x`h` whose bytes are all distinct-ish, and its flip payload.
-fn frame(w: usize, h: usize, fence: u32) -> (Rc<[u8]>, Vec<u8>) {
-    let pixels: Vec<u8> = (0..w * h * 3 / 2).map(|i| (i * 7 % 251) as u8).collect();
-    let header = VideoHeader {
-        command: CMD_FLIP_PRIMARY,
-        payload_size: pixels.len() as u32,
-        fence,
-        target_format: 6,
-        y_pitch: w as u16,
-        uv_pitch: w as u16,
-        y_offset: FB,
-        uv_offset: FB + (w * h) as u32,
-        v_offset: FB,
-        source_format: 6,
-        flag: 0,
-    };
-    let mut payload = header.to_bytes().to_vec();
-    payload.extend_from_slice(&pixels);
-    (pixels.into(), payload)
 }
 
 fn belief(fence: u32, w: usize, h: usize, pixels: Rc<[u8]>) -> FlipBelief {
@@ -871,63 +770,4 @@ fn sabotage_ram_writes_in_bounds() {
     )
     .unwrap_err();
     assert!(e.contains("VRAM holds bytes up to 0x3a00020"), "{e}");
-}
-
-// ----- coverage marks over a fixed set of seeds -----
-
-/// A client that polls status, modesets and flips a fragmented frame while a second task
-/// modesets again, with an `unplug` external: the marks' scenario.
-fn marks_scenario(sim: &mut Sim) {
-    let dev = sim.attach(dock());
-    sim.with_world(|w| w.with_model(dev, |m, cx| m.plug_monitor(cx, 0)));
-    let rec = dock().facts().tables[0][VGA];
-    let (a, b, c) = (dev.interface(), dev.interface(), dev.interface());
-    sim.spawn("status", async move {
-        for _ in 0..8 {
-            let _ = a.control_in(vin(0x87, 0, 0, 1), T).await;
-            sleep(Duration::from_micros(300)).await;
-        }
-    });
-    sim.spawn("video", async move {
-        let _ = b.control_out(vout(0x12, 0, 0, &rec), T).await;
-        let _ = b.control_out(vout(0x1c, 2, 0, &[]), T).await;
-        let fragments = 1 + data_below(3) as usize;
-        let (_, payload) = frame(640, 480, 1);
-        let _ = upload(&b, FB - VIDEO_HEADER_LEN as u32, &payload, fragments, false).await;
-    });
-    sim.spawn("mode", async move {
-        sleep(Duration::from_micros(200 * (1 + data_below(6)))).await;
-        let _ = c.control_out(vout(0x12, 0, 0, &rec), T).await;
-        sleep(Duration::from_micros(900)).await;
-        let _ = c.control_out(vout(0x1c, 2, 0, &[]), T).await;
-    });
-    sim.external("unplug", move |w| {
-        w.with_model(dev, |m, cx| m.unplug_monitor(cx, 0));
-    });
-}
-
-#[test]
-fn each_mark_is_reached_by_at_least_three_of_sixteen_seeds() {
-    let mut reached = std::collections::BTreeMap::new();
-    for seed in 0..16u64 {
-        let r = run(
-            RunConfig {
-                source: Source::Seeded(seed),
-                horizon: 40,
-                ..RunConfig::default()
-            },
-            &marks_scenario,
-        );
-        assert!(r.failure.is_none(), "seed {seed}: {:?}", r.failure);
-        for m in marks::ALL {
-            if r.marks.contains_key(m) {
-                *reached.entry(m).or_insert(0) += 1;
-            }
-        }
-    }
-    eprintln!("marks reached by seeds 0..16: {reached:?}");
-    for m in marks::ALL {
-        let n = reached.get(m).copied().unwrap_or(0);
-        assert!(n >= 3, "{m} reached by {n} of 16 seeds: {reached:?}");
-    }
 }

@@ -8,9 +8,33 @@
 //! saved case that does not exist fails. A failing trial goes through the failure chain
 //! ([`calametra_core::chain`]) and is reported on one screen per signature; a saved case's
 //! trial says whether it still fails, is fixed or is stale. This module only adapts: it builds
-//! trials and reports. Environment: `CALAMETRA_SCHEDULES`, `CALAMETRA_SEED`,
-//! `CALAMETRA_REGRESSIONS=off|<dir>`, `CALAMETRA_REPLAY=strict`, `CALAMETRA_REPLAY_FILE=<file>`,
-//! `CALAMETRA_CASE_STATES=<file>` (what `calametra review` reads), `CALAMETRA_VERBOSE`.
+//! trials and reports.
+//!
+//! # Environment
+//!
+//! Read once when the binary starts; a value that cannot be used (not a number,
+//! out of range, not UTF-8, an unknown word, a file that cannot be read) stops the binary with
+//! exit code 2 and a message naming the variable. Unset and empty are the same. Variables that
+//! name files take any bytes a path may have; relative paths are made absolute against the
+//! directory the binary runs in (a package's directory under `cargo test`).
+//!
+//! | variable | what it does | values and limits |
+//! | --- | --- | --- |
+//! | `CALAMETRA_SCHEDULES` | seeded schedules per scenario, instead of the attribute's | 1 to [`MAX_SCHEDULES`] (1,000,000, the attribute's bound too); more runs: `CALAMETRA_SWEEP` |
+//! | `CALAMETRA_SEED` | re-bases the seeds | below 2^64, `0x..` or decimal |
+//! | `CALAMETRA_REGRESSIONS` | `off`, or the saved cases' root directory | `off` or a path |
+//! | `CALAMETRA_REPLAY` | `strict`: regression trials demand the recorded hash, a fixed case fails | `strict` |
+//! | `CALAMETRA_REPLAY_FILE` | a saved case or a trace, replayed by the `replay` trial of the scenario (and package and test target) it names, stale when it records another spec | read when the binary starts, within the readers' limits ([`calametra_core::input`]: 16 MiB a case, 1 GiB a trace, 16 MiB a line; regular files only) |
+//! | `CALAMETRA_TRACE_OUT` | the trial writes the full trace of its run | a path |
+//! | `CALAMETRA_STOP_AT`, `CALAMETRA_STATE_OUT` | the `replay` trial stops at a step and writes the state | a step and a path, together |
+//! | `CALAMETRA_CASE_STATES` | the states of the saved cases replayed (`calametra review`) | a path |
+//! | `CALAMETRA_VERBOSE` | prints the screen of a failure an `expect` scenario found | set or not |
+//! | `CALAMETRA_SWEEP`, `CALAMETRA_SWEEP_PARTITION`, `CALAMETRA_SWEEP_THREADS`, `CALAMETRA_SWEEP_SUMMARY` | a sweep instead of the trials | a duration or runs; `k/n`; 1 to 1024; a path |
+//! | `CALAMETRA_SWEEP_GUIDE`, `CALAMETRA_SWEEP_CORPUS` | a guided sweep, its corpus kept in the directory | `1` or `0`; a path |
+//!
+//! Traces go under `calametra/traces/` of the target directory the binary was built in: an
+//! absolute `CARGO_TARGET_DIR`, else the binary's own (a relative `CARGO_TARGET_DIR` is relative
+//! to where cargo ran, not to the package directory the binary runs in).
 
 use crate::__private::{Body, FaultsArg, ScenarioDef};
 use crate::report::{self, Screen};
@@ -24,7 +48,7 @@ use calametra_core::sim::{Failure, RunConfig, RunResult};
 use calametra_core::spec::Spec;
 use calametra_core::sweep::{Budget, Partition, ScenarioSweep, Summary};
 use calametra_core::trace::{first_divergence, parse_kept, render_divergence};
-use calametra_core::tracefile::load_replayable;
+use calametra_core::tracefile::{load_replay_file, write_trace_summary, Replayable, TraceSummary};
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,7 +71,9 @@ struct Env {
     base_seed: u64,
     regressions: RegressionsMode,
     strict: bool,
-    replay_file: Option<PathBuf>,
+    /// `CALAMETRA_REPLAY_FILE`, read: a saved case or a trace, replayed by the `replay` trial
+    /// of the scenario it names.
+    replay: Option<Arc<Replayable>>,
     /// `CALAMETRA_CASE_STATES`: where to write the states of the saved cases replayed.
     states_file: Option<PathBuf>,
     /// `CALAMETRA_SWEEP` and its companions.
@@ -83,45 +109,110 @@ fn parse_u64(s: &str) -> Option<u64> {
     }
 }
 
+/// The most seeded schedules a scenario gets from `CALAMETRA_SCHEDULES` (the attribute's
+/// `schedules` has the same bound): each is a trial built before any runs.
+pub const MAX_SCHEDULES: u64 = 1_000_000;
+
+/// `CALAMETRA_<name>`: unset or empty is `None`; a value that is not UTF-8 is an error naming
+/// the variable (never silently taken as unset).
+fn env_text(k: &str) -> Result<Option<String>, String> {
+    match std::env::var_os(k) {
+        None => Ok(None),
+        Some(v) if v.is_empty() => Ok(None),
+        Some(v) => v.into_string().map(Some).map_err(|v| {
+            format!(
+                "{k}=`{}`: not valid UTF-8 (expected {})",
+                v.to_string_lossy(),
+                expected(k)
+            )
+        }),
+    }
+}
+
+/// `CALAMETRA_<name>` naming a file or directory: any bytes a path may have.
+fn env_path(k: &str) -> Option<PathBuf> {
+    std::env::var_os(k)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// What a variable's value is expected to be, for error messages.
+fn expected(k: &str) -> &'static str {
+    match k {
+        "CALAMETRA_SCHEDULES" => "a number of seeded schedules from 1 to 1000000",
+        "CALAMETRA_SEED" => "a seed like 0x4f21a9",
+        "CALAMETRA_REPLAY" => "`strict`",
+        "CALAMETRA_STOP_AT" => "a scheduling step (a number)",
+        "CALAMETRA_SWEEP" => "a duration (`90s`, `10m`) or a number of runs per scenario",
+        "CALAMETRA_SWEEP_PARTITION" => "a partition `k/n`",
+        "CALAMETRA_SWEEP_THREADS" => "a number of threads from 1 to 1024",
+        _ => "a value",
+    }
+}
+
 impl Env {
     fn read() -> Result<Env, String> {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let schedules = match var("CALAMETRA_SCHEDULES") {
-            Some(v) => Some(parse_u64(&v).ok_or_else(|| {
-                format!("CALAMETRA_SCHEDULES=`{v}`: expected a number of seeded schedules")
-            })?),
+        let var = env_text;
+        let schedules = match var("CALAMETRA_SCHEDULES")? {
+            Some(v) => {
+                let n = parse_u64(&v).ok_or_else(|| {
+                    format!(
+                        "CALAMETRA_SCHEDULES=`{v}`: expected {}",
+                        expected("CALAMETRA_SCHEDULES")
+                    )
+                })?;
+                if n == 0 {
+                    return Err(format!(
+                        "CALAMETRA_SCHEDULES=`{v}`: expected {} (to run no seed trials, skip them: `-- --skip ::seed::`)",
+                        expected("CALAMETRA_SCHEDULES")
+                    ));
+                }
+                if n > MAX_SCHEDULES {
+                    return Err(format!(
+                        "CALAMETRA_SCHEDULES=`{v}`: at most {MAX_SCHEDULES} seeded schedules a scenario (each is a trial made before any runs); for more runs, sweep: CALAMETRA_SWEEP=<runs per scenario or a duration like 10m>"
+                    ));
+                }
+                Some(n)
+            }
             None => None,
         };
-        let base_seed = match var("CALAMETRA_SEED") {
+        let base_seed = match var("CALAMETRA_SEED")? {
             Some(v) => parse_u64(&v)
-                .ok_or_else(|| format!("CALAMETRA_SEED=`{v}`: expected a seed like 0x4f21a9"))?,
+                .ok_or_else(|| format!("CALAMETRA_SEED=`{v}`: expected a seed like 0x4f21a9 (hex with 0x, or decimal, below 2^64)"))?,
             None => 0,
         };
-        let regressions = match var("CALAMETRA_REGRESSIONS").as_deref() {
-            Some("off") => RegressionsMode::Off,
-            Some(d) => RegressionsMode::Dir(Some(PathBuf::from(d))),
+        let regressions = match env_path("CALAMETRA_REGRESSIONS") {
+            Some(d) if d.as_os_str() == "off" => RegressionsMode::Off,
+            Some(d) => RegressionsMode::Dir(Some(d)),
             None => RegressionsMode::Dir(None),
         };
-        let strict = match var("CALAMETRA_REPLAY").as_deref() {
+        let strict = match var("CALAMETRA_REPLAY")?.as_deref() {
             None => false,
             Some("strict") => true,
-            Some(v) => return Err(format!("CALAMETRA_REPLAY=`{v}`: expected `strict`")),
+            Some(v) => return Err(format!("CALAMETRA_REPLAY=`{v}`: expected `strict` (or unset: a fixed saved case passes with a note)")),
+        };
+        let replay = match env_path("CALAMETRA_REPLAY_FILE") {
+            None => None,
+            Some(p) => Some(Arc::new(
+                load_replay_file(&absolute(&p))
+                    .map_err(|e| format!("CALAMETRA_REPLAY_FILE: {e}"))?,
+            )),
         };
         Ok(Env {
             schedules,
             base_seed,
             regressions,
             strict,
-            replay_file: var("CALAMETRA_REPLAY_FILE").map(PathBuf::from),
-            states_file: var("CALAMETRA_CASE_STATES").map(|p| absolute(Path::new(&p))),
-            trace_out: var("CALAMETRA_TRACE_OUT").map(|p| absolute(Path::new(&p))),
-            stop_at: match (var("CALAMETRA_STOP_AT"), var("CALAMETRA_STATE_OUT")) {
+            replay,
+            states_file: env_path("CALAMETRA_CASE_STATES").map(|p| absolute(&p)),
+            trace_out: env_path("CALAMETRA_TRACE_OUT").map(|p| absolute(&p)),
+            stop_at: match (var("CALAMETRA_STOP_AT")?, env_path("CALAMETRA_STATE_OUT")) {
                 (None, None) => None,
                 (Some(a), Some(o)) => Some((
                     parse_u64(&a).ok_or_else(|| {
                         format!("CALAMETRA_STOP_AT=`{a}`: expected a scheduling step (a number)")
                     })?,
-                    absolute(Path::new(&o)),
+                    absolute(&o),
                 )),
                 _ => {
                     return Err(
@@ -130,17 +221,17 @@ impl Env {
                     )
                 }
             },
-            sweep: match var("CALAMETRA_SWEEP") {
+            sweep: match var("CALAMETRA_SWEEP")? {
                 None => None,
                 Some(b) => Some(SweepEnv {
                     budget: Budget::parse(&b).map_err(|e| format!("CALAMETRA_SWEEP={e}"))?,
                     budget_text: b.trim().to_string(),
-                    partition: match var("CALAMETRA_SWEEP_PARTITION") {
+                    partition: match var("CALAMETRA_SWEEP_PARTITION")? {
                         Some(p) => Partition::parse(&p)
                             .map_err(|e| format!("CALAMETRA_SWEEP_PARTITION={e}"))?,
                         None => Partition::default(),
                     },
-                    threads: match var("CALAMETRA_SWEEP_THREADS") {
+                    threads: match var("CALAMETRA_SWEEP_THREADS")? {
                         Some(t) => t
                             .trim()
                             .parse::<usize>()
@@ -151,12 +242,12 @@ impl Env {
                             })?,
                         None => sweep::default_threads(),
                     },
-                    summary: var("CALAMETRA_SWEEP_SUMMARY").map(|p| absolute(Path::new(&p))),
+                    summary: env_path("CALAMETRA_SWEEP_SUMMARY").map(|p| absolute(&p)),
                     guide: match (
-                        var("CALAMETRA_SWEEP_CORPUS"),
-                        var("CALAMETRA_SWEEP_GUIDE").as_deref(),
+                        env_path("CALAMETRA_SWEEP_CORPUS"),
+                        var("CALAMETRA_SWEEP_GUIDE")?.as_deref(),
                     ) {
-                        (Some(dir), _) => Some(Some(absolute(Path::new(&dir)))),
+                        (Some(dir), _) => Some(Some(absolute(&dir))),
                         (None, None | Some("0")) => None,
                         (None, Some("1")) => Some(None),
                         (None, Some(v)) => {
@@ -239,19 +330,26 @@ fn cargo_target(def: &ScenarioDef) -> String {
         .unwrap_or_else(|| def.target.to_string())
 }
 
-/// The Cargo target directory the test binary was built in: `CARGO_TARGET_DIR` (made
-/// absolute), else the ancestor of the binary that cargo marks with `CACHEDIR.TAG`, else
-/// `<crate>/target`.
+/// The Cargo target directory the test binary was built in: an absolute `CARGO_TARGET_DIR`;
+/// else the ancestor of the binary that cargo marks with `CACHEDIR.TAG` (a relative
+/// `CARGO_TARGET_DIR` is relative to the directory cargo ran in, while cargo runs a test binary
+/// in its package's directory: resolved there it would put traces under the package); else a
+/// relative `CARGO_TARGET_DIR` made absolute; else `<crate>/target`.
 fn target_dir(def: &ScenarioDef) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(|d| absolute(Path::new(&d)))
-        .or_else(|| {
-            let exe = std::env::current_exe().ok()?;
-            exe.ancestors()
-                .find(|a| a.join("CACHEDIR.TAG").is_file())
-                .map(Path::to_path_buf)
-        })
-        .unwrap_or_else(|| Path::new(def.manifest_dir).join("target"))
+    let beside_exe = || {
+        let exe = std::env::current_exe().ok()?;
+        exe.ancestors()
+            .find(|a| a.join("CACHEDIR.TAG").is_file())
+            .map(Path::to_path_buf)
+    };
+    match std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+    {
+        Some(d) if d.is_absolute() => d,
+        Some(d) => beside_exe().unwrap_or_else(|| absolute(&d)),
+        None => beside_exe().unwrap_or_else(|| Path::new(def.manifest_dir).join("target")),
+    }
 }
 
 /// `p` made absolute against the current directory (a relative path in an environment
@@ -384,17 +482,41 @@ impl Scenario {
         let Some(out) = &self.env.trace_out else {
             return Ok(());
         };
-        report::write_trace(
+        let failure = r.failure.as_ref().map(|f| f.to_string());
+        self.write_trace(
             out,
             &r.lines,
-            &self.path,
-            self.def.package,
-            &self.target,
             &r.events,
             &r.hash.to_string(),
-            r.failure.as_ref().map(|f| f.to_string()).as_deref(),
+            failure.as_deref(),
         )
         .map_err(|e| format!("CALAMETRA_TRACE_OUT: {e}"))
+    }
+
+    /// Writes a trace file of this scenario: the lines, then the summary with the events, the
+    /// hash, the failure and the spec's SHA-256 (which a replay of the file checks).
+    fn write_trace(
+        &self,
+        path: &Path,
+        lines: &[String],
+        events: &[Event],
+        hash: &str,
+        failure: Option<&str>,
+    ) -> Result<(), String> {
+        let spec = self.base.spec.as_ref().map(|s| s.sha256().to_string());
+        write_trace_summary(
+            path,
+            lines,
+            &TraceSummary {
+                scenario: &self.path,
+                package: self.def.package,
+                target: &self.target,
+                events,
+                hash,
+                failure,
+                spec_sha256: Some(spec.as_deref()),
+            },
+        )
     }
 
     /// The configuration of `p`, keeping the trace when `CALAMETRA_TRACE_OUT` asks for it.
@@ -628,17 +750,15 @@ impl Scenario {
         let (sig, shrunk, fin) = (&h.signature, &h.shrunk, &h.fin);
         let hash = fin.hash.to_string();
         let trace = self.traces_dir().join(format!("{}.jsonl", h.case.id));
-        let trace = report::write_trace(
-            &trace,
-            &fin.lines,
-            &self.path,
-            self.def.package,
-            &self.target,
-            &shrunk.events,
-            &hash,
-            Some(&h.case.failure),
-        )
-        .map(|_| trace);
+        let trace = self
+            .write_trace(
+                &trace,
+                &fin.lines,
+                &shrunk.events,
+                &hash,
+                Some(&h.case.failure),
+            )
+            .map(|_| trace);
         let regression = match &h.saved {
             Ok(Saved::Written(p)) | Ok(Saved::Unchanged(p)) => Ok(p.display().to_string()),
             Ok(Saved::KeptBetter { path, kept }) => Ok(format!(
@@ -905,15 +1025,41 @@ impl Scenario {
     }
 
     /// `CALAMETRA_REPLAY_FILE`: replays a regression file or a trace file byte-exactly.
-    fn replay_file(&self, path: &Path) -> Result<(), Failed> {
-        self.with_runner(|runner| self.replay_file_with(runner, path))
+    fn replay_file(&self, file: &Replayable) -> Result<(), Failed> {
+        self.with_runner(|runner| self.replay_file_with(runner, file))
             .map_err(Failed::from)
     }
 
-    fn replay_file_with(&self, runner: &dyn Runner, path: &Path) -> Result<(), String> {
-        let (events, hash, lines) = load_replayable(path)?;
+    /// Whether `file` (`CALAMETRA_REPLAY_FILE`) is one of this scenario's: its scenario path,
+    /// and its package and test target when it names them.
+    fn owns(&self, file: &Replayable) -> bool {
+        file.scenario == self.path
+            && (file.package.is_empty() || file.package == self.def.package)
+            && (file.target.is_empty() || file.target == self.target)
+    }
+
+    fn replay_file_with(&self, runner: &dyn Runner, file: &Replayable) -> Result<(), String> {
+        let path = &file.path;
+        // A file recorded against another spec replays into another world: its verdict would
+        // prove nothing (a trace that does not record its spec is replayed unchecked).
+        if let Some(recorded) = &file.spec_sha256 {
+            let now = self.base.spec.as_ref().map(|s| s.sha256().to_string());
+            if *recorded != now {
+                let word = |h: &Option<String>| match h {
+                    Some(h) => format!("sha256 {h}"),
+                    None => "no spec".to_string(),
+                };
+                return Err(format!(
+                    "stale: {} was recorded against another spec ({}; the scenario now has {}), so its replay proves nothing; re-explore to record it again",
+                    path.display(),
+                    word(recorded),
+                    word(&now)
+                ));
+            }
+        }
+        let events = &file.events;
         if let Some((at, out)) = &self.env.stop_at {
-            let mut c = calametra_core::explore::replay_config(&self.base, &events);
+            let mut c = calametra_core::explore::replay_config(&self.base, events);
             c.stop_at = Some(*at);
             let r = runner.run(c).map_err(no_verdict)?;
             let state = r.state.as_ref().ok_or_else(|| {
@@ -922,9 +1068,10 @@ impl Scenario {
             return regress::write_atomic(out, state.to_json().as_bytes())
                 .map_err(|e| format!("CALAMETRA_STATE_OUT: {e}"));
         }
-        let r = self.replay(runner, &events, true).map_err(no_verdict)?;
+        let r = self.replay(runner, events, true).map_err(no_verdict)?;
         self.write_trace_out(&r)?;
-        if r.hash.to_string() == hash {
+        let hash = &file.hash;
+        if r.hash.to_string() == *hash {
             return Ok(());
         }
         let mut msg = format!(
@@ -932,10 +1079,20 @@ impl Scenario {
             path.display(),
             r.hash
         );
-        if let Some(recorded) = lines {
+        // An event that did not apply (an unknown external, a step past the run's end) is
+        // the likeliest reason: say which.
+        if let Some(i) = calametra_core::choices::first_unapplied(events, &r.events) {
+            msg.push_str(&format!(
+                "  event {} (`{}`) did not apply: {}\n",
+                i + 1,
+                events[i],
+                chain::explain_unapplied(&events[i], &r)
+            ));
+        }
+        if let Some(recorded) = &file.records {
             let now = parse_kept(&r.lines);
-            if let Some(d) = first_divergence(&recorded, &now) {
-                msg.push_str(&render_divergence(&recorded, &d, 20));
+            if let Some(d) = first_divergence(recorded, &now) {
+                msg.push_str(&render_divergence(recorded, &d, 20));
             }
         }
         Err(msg)
@@ -1121,7 +1278,8 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
             }
         }
     }
-    if let Some(file) = s.env.replay_file.clone() {
+    // `CALAMETRA_REPLAY_FILE` replays in the scenario the file names, and only there.
+    if let Some(file) = s.env.replay.clone().filter(|f| s.owns(f)) {
         let s2 = s.clone();
         trials.push(test_trial(s.trial("replay"), move || s2.replay_file(&file)));
     }
@@ -1235,6 +1393,38 @@ fn missing_case(s: &Scenario, name: &str, id: &str) -> Trial {
     test_trial(name, move || Err(msg.into()))
 }
 
+/// `CALAMETRA_REPLAY_FILE` naming a scenario that no trial of this binary replays: a file of
+/// this package and test target whose scenario is not here is a failing `<scenario>::replay`
+/// trial (renamed or moved), rather than no trial at all; a file of the same scenario in another
+/// test target is said on standard error; any other file is another binary's.
+fn replay_elsewhere(
+    file: &Replayable,
+    first: &'static ScenarioDef,
+    paths: &[String],
+    trials: &mut Vec<Trial>,
+) {
+    let target = cargo_target(first);
+    let name = format!("{}::replay", file.scenario);
+    if trials.iter().any(|t| t.name() == name) || file.package != first.package {
+        return;
+    }
+    if file.target == target && !paths.contains(&file.scenario) {
+        let msg = format!(
+            "{}: no scenario `{}` in {}'s test target `{target}` (renamed or moved? `--list` shows the scenarios)",
+            file.path.display(),
+            file.scenario,
+            first.package
+        );
+        trials.push(test_trial(name, move || Err(msg.into())));
+    } else if file.target != target && paths.contains(&file.scenario) {
+        eprintln!(
+            "calametra: CALAMETRA_REPLAY_FILE {} is a case of test target `{}`; this is `{target}`, which makes no replay trial for it",
+            file.path.display(),
+            file.target
+        );
+    }
+}
+
 /// The harness's main: builds the trials of every scenario in this binary and runs them with
 /// libtest-mimic's command line (`--list`, `--exact`, filters, `--ignored`, nextest).
 pub fn main() {
@@ -1281,6 +1471,8 @@ pub fn main() {
     // Where a trial asked for by its exact name would come from, if none is made.
     let mut missing: Option<Trial> = None;
     let mut defined = Vec::new();
+    let first = defs.first().copied();
+    let all_paths: Vec<String> = defs.iter().map(|d| d.path()).collect();
     for def in defs {
         if only.as_ref().is_some_and(|o| *o != def.path()) {
             continue;
@@ -1321,6 +1513,9 @@ pub fn main() {
         if !trials.iter().any(|t| t.name() == f) {
             trials.push(m);
         }
+    }
+    if let (Some(file), Some(first)) = (&env.replay, first) {
+        replay_elsewhere(file, first, &all_paths, &mut trials);
     }
     let json = matches!(args.format, Some(libtest_mimic::FormatSetting::Json));
     if guests > 0 && !args.ignored && !args.include_ignored && !args.list {

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 export CALAMETRA_SCHEDULES="${CALAMETRA_SCHEDULES:-200}"
 step() { printf '\n==> %s\n' "$*"; }
 
-cargo build -q -p calametra --bin calametra
+cargo build -q -p calametra-cli --bin calametra
 tool=target/debug/calametra
 [ -n "${CARGO_TARGET_DIR:-}" ] && tool="$CARGO_TARGET_DIR/debug/calametra"
 

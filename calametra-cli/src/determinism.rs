@@ -23,8 +23,8 @@
 //! how; its `summary` lists the runs kept and deleted and the counts, and is checked against
 //! the `run-*` directories present (`calametra determinism --check DIR` checks again later).
 
-use super::{fail, parse_opts, replay_target, usage, CliError};
-use crate::report::shell_quote;
+use super::{cargo_or_default, fail, replay_target, usage, CliError, DeterminismArgs};
+use calametra::report::shell_quote;
 use calametra_core::divergence::{analyse, read, Options, TraceRecs};
 use calametra_core::regress::write_atomic;
 use serde_json::{json, Value};
@@ -67,66 +67,34 @@ struct RunOut {
 }
 
 /// `calametra determinism ...`.
-pub fn determinism(args: &[String]) -> Result<(), CliError> {
-    let (ours, program) = match args.iter().position(|a| a == "--") {
-        Some(i) => (&args[..i], Some(&args[i + 1..])),
-        None => (args, None),
-    };
-    let o = parse_opts(
-        ours,
-        &[
-            "runs",
-            "parallel",
-            "out",
-            "cargo",
-            "package",
-            "test",
-            "bin",
-            "scenario",
-            "seed",
-            "context",
-            "nondeterm-window",
-            "check",
-        ],
-    )?;
-    if let Some(dir) = o.named.get("check") {
-        let s = check(Path::new(dir)).map_err(|e| CliError(e, 2))?;
+pub fn determinism(a: &DeterminismArgs) -> Result<(), CliError> {
+    if let Some(dir) = &a.check {
+        let s = check(dir).map_err(|e| CliError(e, 2))?;
         println!("{s}");
         return Ok(());
     }
-    let number = |name: &str, default: usize| -> Result<usize, CliError> {
-        match o.named.get(name) {
-            Some(v) => v
-                .parse()
-                .map_err(|_| usage(&format!("--{name} `{v}`: expected a number"))),
-            None => Ok(default),
-        }
-    };
-    let runs = number("runs", 10)?;
+    let runs = a.runs;
     if runs < 2 {
         return Err(usage(
             "--runs: at least 2 runs (a reference and one to compare)",
         ));
     }
-    let parallel = number("parallel", 1)?.clamp(1, runs);
+    let parallel = a.parallel.clamp(1, runs);
     let opts = Options {
-        context: number("context", 5)?,
-        nondeterm_window: number("nondeterm-window", 0)?,
+        context: a.context,
+        nondeterm_window: a.nondeterm_window,
     };
-    let cargo = o
-        .named
-        .get("cargo")
-        .cloned()
-        .unwrap_or_else(|| std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    let plan = match (program, o.positional.as_slice()) {
-        (Some(p), []) => program_plan(p)?,
-        (Some(_), _) => return Err(usage("determinism: give a FILE or `-- PROGRAM`, not both")),
-        (None, [file]) => file_plan(Path::new(file), &cargo)?,
-        (None, []) => seed_plan(&o.named, &cargo)?,
-        (None, _) => return Err(usage("determinism takes one FILE")),
+    let cargo = cargo_or_default(&a.cargo);
+    let plan = match (a.program.as_slice(), &a.file) {
+        ([_, ..], None) => program_plan(&a.program)?,
+        ([_, ..], Some(_)) => {
+            return Err(usage("determinism: give a FILE or `-- PROGRAM`, not both"))
+        }
+        ([], Some(file)) => file_plan(file, &cargo)?,
+        ([], None) => seed_plan(a, &cargo)?,
     };
-    let out = match o.named.get("out") {
-        Some(d) => PathBuf::from(d),
+    let out = match &a.out {
+        Some(d) => d.clone(),
         None => default_out(&plan.label),
     };
     if out.exists()
@@ -223,22 +191,22 @@ fn file_plan(file: &Path, cargo: &str) -> Result<Plan, CliError> {
     })
 }
 
-fn seed_plan(named: &BTreeMap<String, String>, cargo: &str) -> Result<Plan, CliError> {
-    let need = |k: &str| {
-        named.get(k).cloned().ok_or_else(|| {
+fn seed_plan(a: &DeterminismArgs, cargo: &str) -> Result<Plan, CliError> {
+    let need = |k: &str, v: &Option<String>| {
+        v.clone().ok_or_else(|| {
             usage(&format!(
                 "determinism needs a FILE, `-- PROGRAM`, or --package P (--test T | --bin T) --scenario PATH --seed SEED (missing --{k})"
             ))
         })
     };
-    let package = need("package")?;
-    let (target, kind) = match (named.get("test"), named.get("bin")) {
+    let package = need("package", &a.package)?;
+    let (target, kind) = match (&a.test, &a.bin) {
         (Some(t), None) => (t.clone(), "test"),
         (None, Some(b)) => (b.clone(), "bin"),
         _ => return Err(usage("determinism: give one of --test T or --bin T")),
     };
-    let scenario = need("scenario")?;
-    let seed_text = need("seed")?;
+    let scenario = need("scenario", &a.scenario)?;
+    let seed_text = need("seed", &a.seed)?;
     let seed = match seed_text.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16).ok(),
         None => seed_text.parse().ok(),

@@ -1,144 +1,308 @@
-//! The `calametra` command-line tool: `replay`, `diff`, `determinism`, `show`, `review`, `export`,
-//! `compare`, `qemu`.
+//! The `calametra` command-line tool: `replay`, `diff`, `determinism`, `show`, `review`,
+//! `sweep-report`, `export`, `compare`, `qemu` and `completions`; `calametra --help` and
+//! `calametra help <COMMAND>` say what each takes.
 //!
-//! Every command reads real files and reports a bad one with a clear message naming the file
-//! and exits non-zero; nothing here panics on input.
+//! Arguments are parsed by clap from the OS's strings: a file argument may be any path, and an
+//! argument that must be text but is not UTF-8 is a usage error (exit 2), never a panic. Every
+//! command reads real files and reports a bad one with a clear message naming the file and
+//! exits non-zero; nothing here panics on input.
 
 mod determinism;
+mod export;
+mod models;
+mod review;
 
-use crate::export;
 use calametra_core::choices::story;
 use calametra_core::regress::Regression;
 use calametra_core::trace::{read_jsonl, Record};
 use calametra_core::tracefile::load_replayable;
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "\
-calametra: deterministic testing of device drivers
+/// Deterministic testing of USB device drivers: replay, diff, show and export runs, review the
+/// saved cases, merge sweeps, check determinism, compare a model with a real capture, serve a
+/// model to a QEMU guest.
+#[derive(Parser, Debug)]
+#[command(
+    name = "calametra",
+    version,
+    propagate_version = true,
+    arg_required_else_help = true,
+    after_help = "Exit status: 0 success, 1 a failed check (a divergence, a replay that fails, an unexplained difference), 2 unusable input or usage.\nSee `calametra help <COMMAND>` for a command's options."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-usage:
-  calametra replay FILE [--at STEP]          rerun a regression file or a trace; byte-exact or a failure;
-                                             a trace's records are compared with the replay's
-                                             (`86/86 records, sha256:... identical`); --at STEP
-                                             stops at that step and prints the world there
-  calametra diff A.jsonl B.jsonl [--context N] [--nondeterm-window N] [--format calametra|tsc]
-                                             where two traces part ways: the last matching and the
-                                             first divergent record field by field, time deltas, the
-                                             non-deterministic records between, counts per kind;
-                                             exit 0 identical, 1 divergent, 2 unusable input
-  calametra determinism (FILE | --package P (--test T | --bin T) --scenario PATH --seed SEED | -- PROGRAM ARGS..)
-                    [--runs N] [--parallel P] [--out DIR] [--context N] [--nondeterm-window N]
-                                             run one run N times (a saved case or trace, a seed, any
-                                             program writing $CALAMETRA_TRACE_OUT); keep the reference
-                                             and each divergent run (command, status, output, trace,
-                                             summary, diff), delete the matching ones; exit 0 all
-                                             identical, 1 some diverge, 2 unusable
-  calametra determinism --check DIR          check a determinism directory's summary against its runs
-  calametra show FILE [--at STEP]            the minimal story of a failure (regression or trace);
-                                             --at STEP: the world at that step, as replay --at
-  calametra review [--package P] [--prune STATE,..]
-                                             the workspace's saved cases: fails, fixed, stale, foreign,
-                                             unreferenced; --prune fixed,stale deletes those
-  calametra sweep-report SUMMARY.json.. [--out MERGED.json]
-                                             merge sweep partitions' summaries into one report
-  calametra export FILE (--chrome OUT.json | --html OUT.html)
-                                             a Perfetto/Chrome trace or a self-contained HTML timeline
-  calametra compare --capture CAPTURE --spec SPEC [--device BUS:ADDR] [--no-hotplug] [--frames DIR]
-                                             replay a real capture against a model: its control
-                                             transfers (and for a Trigger 6 its bulk and interrupt
-                                             transfers too, each flipped frame as a PNG in DIR)
-  calametra qemu --spec SPEC [--probe NAME] [--script FILE]
-                                             serve a model to a Linux guest under QEMU
-";
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Rerun a regression file or a trace in its test binary: byte-exact or a failure
+    ///
+    /// A trace's records are compared with the replay's (`86/86 records, sha256:... identical`);
+    /// with --at STEP the run stops at that step and the world there is printed.
+    Replay(ReplayArgs),
+    /// Where two traces part ways, field by field
+    ///
+    /// The last matching and the first divergent record as a table of fields, the time deltas,
+    /// the non-deterministic records between and the counts per kind. Exit 0 identical, 1
+    /// divergent, 2 unusable input.
+    Diff(DiffArgs),
+    /// Run one run N times and keep what diverges
+    ///
+    /// What runs: a saved case or trace (FILE), a seed of a scenario (--package P (--test T |
+    /// --bin T) --scenario PATH --seed SEED), or any program that writes $CALAMETRA_TRACE_OUT
+    /// (-- PROGRAM ARGS..). The reference run and each divergent run are kept (command,
+    /// status, output, trace, summary, diff); matching runs are deleted. Exit 0 all identical,
+    /// 1 some diverge, 2 unusable.
+    Determinism(DeterminismArgs),
+    /// The minimal story of a failure (a regression file or a trace)
+    Show(ShowArgs),
+    /// The workspace's saved cases and their states
+    ///
+    /// States: fails, fails-differently, fixed, stale, foreign, unreferenced, unreadable,
+    /// not-run. --prune fixed,stale deletes the files in those states.
+    Review(ReviewArgs),
+    /// Merge sweep partitions' summaries into one report
+    SweepReport(SweepReportArgs),
+    /// A Perfetto/Chrome trace or a self-contained HTML timeline of a trace
+    Export(ExportArgs),
+    /// Replay a real capture against a model
+    ///
+    /// Its control transfers (and for a Trigger 6 its bulk and interrupt transfers too, each
+    /// flipped frame as a PNG in --frames DIR); exit 1 on any unexplained difference.
+    Compare(CompareArgs),
+    /// Serve a model to a Linux guest under QEMU
+    Qemu(QemuArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    ///
+    /// e.g. `calametra completions bash > ~/.local/share/bash-completion/completions/calametra`
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
 
-/// Options without a value (kept among the positional arguments for the command to look at).
-const FLAGS: &[&str] = &["no-hotplug"];
+/// Where cargo is: `--cargo`, else `$CARGO`, else `cargo`.
+fn cargo_or_default(cargo: &Option<String>) -> String {
+    cargo
+        .clone()
+        .unwrap_or_else(|| std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+#[derive(Args, Debug)]
+struct ReplayArgs {
+    /// A regression file (`calametra-regressions/...json`) or a trace (`.jsonl`).
+    file: PathBuf,
+    /// Stop at this step (a scheduling point) and print the world there.
+    #[arg(long, value_name = "STEP")]
+    at: Option<String>,
+    /// The cargo to run the test binary with (default: $CARGO, else `cargo`).
+    #[arg(long, value_name = "CARGO")]
+    cargo: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct DiffArgs {
+    /// The first trace.
+    a: PathBuf,
+    /// The second trace.
+    b: PathBuf,
+    /// Deterministic records of context shown before the divergence.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    context: usize,
+    /// Show the non-deterministic records N deterministic records past the divergence too.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    nondeterm_window: usize,
+    /// Force the envelope: `calametra` (seq/t_ns/kind/actor) or `tsc` (a hypervisor's exits).
+    #[arg(long, value_name = "calametra|tsc")]
+    format: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct DeterminismArgs {
+    /// A saved case or a trace file to replay N times.
+    file: Option<PathBuf>,
+    /// Check a determinism directory's summary against its runs, and do nothing else.
+    #[arg(long, value_name = "DIR")]
+    check: Option<PathBuf>,
+    /// The package of the test binary (with --test or --bin, --scenario and --seed).
+    #[arg(long, value_name = "P")]
+    package: Option<String>,
+    /// The test target holding the scenario.
+    #[arg(long, value_name = "T")]
+    test: Option<String>,
+    /// The binary target holding the scenario (a harness binary under src/bin/).
+    #[arg(long, value_name = "T")]
+    bin: Option<String>,
+    /// The scenario's path (`module::scenario`).
+    #[arg(long, value_name = "PATH")]
+    scenario: Option<String>,
+    /// The seed (`0x4f21a9` or decimal).
+    #[arg(long, value_name = "SEED")]
+    seed: Option<String>,
+    /// Runs in all (at least 2: a reference and one to compare).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    runs: usize,
+    /// Runs at a time.
+    #[arg(long, value_name = "P", default_value_t = 1)]
+    parallel: usize,
+    /// The directory to keep runs in (new or empty; default target/calametra/determinism/...).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Deterministic records of context in each divergence.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    context: usize,
+    /// Non-deterministic records shown past the divergence (see `diff`).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    nondeterm_window: usize,
+    /// The cargo that builds the test binary (default: $CARGO, else `cargo`).
+    #[arg(long, value_name = "CARGO")]
+    cargo: Option<String>,
+    /// A program (and its arguments) that writes its trace where $CALAMETRA_TRACE_OUT says.
+    #[arg(last = true, value_name = "PROGRAM ARGS")]
+    program: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct ShowArgs {
+    /// A regression file or a trace.
+    file: PathBuf,
+    /// Replay up to this step and print the world there (as `replay --at`).
+    #[arg(long, value_name = "STEP")]
+    at: Option<String>,
+    /// The cargo for --at (default: $CARGO, else `cargo`).
+    #[arg(long, value_name = "CARGO")]
+    cargo: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct ReviewArgs {
+    /// Only this package's saved cases (required with CALAMETRA_REGRESSIONS=<dir>).
+    #[arg(long, value_name = "P")]
+    package: Option<String>,
+    /// Delete the files in these states (comma-separated: fixed,stale,...).
+    #[arg(long, value_name = "STATE,..")]
+    prune: Option<String>,
+    /// The cargo that runs the test binaries (default: $CARGO, else `cargo`).
+    #[arg(long, value_name = "CARGO")]
+    cargo: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct SweepReportArgs {
+    /// The partitions' summaries (`CALAMETRA_SWEEP_SUMMARY` files).
+    #[arg(required = true, value_name = "SUMMARY.json")]
+    summaries: Vec<PathBuf>,
+    /// Write the merged summary here.
+    #[arg(long, value_name = "MERGED.json")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("output").required(true).multiple(true).args(["chrome", "html"])))]
+struct ExportArgs {
+    /// A trace (`.jsonl`).
+    file: PathBuf,
+    /// Write a Chrome trace event file (opens in Perfetto or chrome://tracing).
+    #[arg(long, value_name = "OUT.json")]
+    chrome: Option<PathBuf>,
+    /// Write a self-contained HTML timeline.
+    #[arg(long, value_name = "OUT.html")]
+    html: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct CompareArgs {
+    /// The capture: pcap or pcapng (usbmon link type 189 or 220) or usbmon text, maybe gzipped.
+    #[arg(long, value_name = "CAPTURE")]
+    pub(crate) capture: PathBuf,
+    /// The device spec whose model is compared.
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) spec: PathBuf,
+    /// Compare only this device's control transfers (default: the busiest device).
+    #[arg(long, value_name = "BUS:ADDR")]
+    pub(crate) device: Option<String>,
+    /// Do not script the capture's monitor hot-plug into the model (Trigger 6).
+    #[arg(long)]
+    pub(crate) no_hotplug: bool,
+    /// Write each frame a flip showed as a PNG into DIR (Trigger 6).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) frames: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct QemuArgs {
+    /// The device spec whose model the guest sees.
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) spec: PathBuf,
+    /// What the guest runs: `lsusb` or `dfu`.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) probe: Option<String>,
+    /// A shell script for the guest to run instead of a probe.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) script: Option<PathBuf>,
+    /// The image `--probe dfu` downloads (default: 64 KiB whose bytes name their offset).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) image: Option<PathBuf>,
+    /// The target directory holding the built guest (default: target).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) guest: Option<PathBuf>,
+}
 
 /// A CLI failure: the message, and the exit code (2 for usage, 1 for a failed check).
 pub struct CliError(pub String, pub u8);
 
 fn usage(msg: &str) -> CliError {
-    CliError(format!("{msg}\n\n{USAGE}"), 2)
+    CliError(
+        format!("{msg}\n\nFor more information, try `calametra help <COMMAND>`."),
+        2,
+    )
 }
 
 fn fail(msg: impl Into<String>) -> CliError {
     CliError(msg.into(), 1)
 }
 
-/// Runs the tool with `args` (without the program name), printing to stdout.
-pub fn run(args: &[String]) -> Result<(), CliError> {
-    let Some((cmd, rest)) = args.split_first() else {
-        return Err(usage("no command given"));
-    };
-    match cmd.as_str() {
-        "replay" => replay(rest),
-        "diff" => diff(rest),
-        "determinism" => determinism::determinism(rest),
-        "show" => show(rest),
-        "export" => export_cmd(rest),
-        "review" => crate::review::review(rest),
-        "sweep-report" => sweep_report(rest),
-        "compare" => crate::cli_models::compare(rest),
-        "qemu" => crate::cli_models::qemu(rest),
-        "-h" | "--help" | "help" => {
-            print!("{USAGE}");
-            Ok(())
+/// Runs one parsed command, printing to stdout.
+fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Replay(a) => replay(&a),
+        Command::Diff(a) => diff(&a),
+        Command::Determinism(a) => determinism::determinism(&a),
+        Command::Show(a) => show(&a),
+        Command::Review(a) => review::review(&a),
+        Command::SweepReport(a) => sweep_report(&a),
+        Command::Export(a) => export_cmd(&a),
+        Command::Compare(a) => models::compare(&a),
+        Command::Qemu(a) => models::qemu(&a),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "calametra", &mut script);
+            use std::io::Write;
+            match std::io::stdout().write_all(&script) {
+                // A reader that stopped early (`| head`) is not an error of ours.
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Err(fail(format!("writing the completion script: {e}")))
+                }
+                _ => Ok(()),
+            }
         }
-        other => Err(usage(&format!("unknown command `{other}`"))),
     }
 }
 
-/// The binary's main.
-pub fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match run(&args) {
+fn main() -> ExitCode {
+    // `parse` reads `std::env::args_os()`: usage errors, `--help` and `--version` exit here
+    // (2, 0 and 0).
+    let cli = Cli::parse();
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError(msg, code)) => {
             eprintln!("calametra: {msg}");
             ExitCode::from(code)
         }
-    }
-}
-
-/// `--name value` options and positional arguments.
-pub(crate) struct Opts {
-    pub(crate) positional: Vec<String>,
-    pub(crate) named: BTreeMap<String, String>,
-}
-
-pub(crate) fn parse_opts(args: &[String], valued: &[&str]) -> Result<Opts, CliError> {
-    let mut o = Opts {
-        positional: Vec::new(),
-        named: BTreeMap::new(),
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if let Some(name) = a.strip_prefix("--") {
-            if FLAGS.contains(&name) {
-                o.positional.push(a.clone());
-                continue;
-            }
-            if !valued.contains(&name) {
-                return Err(usage(&format!("unknown option `{a}`")));
-            }
-            let v = it
-                .next()
-                .ok_or_else(|| usage(&format!("`{a}` needs a value")))?;
-            o.named.insert(name.to_string(), v.clone());
-        } else {
-            o.positional.push(a.clone());
-        }
-    }
-    Ok(o)
-}
-
-fn one_file(o: &Opts, what: &str) -> Result<PathBuf, CliError> {
-    match o.positional.as_slice() {
-        [f] => Ok(PathBuf::from(f)),
-        [] => Err(usage(&format!("{what} needs a FILE"))),
-        _ => Err(usage(&format!("{what} takes one FILE"))),
     }
 }
 
@@ -180,7 +344,7 @@ fn run_replay_trial(
     }
     println!(
         "$ {cargo} test -p {package} --test {target} -- --exact {} --include-ignored",
-        crate::report::shell_quote(&trial)
+        calametra::report::shell_quote(&trial)
     );
     let mut c = std::process::Command::new(cargo);
     c.args([
@@ -227,18 +391,13 @@ fn run_replay_trial(
 /// fails naming the first edited record even when its summary's hash was kept. Without that
 /// trace (a harness that does not write it) a trace file's records must still hash to its
 /// summary's hash.
-fn replay(args: &[String]) -> Result<(), CliError> {
+fn replay(a: &ReplayArgs) -> Result<(), CliError> {
     use calametra_core::divergence::{analyse, from_records, read, Options};
     use calametra_core::trace::hash_lines;
-    let o = parse_opts(args, &["cargo", "at"])?;
-    let file = one_file(&o, "replay")?;
+    let file = a.file.clone();
     let (events, hash, recorded) = load_replayable(&file).map_err(fail)?;
-    let cargo = o
-        .named
-        .get("cargo")
-        .cloned()
-        .unwrap_or_else(|| std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    if let Some(at) = o.named.get("at") {
+    let cargo = cargo_or_default(&a.cargo);
+    if let Some(at) = &a.at {
         return state_at(&file, &cargo, at);
     }
     println!(
@@ -392,25 +551,23 @@ fn replay_target(file: &Path) -> Result<(String, String, String), CliError> {
 
 /// `calametra sweep-report A.json B.json [--out M.json]`: merges the summaries that the
 /// partitions of one sweep wrote (`CALAMETRA_SWEEP_PARTITION=k/n`) and prints the report.
-fn sweep_report(args: &[String]) -> Result<(), CliError> {
+fn sweep_report(a: &SweepReportArgs) -> Result<(), CliError> {
     use calametra_core::sweep::{merge, Summary};
-    let o = parse_opts(args, &["out"])?;
-    if o.positional.is_empty() {
+    if a.summaries.is_empty() {
         return Err(usage("sweep-report needs one or more SUMMARY.json files"));
     }
     let mut parts = Vec::new();
-    for f in &o.positional {
-        let p = Path::new(f);
+    for p in &a.summaries {
         let text = std::fs::read_to_string(p)
             .map_err(|e| fail(format!("{}: cannot read: {e}", p.display())))?;
         parts.push(Summary::parse(p, &text).map_err(|e| fail(e.to_string()))?);
     }
     let merged = merge(parts).map_err(fail)?;
     print!("{}", merged.report());
-    if let Some(out) = o.named.get("out") {
-        calametra_core::regress::write_atomic(Path::new(out), merged.to_json().as_bytes())
+    if let Some(out) = &a.out {
+        calametra_core::regress::write_atomic(out, merged.to_json().as_bytes())
             .map_err(|e| fail(e.to_string()))?;
-        println!("merged summary: {out}");
+        println!("merged summary: {}", out.display());
     }
     Ok(())
 }
@@ -426,36 +583,27 @@ fn kind_counts(r: &[Record]) -> BTreeMap<String, usize> {
 /// `calametra diff A B [--context N] [--nondeterm-window N] [--format calametra|tsc]`: the
 /// record-by-record, field-by-field comparison of two traces (see
 /// [`calametra_core::divergence`]). Exit 0 identical, 1 divergent, 2 unusable input.
-fn diff(args: &[String]) -> Result<(), CliError> {
+fn diff(args: &DiffArgs) -> Result<(), CliError> {
     use calametra_core::divergence::{analyse, read, Envelope, Options};
-    let o = parse_opts(args, &["context", "nondeterm-window", "format"])?;
-    let [a, b] = o.positional.as_slice() else {
-        return Err(usage("diff needs two trace files"));
-    };
-    let number = |name: &str, default: usize| -> Result<usize, CliError> {
-        match o.named.get(name) {
-            Some(c) => c
-                .parse()
-                .map_err(|_| usage(&format!("--{name} `{c}`: expected a number of records"))),
-            None => Ok(default),
-        }
-    };
+    let (a, b) = (&args.a, &args.b);
     let opts = Options {
-        context: number("context", 10)?,
-        nondeterm_window: number("nondeterm-window", 0)?,
+        context: args.context,
+        nondeterm_window: args.nondeterm_window,
     };
-    let format = match o.named.get("format") {
+    let format = match &args.format {
         Some(f) => Some(Envelope::parse(f).map_err(|e| usage(&e))?),
         None => None,
     };
     let unusable = |e: calametra_core::trace::TraceFileError| CliError(e.to_string(), 2);
-    let ta = read(Path::new(a), format).map_err(unusable)?;
-    let tb = read(Path::new(b), format).map_err(unusable)?;
+    let ta = read(a, format).map_err(unusable)?;
+    let tb = read(b, format).map_err(unusable)?;
     if ta.envelope != tb.envelope {
         return Err(CliError(
             format!(
-                "{a} is a {} trace and {b} a {} trace: there is nothing to compare (force one envelope with --format calametra|tsc)",
+                "{} is a {} trace and {} a {} trace: there is nothing to compare (force one envelope with --format calametra|tsc)",
+                a.display(),
                 ta.envelope.name(),
+                b.display(),
                 tb.envelope.name()
             ),
             2,
@@ -470,15 +618,10 @@ fn diff(args: &[String]) -> Result<(), CliError> {
     }
 }
 
-fn show(args: &[String]) -> Result<(), CliError> {
-    let o = parse_opts(args, &["at", "cargo"])?;
-    let file = one_file(&o, "show")?;
-    if let Some(at) = o.named.get("at") {
-        let cargo = o
-            .named
-            .get("cargo")
-            .cloned()
-            .unwrap_or_else(|| std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+fn show(a: &ShowArgs) -> Result<(), CliError> {
+    let file = a.file.clone();
+    if let Some(at) = &a.at {
+        let cargo = cargo_or_default(&a.cargo);
         load_replayable(&file).map_err(fail)?;
         return state_at(&file, &cargo, at);
     }
@@ -501,7 +644,7 @@ fn show(args: &[String]) -> Result<(), CliError> {
         println!("trace hash: {}", r.trace_hash);
         println!(
             "replay:    {}",
-            crate::report::replay_command(
+            calametra::report::replay_command(
                 &r.package,
                 &r.target,
                 &format!("{}::regression::{}", r.scenario, r.id),
@@ -544,29 +687,30 @@ fn show(args: &[String]) -> Result<(), CliError> {
     Ok(())
 }
 
-fn export_cmd(args: &[String]) -> Result<(), CliError> {
-    let o = parse_opts(args, &["chrome", "html"])?;
-    let file = one_file(&o, "export")?;
-    if o.named.is_empty() {
+fn export_cmd(a: &ExportArgs) -> Result<(), CliError> {
+    let file = &a.file;
+    if a.chrome.is_none() && a.html.is_none() {
         return Err(usage("export needs --chrome OUT.json or --html OUT.html"));
     }
-    let recs = records(&file)?;
-    let write = |out: &str, text: String| {
-        calametra_core::regress::write_atomic(Path::new(out), text.as_bytes())
-            .map_err(|e| fail(e.to_string()))
+    let recs = records(file)?;
+    let write = |out: &Path, text: String| {
+        calametra_core::regress::write_atomic(out, text.as_bytes()).map_err(|e| fail(e.to_string()))
     };
-    if let Some(out) = o.named.get("chrome") {
+    if let Some(out) = &a.chrome {
         write(out, export::chrome(&recs))?;
-        println!("wrote {out} (open it in Perfetto or chrome://tracing)");
+        println!(
+            "wrote {} (open it in Perfetto or chrome://tracing)",
+            out.display()
+        );
     }
-    if let Some(out) = o.named.get("html") {
+    if let Some(out) = &a.html {
         let title = file
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or("trace")
             .to_string();
         write(out, export::html(&recs, &title))?;
-        println!("wrote {out}");
+        println!("wrote {}", out.display());
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
-//! The commands that need the shipped models and the QEMU bridge (`compare`, `qemu`), behind
-//! the `cli` feature so that the library alone does not link them.
+//! The commands that need the shipped models, the capture readers and the QEMU bridge
+//! (`compare`, `qemu`).
 
-use crate::cli::{parse_opts, CliError};
+use crate::{CliError, CompareArgs, QemuArgs};
 use calametra_capture::compare::{compare_with, NoExplanations, Options};
 use calametra_capture::Capture;
 use calametra_core::host::DeviceHost;
@@ -35,15 +35,9 @@ fn host_for(spec: &Spec, config: &RunConfig) -> Result<DeviceHost, String> {
 
 /// `calametra compare --capture FILE --spec SPEC [--device BUS:ADDR] [--frames DIR]
 /// [--no-hotplug]`.
-pub fn compare(args: &[String]) -> Result<(), CliError> {
-    let o = parse_opts(args, &["capture", "spec", "device", "frames"])?;
-    let (Some(cap), Some(spec)) = (o.named.get("capture"), o.named.get("spec")) else {
-        return Err(CliError(
-            "compare needs --capture FILE and --spec SPEC".into(),
-            2,
-        ));
-    };
-    let device = match o.named.get("device") {
+pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
+    let (cap, spec) = (&a.capture, &a.spec);
+    let device = match &a.device {
         None => None,
         Some(d) => {
             let (b, a) = d
@@ -57,7 +51,7 @@ pub fn compare(args: &[String]) -> Result<(), CliError> {
             ))
         }
     };
-    let spec = Spec::load(Path::new(spec)).map_err(|e| CliError(e.to_string(), 1))?;
+    let spec = Spec::load(spec).map_err(|e| CliError(e.to_string(), 1))?;
     let capture = Capture::load(cap).map_err(|e| CliError(e.to_string(), 1))?;
     let trigger6 = spec.str("format").ok() == Some("calametra.spec.trigger6");
     if trigger6 && device.is_none() {
@@ -67,8 +61,8 @@ pub fn compare(args: &[String]) -> Result<(), CliError> {
         // frame a flip showed as a PNG.
         use calametra_models::trigger6::capture::{compare_capture_with, CompareOptions};
         let options = CompareOptions {
-            replay_hotplug: !o.positional.iter().any(|p| p == "--no-hotplug"),
-            frames_dir: o.named.get("frames").map(std::path::PathBuf::from),
+            replay_hotplug: !a.no_hotplug,
+            frames_dir: a.frames.clone(),
         };
         let c = compare_capture_with(&capture, &spec, &options, |_, _| {})
             .map_err(|e| CliError(e, 1))?;
@@ -82,7 +76,7 @@ pub fn compare(args: &[String]) -> Result<(), CliError> {
             ))
         };
     }
-    if o.named.contains_key("frames") {
+    if a.frames.is_some() {
         return Err(CliError(
             "--frames needs a Trigger 6 spec (calametra.spec.trigger6) and no --device".into(),
             2,
@@ -118,28 +112,20 @@ pub fn compare(args: &[String]) -> Result<(), CliError> {
 }
 
 /// `calametra qemu --spec SPEC [--probe lsusb|dfu] [--script FILE] [--image FILE] [--guest DIR]`.
-pub fn qemu(args: &[String]) -> Result<(), CliError> {
+pub fn qemu(a: &QemuArgs) -> Result<(), CliError> {
     use calametra_qemu::{Boxed, GuestImage, Probe, QemuConfig};
-    let o = parse_opts(args, &["spec", "probe", "script", "image", "guest"])?;
-    let Some(spec) = o.named.get("spec") else {
-        return Err(CliError("qemu needs --spec SPEC".into(), 2));
-    };
-    let spec = Spec::load(Path::new(spec)).map_err(|e| CliError(e.to_string(), 1))?;
+    let spec = Spec::load(&a.spec).map_err(|e| CliError(e.to_string(), 1))?;
     let model = model_for(&spec).map_err(|e| CliError(e, 1))?;
-    let probe = match (
-        o.named.get("script"),
-        o.named.get("probe").map(String::as_str),
-    ) {
+    let probe = match (&a.script, a.probe.as_deref()) {
         (Some(f), _) => Probe::script(
             std::fs::read_to_string(f)
-                .map_err(|e| CliError(format!("{f}: cannot read: {e}"), 1))?,
+                .map_err(|e| CliError(format!("{}: cannot read: {e}", f.display()), 1))?,
         ),
         (None, None | Some("lsusb")) => Probe::Lsusb,
         (None, Some("dfu")) => {
-            let image = match o.named.get("image") {
-                Some(f) => {
-                    std::fs::read(f).map_err(|e| CliError(format!("{f}: cannot read: {e}"), 1))?
-                }
+            let image = match &a.image {
+                Some(f) => std::fs::read(f)
+                    .map_err(|e| CliError(format!("{}: cannot read: {e}", f.display()), 1))?,
                 // A 64 KiB image whose bytes name their offset.
                 None => (0..65536u32).map(|i| (i ^ (i >> 8)) as u8).collect(),
             };
@@ -152,7 +138,7 @@ pub fn qemu(args: &[String]) -> Result<(), CliError> {
             ))
         }
     };
-    let target = Path::new(o.named.get("guest").map(String::as_str).unwrap_or("target"));
+    let target = a.guest.as_deref().unwrap_or(Path::new("target"));
     let guest = GuestImage::find(target).map_err(|e| {
         CliError(
             format!("{e}\nbuild the guest first: scripts/install-qemu.sh && guest/build.sh"),

@@ -23,8 +23,8 @@
 //! under `<dir>/<test target>/<scenario path>/` instead, for the one package `--package` names
 //! (the directory does not say whose targets they are), and the test binaries are run with it.
 
-use crate::cli::{parse_opts, CliError};
-use crate::report::shell_quote;
+use crate::{cargo_or_default, CliError, ReviewArgs};
+use calametra::report::shell_quote;
 use calametra_core::regress::is_case_file_name;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -250,18 +250,8 @@ fn regressions_root(package: Option<&str>) -> Result<Option<PathBuf>, CliError> 
 }
 
 /// `calametra review [--package P] [--prune STATE,..] [--cargo CARGO]`.
-pub fn review(args: &[String]) -> Result<(), CliError> {
-    let o = parse_opts(args, &["package", "prune", "cargo"])?;
-    if !o.positional.is_empty() {
-        return Err(CliError(
-            format!(
-                "review takes no FILE (it reviews the workspace's saved cases): `{}`",
-                o.positional.join(" ")
-            ),
-            2,
-        ));
-    }
-    let prune: BTreeSet<String> = match o.named.get("prune") {
+pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
+    let prune: BTreeSet<String> = match &a.prune {
         None => BTreeSet::new(),
         Some(v) => {
             let mut s = BTreeSet::new();
@@ -280,12 +270,8 @@ pub fn review(args: &[String]) -> Result<(), CliError> {
             s
         }
     };
-    let cargo = o
-        .named
-        .get("cargo")
-        .cloned()
-        .unwrap_or_else(|| std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    let package = o.named.get("package").map(String::as_str);
+    let cargo = cargo_or_default(&a.cargo);
+    let package = a.package.as_deref();
     let regs = regressions_root(package)?;
     let mut rows = Vec::new();
     for p in packages(&cargo, package)? {

@@ -7,6 +7,8 @@ use calametra::exec::sleep;
 use calametra::report::write_trace;
 use calametra::usb::{ControlIn, ControlType, Loopback, Recipient};
 use calametra::{run, RunConfig, Sim};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -184,11 +186,132 @@ fn bad_files_are_clear_errors() {
     let (code, out) = tool(&["frobnicate"]);
     assert_eq!(code, 2);
     assert!(
-        out.contains("unknown command") && out.contains("usage"),
+        out.contains("unrecognized subcommand 'frobnicate'") && out.contains("Usage:"),
         "{out}"
     );
     let (code, out) = tool(&["export", good.to_str().unwrap()]);
     assert_eq!(code, 2, "{out}");
+}
+
+/// The tool run with `args` as raw OS strings: (exit code, stdout, stderr).
+fn tool_os(args: &[&OsStr]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_calametra"))
+        .args(args)
+        .output()
+        .expect("run calametra");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    (out.status.code().unwrap_or(-1), stdout, stderr)
+}
+
+fn os<'a>(args: &[&'a str]) -> Vec<&'a OsStr> {
+    args.iter().map(|a| OsStr::new(*a)).collect()
+}
+
+#[test]
+fn help_version_and_completions_exit_0() {
+    let (code, out, _) = tool_os(&os(&["--help"]));
+    assert_eq!(code, 0, "{out}");
+    for cmd in [
+        "replay",
+        "diff",
+        "determinism",
+        "show",
+        "review",
+        "sweep-report",
+        "export",
+        "compare",
+        "qemu",
+        "completions",
+    ] {
+        assert!(out.contains(cmd), "--help does not list `{cmd}`:\n{out}");
+    }
+    // Per-command help, as `--help` and as `help <COMMAND>`.
+    let (code, replay, _) = tool_os(&os(&["replay", "--help"]));
+    assert_eq!(code, 0, "{replay}");
+    assert!(
+        replay.contains("Usage: calametra replay") && replay.contains("--at <STEP>"),
+        "{replay}"
+    );
+    let (code, help_replay, _) = tool_os(&os(&["help", "replay"]));
+    assert_eq!(code, 0, "{help_replay}");
+    assert!(
+        help_replay.contains("Usage: calametra replay"),
+        "{help_replay}"
+    );
+    for v in ["-V", "--version"] {
+        let (code, out, _) = tool_os(&os(&[v]));
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(out.trim(), concat!("calametra ", env!("CARGO_PKG_VERSION")));
+    }
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, out, err) = tool_os(&os(&["completions", shell]));
+        assert_eq!(code, 0, "{shell}: {err}");
+        assert!(
+            out.contains("calametra") && out.contains("replay") && out.contains("context"),
+            "{shell}: {out}"
+        );
+    }
+    let (code, _, err) = tool_os(&os(&["completions", "tcsh"]));
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn options_take_equals_signs_and_bad_arguments_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = trace_file(dir.path(), "a.jsonl", 1);
+    let b = trace_file(dir.path(), "b.jsonl", 2);
+    // `--opt=value` and `--opt value` are the same option.
+    let (code, eq, _) = tool_os(&[
+        OsStr::new("diff"),
+        a.as_os_str(),
+        b.as_os_str(),
+        OsStr::new("--context=3"),
+    ]);
+    assert_eq!(code, 1, "{eq}");
+    let (_, spaced, _) = tool_os(&[
+        OsStr::new("diff"),
+        a.as_os_str(),
+        b.as_os_str(),
+        OsStr::new("--context"),
+        OsStr::new("3"),
+    ]);
+    assert_eq!(eq, spaced);
+    // A number that is not one, an unknown option, a missing argument: exit 2, saying what.
+    for (args, needle) in [
+        (
+            vec!["diff", "x.jsonl", "y.jsonl", "--context=many"],
+            "--context",
+        ),
+        (vec!["show", "x.jsonl", "--frobnicate"], "--frobnicate"),
+        (vec!["diff", "x.jsonl"], "<B>"),
+        (vec!["export", "x.jsonl"], "--chrome"),
+    ] {
+        let (code, _, err) = tool_os(&os(&args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected `{needle}` in {err}"
+        );
+    }
+}
+
+#[test]
+fn a_non_utf8_argument_is_a_clear_error_never_a_panic() {
+    let bad = OsStr::from_bytes(b"caf\xe9.jsonl");
+    // A file name is any OS string: it is looked for, and reported missing.
+    let (code, _, err) = tool_os(&[OsStr::new("show"), bad]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("caf") && err.contains("cannot"), "{err}");
+    // Where text is needed (a package name, a subcommand), it is a usage error.
+    let (code, _, err) = tool_os(&[OsStr::new("review"), OsStr::new("--package"), bad]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("invalid UTF-8"), "{err}");
+    let (code, _, err) = tool_os(&[bad]);
+    assert_eq!(code, 2, "{err}");
 }
 
 /// A file of the repository's `refdata/` folder.

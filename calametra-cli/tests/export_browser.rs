@@ -1,10 +1,11 @@
-//! The HTML timeline in a real browser: headless Chromium loads the exported page, the page's
-//! script renders every event without a script error, and a screenshot is taken.
+//! The HTML timeline in a real browser: `calametra export --html` writes the page of a trace,
+//! headless Chromium loads it, the page's script renders every event without a script error,
+//! and a screenshot is taken.
 
 use calametra::choices::Source;
-use calametra::export;
 use calametra::fault::{Fault, FaultPlan};
-use calametra::trace::parse_kept;
+use calametra::report::write_trace;
+use calametra::trace::read_jsonl;
 use calametra::usb::{ControlIn, ControlType, Loopback, Recipient};
 use calametra::{run, RunConfig, Sim};
 use std::process::Command;
@@ -52,7 +53,7 @@ fn chromium(args: &[&str], profile: &std::path::Path) -> std::process::Output {
 }
 
 #[test]
-#[ignore = "needs Debian's chromium: run scripts/install-chromium.sh, then cargo test -p calametra --test export_browser -- --ignored"]
+#[ignore = "needs Debian's chromium: run scripts/install-chromium.sh, then cargo test -p calametra-cli --test export_browser -- --ignored"]
 fn the_html_timeline_renders_in_headless_chromium() {
     let cfg = RunConfig {
         source: Source::Seeded(3),
@@ -65,10 +66,38 @@ fn the_html_timeline_renders_in_headless_chromium() {
         r.failure.is_some(),
         "the run ends at the failing invariant, which the page marks"
     );
-    let recs = parse_kept(&r.lines);
     let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("export-test.jsonl");
+    write_trace(
+        &trace,
+        &r.lines,
+        "export_browser::scenario",
+        "calametra-cli",
+        "export_browser",
+        &r.events,
+        &r.hash.to_string(),
+        None,
+    )
+    .unwrap();
+    // The page draws every record but the file's closing `summary`.
+    let recs: Vec<_> = read_jsonl(&trace)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.kind != "summary")
+        .collect();
     let page = dir.path().join("timeline.html");
-    std::fs::write(&page, export::html(&recs, "export test")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_calametra"))
+        .arg("export")
+        .arg(&trace)
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .expect("run calametra export");
+    assert!(
+        out.status.success(),
+        "calametra export: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let url = format!("file://{}", page.display());
 
     let out = chromium(&["--dump-dom", &url], &dir.path().join("p1"));

@@ -6,14 +6,15 @@
 //! seeded schedule and per fault site, minimizes any failure by delta debugging, writes it to
 //! the regression directory and replays it byte-exactly.
 //!
-//! Scenarios are integration tests of the crate that holds the driver. The dev-dependency turns
-//! off the default feature `cli` (the `calametra` command-line tool, which pulls in the shipped
-//! device models and the QEMU bridge); each test file of scenarios runs under Calametra's harness:
+//! Scenarios are integration tests of the crate that holds the driver. The driver itself
+//! depends only on the small crate `calametra-usb` (the [`UsbInterface`](prelude::UsbInterface)
+//! trait and its types); this facade is a dev-dependency, and each test file of scenarios runs
+//! under Calametra's harness:
 //!
 //! ```toml
 //! # Cargo.toml
 //! [dev-dependencies]
-//! calametra = { version = "0.1", default-features = false }
+//! calametra = "0.1"
 //!
 //! [[test]]
 //! name = "loopback"
@@ -65,28 +66,23 @@
 //! the first option or 0), with no faults and no externals.
 //!
 //! The crate re-exports the simulator core ([`calametra_core`]) and adds the libtest-mimic
-//! [`harness`]. The `calametra` binary (feature `cli`) replays, diffs, shows and exports runs,
-//! compares a model with a real capture, and serves a model to a QEMU guest.
+//! [`harness`]. It links no device model, no QEMU bridge and no command-line tool: the models
+//! are `calametra-models`, the bridge `calametra-qemu`, and the `calametra` command (replay,
+//! diff, show and export runs, review saved cases, compare a model with a real capture, serve a
+//! model to a QEMU guest) is `cargo install calametra-cli`.
 
 #![warn(missing_docs)]
 
 pub use calametra_core::*;
 
-/// The README's examples, compiled as doctests so they cannot drift from the code.
+/// The crate's README, compiled as a doctest so it cannot drift from the code.
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
+#[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 pub use calametra_macros::scenario;
 
-#[cfg(feature = "cli")]
-pub mod cli;
-#[cfg(feature = "cli")]
-mod cli_models;
-pub mod export;
 pub mod harness;
 pub mod report;
-#[cfg(feature = "cli")]
-mod review;
 pub mod sweep;
 
 /// Everything a scenario usually needs.

@@ -1,7 +1,15 @@
 //! Small test models shared by the end-to-end harness binaries: a status device with a planted
 //! bug (its disconnect forgets the cached status) and its driver. Independent of the real models.
+//!
+//! The crate also compiles the workspace README's examples as doctests ([`ReadmeDoctests`]); the
+//! published crates doctest their own READMEs.
 
 use calametra::prelude::*;
+
+/// The workspace README's examples, compiled as doctests so they cannot drift from the code.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;

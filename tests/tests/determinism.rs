@@ -39,7 +39,7 @@ fn tool() -> &'static Path {
             .args([
                 "build",
                 "-p",
-                "calametra",
+                "calametra-cli",
                 "--bin",
                 "calametra",
                 "--message-format=json",
@@ -47,7 +47,7 @@ fn tool() -> &'static Path {
             .stderr(Stdio::inherit())
             .output()
             .expect("run cargo");
-        assert!(out.status.success(), "cargo build -p calametra failed");
+        assert!(out.status.success(), "cargo build -p calametra-cli failed");
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())

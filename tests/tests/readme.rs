@@ -16,7 +16,7 @@
 //!   scenario, as the README says; nothing else was saved.
 //!
 //! The crate builds into `<workspace>/target/readme-crate` (`CARGO_TARGET_DIR`), so the first run
-//! compiles `calametra` without its default features once (about a minute on 2 cores) and later
+//! compiles `calametra` once (about a minute on 2 cores) and later
 //! runs are incremental (a few seconds).
 
 use std::path::{Path, PathBuf};
@@ -142,7 +142,7 @@ fn readme_examples_pass_in_a_new_crate() {
         manifest.contains("[dev-dependencies]") && manifest.contains("[[test]]"),
         "the README shows no ```toml block starting `# Cargo.toml` with the dev-dependency and the [[test]] entries:\n{manifest}"
     );
-    let dep = "calametra = { version = \"0.1\", default-features = false }";
+    let dep = "calametra = { version = \"0.1\" }";
     assert!(
         manifest.contains(dep),
         "the README's manifest lines do not have `{dep}`:\n{manifest}"
@@ -181,7 +181,7 @@ fn readme_examples_pass_in_a_new_crate() {
     std::fs::create_dir_all(krate.join("src")).unwrap();
     let calametra = ws.join("calametra");
     let local_dep = format!(
-        "calametra = {{ path = {:?}, default-features = false }}",
+        "calametra = {{ path = {:?} }}",
         calametra.display().to_string()
     );
     let mut toml = String::from(

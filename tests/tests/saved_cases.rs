@@ -95,7 +95,7 @@ fn calametra_tool() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
         let mut c = cargo();
-        c.args(["build", "-p", "calametra", "--bin", "calametra"]);
+        c.args(["build", "-p", "calametra-cli", "--bin", "calametra"]);
         executables(c)
             .remove("calametra")
             .expect("cargo built the calametra binary")

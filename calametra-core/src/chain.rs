@@ -268,7 +268,7 @@ pub enum Stale {
     },
     /// A recorded event did not apply on replay.
     Event {
-        /// Its index in the case's events (0-based).
+        /// Its index in the case's events (0-based, the anchors before events not counted).
         index: usize,
         /// The event.
         event: Event,
@@ -392,7 +392,7 @@ pub fn check_case(
             Some(index) => {
                 let event = case.events[index].clone();
                 CaseState::Stale(Stale::Event {
-                    index,
+                    index: crate::choices::count_events(&case.events[..index]),
                     why: explain_unapplied(&event, &run),
                     event,
                 })

@@ -309,11 +309,14 @@ impl Summary {
                 }
             ));
             for (sig, g) in &t.signatures {
+                let kept = match g.events_list {
+                    Some(_) => format!("the mutant {}", g.seed),
+                    None => format!("seed::{}", g.seed),
+                };
                 s.push_str(&format!(
-                    "    {}{sig}\n      {}; shortest: seed::{} ({}): {}\n",
+                    "    {}{sig}\n      {}; shortest: {kept} ({}): {}\n",
                     if g.model_gap { "[model gap] " } else { "" },
                     count(g.runs, "run"),
-                    g.seed,
                     count(g.events, "event"),
                     g.failure
                 ));

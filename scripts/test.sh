@@ -7,8 +7,10 @@
 # DRM module (guest/build.sh) and the lockstep QEMU (calametra-qemu/qemu/build.sh), each cached
 # under target/. Then: the determinism lints, every workspace test under nextest, the doctests,
 # the tests that need QEMU or chromium (--ignored), rust-analyzer's run button for a scenario
-# (scripts/ide-runnables.sh), the hardware builds of the example drivers, and a bounded smoke run
-# of every fuzz target.
+# (scripts/ide-runnables.sh), the hardware builds of the example drivers, the packaging of every
+# published crate (cargo package: metadata, README, licences, nothing outside the package), the
+# declared rust-version (1.89) on the user-facing crates, and a bounded smoke run of every fuzz
+# target.
 #
 # CALAMETRA_SKIP_SYSTEM=1 runs only what needs the Rust toolchain alone.
 set -euo pipefail
@@ -56,8 +58,26 @@ fi
 step "hardware builds of the example drivers (nusb)"
 cargo build -p calametra-example-trigger6 --features hardware --all-targets
 cargo build -p calametra-example-dfu-updater --features hardware
+cargo build -p calametra-usb --features nusb
+
+# Each published crate packs on its own: its manifest has what crates.io needs, its README and
+# licence files are inside it, and nothing it builds lies outside it (the packaged manifest of a
+# crate whose tests read the repository's files leaves those tests out, and says so).
+published=(calametra-usb calametra-core calametra-capture calametra-macros calametra
+           calametra-models calametra-qemu calametra-cli)
+step "cargo package (the published crates: ${published[*]})"
+packages=(); for p in "${published[@]}"; do packages+=(-p "$p"); done
+cargo package --no-verify --offline --allow-dirty "${packages[@]}" 2>&1 \
+  | { grep -v '^warning: ignoring \(test\|benchmark\) .* is not included in the published package$' || true; }
 
 if [ $system = 1 ]; then
+  # The declared rust-version is true: the crates a user compiles (the facade, the driver-facing
+  # crate, the core) check with that toolchain (rustup installs it once; trybuild needs 1.88+).
+  step "cargo +1.89 check (the declared rust-version of the user-facing crates)"
+  rustup run 1.89 rustc --version >/dev/null 2>&1 || rustup toolchain install 1.89 --profile minimal
+  CARGO_TARGET_DIR=target/msrv cargo +1.89 check -p calametra -p calametra-usb -p calametra-core
+  CARGO_TARGET_DIR=target/msrv cargo +1.89 check -p calametra-usb --features nusb
+
   step "scripts/fuzz-smoke.sh (a bounded run of every fuzz target)"
   bash scripts/fuzz-smoke.sh
 fi

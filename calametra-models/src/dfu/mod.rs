@@ -14,7 +14,7 @@
 //! ```
 //! use calametra_core::spec::Spec;
 //! use calametra_models::dfu::{Dfu, State};
-//! # let bytes = include_bytes!("../../../specs/dfu11-tolerant.json");
+//! # let bytes = include_bytes!("../../specs/dfu11-tolerant.json");
 //! let spec = Spec::parse("specs/dfu11-tolerant.json", bytes).unwrap();
 //! let dfu = Dfu::try_from_spec(&spec).unwrap();
 //! assert_eq!(dfu.state(), State::AppIdle);

@@ -16,9 +16,9 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// The shipped manifestation-tolerant spec.
-pub const TOLERANT: &[u8] = include_bytes!("../../../specs/dfu11-tolerant.json");
+pub const TOLERANT: &[u8] = include_bytes!("../../specs/dfu11-tolerant.json");
 /// The shipped manifestation non-tolerant spec.
-pub const NONTOLERANT: &[u8] = include_bytes!("../../../specs/dfu11-nontolerant.json");
+pub const NONTOLERANT: &[u8] = include_bytes!("../../specs/dfu11-nontolerant.json");
 
 /// Parses spec bytes (tests only: the shipped specs are known good).
 pub fn spec(bytes: &[u8]) -> Spec {

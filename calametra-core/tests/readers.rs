@@ -12,10 +12,13 @@ use calametra_core::tracefile::load_replay_file;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// A reader, by name, reduced to what it says of a file.
+type Reader = (&'static str, fn(&Path) -> Result<(), String>);
+
 /// What each reader says of `path`, each read on a thread given `limit` to finish (a FIFO
 /// opened to read would block forever: the test fails instead of hanging).
 fn errors(path: &Path) -> Vec<(&'static str, String)> {
-    let readers: [(&'static str, fn(&Path) -> Result<(), String>); 4] = [
+    let readers: [Reader; 4] = [
         ("read_jsonl", |p| {
             read_jsonl(p).map(drop).map_err(|e| e.to_string())
         }),
@@ -34,6 +37,9 @@ fn errors(path: &Path) -> Vec<(&'static str, String)> {
         .map(|(name, f)| {
             let (tx, rx) = std::sync::mpsc::channel();
             let p = path.to_path_buf();
+            // A real thread on purpose: a reader that blocks (a FIFO) fails the test after the
+            // timeout instead of hanging it. No simulation runs here.
+            #[allow(clippy::disallowed_methods)]
             std::thread::spawn(move || {
                 let _ = tx.send(f(&p));
             });

@@ -2,7 +2,9 @@
 //! overflows, values that are not UTF-8, unknown words), `CALAMETRA_REPLAY_FILE` naming its own
 //! scenario and spec, saved cases whose events name what the scenario does not have, special
 //! files given as input, and a relative `CARGO_TARGET_DIR`. Each drives the `adversary` binary
-//! (`src/bin/adversary.rs`) as a user would.
+//! (`src/bin/adversary.rs`) as a user would. Some tests read the wall clock on purpose: a
+//! refusal must come at once, not after building a billion trials.
+#![allow(clippy::disallowed_methods)]
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -287,6 +287,7 @@ fn a_saved_case_naming_an_unknown_external_or_a_step_past_the_run_is_stale_sayin
         let i = index(v);
         v["events"][i]["name"] = Value::from("unplgu");
     });
+    let before = std::fs::read(&case).unwrap();
     let (code, out) = run(adversary(regs.path()).args(["--exact", &trial]));
     assert_eq!(code, Some(101), "{out}");
     assert!(
@@ -294,6 +295,8 @@ fn a_saved_case_naming_an_unknown_external_or_a_step_past_the_run_is_stale_sayin
             && out.contains("no external named `unplgu` in this scenario (it has: unplug, replug)"),
         "{out}"
     );
+    // A stale case is reported, never rewritten.
+    assert_eq!(std::fs::read(&case).unwrap(), before);
     // A step the run never reaches (in a case recorded by raw steps, as saved before
     // anchors: an anchor would place the external by what it follows).
     edit(&case, &case, |v| {
@@ -363,6 +366,11 @@ fn special_files_as_a_replay_file_are_refused_at_once() {
         .env("CALAMETRA_REPLAY_FILE", &bad));
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("trailing comma at line 4 column 1"), "{out}");
+    // The file is left as it was.
+    assert_eq!(
+        std::fs::read_to_string(&bad).unwrap(),
+        "{\n  \"format\": \"calametra.regression\",\n  \"version\": 1,\n}\n"
+    );
 }
 
 /// A relative `CARGO_TARGET_DIR` is relative to where cargo ran, not to the directory the test

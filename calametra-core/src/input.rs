@@ -117,7 +117,7 @@ pub fn read_regular(path: &Path, max_bytes: u64, what: &str) -> Result<String, S
 /// One line read by [`Lines`].
 #[derive(Debug, PartialEq, Eq)]
 pub enum Line<'a> {
-    /// A line and its 1-based number, without its `\n` (nor a `\r` before it).
+    /// A line and its 1-based number, without its `\n` (nor the `\r`s before it).
     Text(&'a str, usize),
     /// The last line, which has no newline (a writer killed mid-line, or a file not in JSON
     /// Lines), and its number.
@@ -176,7 +176,8 @@ impl<R: BufRead> Lines<R> {
         if terminated {
             body = &body[..body.len() - 1];
         }
-        if body.last() == Some(&b'\r') {
+        // As `str::trim_end_matches(['\n', '\r'])` did before lines were bounded.
+        while body.last() == Some(&b'\r') {
             body = &body[..body.len() - 1];
         }
         if body.len() > self.max {

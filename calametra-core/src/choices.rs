@@ -521,7 +521,7 @@ pub(crate) struct Decider {
     /// happened), taken once.
     pub(crate) pending_faults: Vec<(Anchor, String, Fault, Option<u32>)>,
     /// The most recent anchor occurrence: (what, nth, step); `start` at first.
-    last_anchor: (String, u32, u64),
+    last_anchor: (std::borrow::Cow<'static, str>, u32, u64),
     /// Occurrences of each anchor so far.
     anchor_counts: BTreeMap<String, u32>,
     replay_client: VecDeque<u64>,
@@ -553,7 +553,7 @@ impl Decider {
             pending_externals: Vec::new(),
             resolved_externals: Vec::new(),
             pending_faults: Vec::new(),
-            last_anchor: (Anchor::START.to_string(), 1, 0),
+            last_anchor: (std::borrow::Cow::Borrowed(Anchor::START), 1, 0),
             anchor_counts: BTreeMap::new(),
             replay_client: Default::default(),
             replay_draws: Default::default(),
@@ -697,7 +697,7 @@ impl Decider {
     pub(crate) fn anchor_at(&self, point: u64) -> Anchor {
         let (after, nth, at) = &self.last_anchor;
         Anchor {
-            after: after.clone(),
+            after: after.to_string(),
             nth: *nth,
             offset: point.saturating_sub(*at),
         }
@@ -723,7 +723,7 @@ impl Decider {
                 1
             }
         };
-        self.last_anchor = (key.to_string(), n, point);
+        self.last_anchor = (std::borrow::Cow::Owned(key.to_string()), n, point);
         self.resolve(key, n, point);
         n
     }

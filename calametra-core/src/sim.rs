@@ -414,13 +414,17 @@ impl Drop for Current {
 /// events are replayed once more with those events at their raw positions (step, site), the
 /// fallback, and that run is the replay's. Both passes are pure functions of the events.
 pub fn run(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
+    let anchored = match &config.source {
+        Source::Replay(events) => events.iter().any(|e| matches!(e, Event::Anchor { .. })),
+        _ => false,
+    };
+    if !anchored {
+        return run_once(config, scenario);
+    }
     let r = run_once(config.clone(), scenario);
     let Source::Replay(events) = &config.source else {
         return r;
     };
-    if !events.iter().any(|e| matches!(e, Event::Anchor { .. })) {
-        return r;
-    }
     let missed: Vec<usize> = unapplied(events, &r.events)
         .into_iter()
         .filter(|&i| i > 0 && matches!(events[i - 1], Event::Anchor { .. }))

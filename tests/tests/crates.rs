@@ -1,9 +1,10 @@
 //! The crates a user adopts carry what their role needs and nothing more (issue 19), measured
 //! with `cargo tree --offline -e normal` on this workspace:
 //!
-//! - a driver crate built on `calametra-usb` (the DFU updater example's library, default
-//!   features, and `calametra-usb` itself with its `nusb` feature) links none of serde, sha2,
-//!   flate2 or tempfile, and no other Calametra crate: what ships in the production driver;
+//! - a driver crate built on `calametra-usb` (the example drivers' libraries, the DFU updater
+//!   and the Trigger 6 driver, with default features and on hardware, and `calametra-usb` itself
+//!   with its `nusb` feature) links none of serde, sha2, flate2 or tempfile, and no other
+//!   Calametra crate: what ships in the production driver;
 //! - the facade `calametra` with its default features (what a test crate's dev-dependency
 //!   brings) links neither the device models, the QEMU bridge, the capture readers nor the
 //!   command-line tool's crates (clap_complete, usb-device, png, flate2).
@@ -44,20 +45,26 @@ const NOT_IN_A_DRIVER: &[&str] = &["serde", "serde_json", "sha2", "flate2", "tem
 
 #[test]
 fn a_driver_crate_on_calametra_usb_links_no_serde_sha2_flate2_or_tempfile() {
-    let driver = tree(&["-p", "calametra-example-dfu-updater"]);
-    assert_eq!(
-        driver,
-        BTreeSet::from([
-            "calametra-example-dfu-updater".to_string(),
-            "calametra-usb".to_string()
-        ]),
-        "the DFU updater's library (default features) is the driver and calametra-usb alone"
-    );
+    for example in [
+        "calametra-example-dfu-updater",
+        "calametra-example-trigger6",
+    ] {
+        let driver = tree(&["-p", example]);
+        assert_eq!(
+            driver,
+            BTreeSet::from([example.to_string(), "calametra-usb".to_string()]),
+            "{example}'s library (default features) is the driver and calametra-usb alone"
+        );
+    }
     for (what, args) in [
         ("calametra-usb", vec!["-p", "calametra-usb"]),
         (
             "calametra-usb with nusb",
             vec!["-p", "calametra-usb", "--features", "nusb"],
+        ),
+        (
+            "the Trigger 6 driver on hardware",
+            vec!["-p", "calametra-example-trigger6", "--features", "hardware"],
         ),
         (
             "the DFU updater on hardware",

@@ -16,11 +16,10 @@
 
 use crate::edid;
 use crate::frame;
-use calametra_models::trigger6::bulk::{
-    self, DisplayEvent, DmaHeader, VideoHeader, CMD_FLIP_PRIMARY, CMD_FLIP_SECONDARY,
+use crate::protocol::{
+    self, DisplayEvent, DmaHeader, Timing, VideoHeader, CMD_FLIP_PRIMARY, CMD_FLIP_SECONDARY,
     DMA_HEADER_LEN, SESSION_DISPLAY, VIDEO_HEADER_LEN,
 };
-use calametra_models::trigger6::{Connection, DriverView, FlipBelief, RamWrite, Timing};
 use calametra_usb::{ControlIn, ControlOut, ControlType, Recipient, TransferError, UsbInterface};
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
@@ -166,7 +165,54 @@ pub struct Summary {
     pub frames_shown: u32,
 }
 
-/// What the driver believes: the facts a scenario's invariants compare with the model.
+/// What the driver believes about a monitor on an output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Connection {
+    /// Not known (never asked, or a hotplug notification arrived since the last answer).
+    #[default]
+    Unknown,
+    /// No monitor.
+    Disconnected,
+    /// A monitor is there.
+    Connected,
+}
+
+/// A region of VRAM the driver wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RamWrite {
+    /// First byte.
+    pub addr: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+/// A flip the driver submitted: where it put the frame and the bytes it wrote there.
+#[derive(Clone, Debug)]
+pub struct FlipBelief {
+    /// The output (0 primary, 1 secondary).
+    pub output: u8,
+    /// The fence id of the flip.
+    pub fence: u32,
+    /// The pixel format code (TargetFormat).
+    pub format: u32,
+    /// VRAM address of the Y plane.
+    pub y_offset: u32,
+    /// VRAM address of the UV plane.
+    pub uv_offset: u32,
+    /// Y line pitch.
+    pub y_pitch: u16,
+    /// UV line pitch.
+    pub uv_pitch: u16,
+    /// Frame width in pixels.
+    pub width: u16,
+    /// Frame height in lines.
+    pub height: u16,
+    /// The bytes written: the Y plane, then the UV plane.
+    pub pixels: Rc<[u8]>,
+}
+
+/// What the driver believes: the facts a scenario's invariants compare with the model (the
+/// scenario turns them into the model's `DriverView`).
 #[derive(Debug, Default)]
 pub struct Beliefs {
     /// Where the main sequence is.
@@ -201,19 +247,6 @@ pub struct Beliefs {
 }
 
 impl Beliefs {
-    /// The beliefs in the shape the model's invariants read.
-    pub fn view(&self) -> DriverView<'_> {
-        DriverView {
-            connection: self.connection,
-            hotplug_seen: self.hotplug_seen,
-            vram_size: self.vram_size,
-            modes: self.modes,
-            flips: &self.flips,
-            fence_done: self.fence_done,
-            writes: &self.writes,
-        }
-    }
-
     fn wake(&mut self) {
         for w in self.waiters.drain(..) {
             w.wake();
@@ -761,7 +794,8 @@ impl<I: UsbInterface> Driver<I> {
             let r = with_timeout(
                 &self.iface,
                 Duration::from_secs(1),
-                self.iface.interrupt_in(EP_INTERRUPT, bulk::INTERRUPT_LEN),
+                self.iface
+                    .interrupt_in(EP_INTERRUPT, protocol::INTERRUPT_LEN),
             )
             .await;
             let packet = match r {
@@ -781,7 +815,7 @@ impl<I: UsbInterface> Driver<I> {
                 }
             };
             errors = 0;
-            for ev in bulk::parse_interrupt(&packet) {
+            for ev in protocol::parse_interrupt(&packet) {
                 match ev {
                     DisplayEvent::FenceDone(id) => {
                         let mut b = self.beliefs.borrow_mut();

@@ -5,12 +5,12 @@
 //! `#[calametra::scenario(spec = "specs/trigger6-jcd543.json", schedules = .., faults = transport)]`
 //! around [`scenario`]. Only the scenario is simulation-specific; the driver is not.
 
-use crate::driver::{Beliefs, Driver};
+use crate::driver::{self, Beliefs, Driver};
 use calametra_core::scripted::Scripted;
 use calametra_core::spec::Spec;
 use calametra_core::world::DeviceHandle;
 use calametra_core::Sim;
-use calametra_models::trigger6::{names, Trigger6};
+use calametra_models::trigger6::{self as t6, names, Trigger6};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -27,6 +27,75 @@ pub fn spec() -> Spec {
     match SPEC.get_or_init(|| Spec::parse(SPEC_PATH, SPEC_JSON).map_err(|e| e.to_string())) {
         Ok(s) => s.clone(),
         Err(e) => panic!("{e}"),
+    }
+}
+
+/// The driver's beliefs in the shape the model's invariants read ([`t6::DriverView`]). The
+/// driver keeps its own types (its library depends on `calametra-usb` alone), so a check
+/// converts them: `w.model(dock).status_matches_connection(&View::of(&beliefs).get())`.
+#[derive(Clone, Debug)]
+pub struct View {
+    connection: [t6::Connection; 2],
+    hotplug_seen: [u32; 2],
+    vram_size: Option<u64>,
+    modes: [Option<[u8; 32]>; 2],
+    flips: Vec<t6::FlipBelief>,
+    fence_done: u32,
+    writes: Vec<t6::RamWrite>,
+}
+
+impl View {
+    /// The beliefs, converted.
+    pub fn of(b: &Beliefs) -> View {
+        let connection = |c: driver::Connection| match c {
+            driver::Connection::Unknown => t6::Connection::Unknown,
+            driver::Connection::Disconnected => t6::Connection::Disconnected,
+            driver::Connection::Connected => t6::Connection::Connected,
+        };
+        View {
+            connection: b.connection.map(connection),
+            hotplug_seen: b.hotplug_seen,
+            vram_size: b.vram_size,
+            modes: b.modes,
+            flips: b
+                .flips
+                .iter()
+                .map(|f| t6::FlipBelief {
+                    output: f.output,
+                    fence: f.fence,
+                    format: f.format,
+                    y_offset: f.y_offset,
+                    uv_offset: f.uv_offset,
+                    y_pitch: f.y_pitch,
+                    uv_pitch: f.uv_pitch,
+                    width: f.width,
+                    height: f.height,
+                    pixels: f.pixels.clone(),
+                })
+                .collect(),
+            fence_done: b.fence_done,
+            writes: b
+                .writes
+                .iter()
+                .map(|w| t6::RamWrite {
+                    addr: w.addr,
+                    len: w.len,
+                })
+                .collect(),
+        }
+    }
+
+    /// The view the invariants take.
+    pub fn get(&self) -> t6::DriverView<'_> {
+        t6::DriverView {
+            connection: self.connection,
+            hotplug_seen: self.hotplug_seen,
+            vram_size: self.vram_size,
+            modes: self.modes,
+            flips: &self.flips,
+            fence_done: self.fence_done,
+            writes: &self.writes,
+        }
     }
 }
 
@@ -63,7 +132,7 @@ pub fn scenario_planted(sim: &mut Sim) {
 /// - declares the external `unplug` (the monitor leaves output 0; exploration places it);
 /// - declares `flip_state_matches_ram`, `status_matches_connection`,
 ///   `modeset_has_valid_timing` and `ram_writes_in_bounds`, each comparing the model with the
-///   driver's [`Beliefs::view`].
+///   driver's beliefs (as a [`View`]).
 pub fn build(sim: &mut Sim) -> Handles {
     build_with(sim, cfg!(feature = "planted-race"))
 }
@@ -97,19 +166,23 @@ pub fn build_with(sim: &mut Sim, planted_race: bool) -> Handles {
     });
     let b = beliefs.clone();
     sim.invariant(names::FLIP_STATE_MATCHES_RAM, move |w| {
-        w.model(dock).flip_state_matches_ram(&b.borrow().view())
+        w.model(dock)
+            .flip_state_matches_ram(&View::of(&b.borrow()).get())
     });
     let b = beliefs.clone();
     sim.invariant(names::STATUS_MATCHES_CONNECTION, move |w| {
-        w.model(dock).status_matches_connection(&b.borrow().view())
+        w.model(dock)
+            .status_matches_connection(&View::of(&b.borrow()).get())
     });
     let b = beliefs.clone();
     sim.invariant(names::MODESET_HAS_VALID_TIMING, move |w| {
-        w.model(dock).modeset_has_valid_timing(&b.borrow().view())
+        w.model(dock)
+            .modeset_has_valid_timing(&View::of(&b.borrow()).get())
     });
     let b = beliefs.clone();
     sim.invariant(names::RAM_WRITES_IN_BOUNDS, move |w| {
-        w.model(dock).ram_writes_in_bounds(&b.borrow().view())
+        w.model(dock)
+            .ram_writes_in_bounds(&View::of(&b.borrow()).get())
     });
     Handles { dock, beliefs }
 }
@@ -170,25 +243,25 @@ pub fn build_second_output(sim: &mut Sim) -> SecondOutput {
     sim.invariant(names::FLIP_STATE_MATCHES_RAM, move |w| {
         w.model(dock)
             .inner()
-            .flip_state_matches_ram(&b.borrow().view())
+            .flip_state_matches_ram(&View::of(&b.borrow()).get())
     });
     let b = beliefs.clone();
     sim.invariant(names::STATUS_MATCHES_CONNECTION, move |w| {
         w.model(dock)
             .inner()
-            .status_matches_connection(&b.borrow().view())
+            .status_matches_connection(&View::of(&b.borrow()).get())
     });
     let b = beliefs.clone();
     sim.invariant(names::MODESET_HAS_VALID_TIMING, move |w| {
         w.model(dock)
             .inner()
-            .modeset_has_valid_timing(&b.borrow().view())
+            .modeset_has_valid_timing(&View::of(&b.borrow()).get())
     });
     let b = beliefs.clone();
     sim.invariant(names::RAM_WRITES_IN_BOUNDS, move |w| {
         w.model(dock)
             .inner()
-            .ram_writes_in_bounds(&b.borrow().view())
+            .ram_writes_in_bounds(&View::of(&b.borrow()).get())
     });
     SecondOutput { dock, beliefs }
 }

@@ -28,7 +28,7 @@
 use calametra_example_trigger6::driver::{Beliefs, Driver, HEIGHT, WIDTH};
 use calametra_example_trigger6::frame::{colour_bars_nv12, fnv1a64};
 use calametra_example_trigger6::hardware;
-use calametra_models::trigger6::Timing;
+use calametra_example_trigger6::protocol::Timing;
 use std::process::ExitCode;
 
 /// The EDID's manufacturer (three letters) and product code, as `HPN3725`.
@@ -48,7 +48,7 @@ fn monitor(edid: &[u8]) -> String {
 /// `writes=ADDR+LEN;...` and `flips=OUTPUT:FENCE:FORMAT:Y:UV:YPITCH:UVPITCH:W:H:FNV;...` (FNV
 /// is FNV-1a 64 of the pixels the flip carried, in hex).
 fn view_line(b: &Beliefs) -> String {
-    let v = b.view();
+    let v = b;
     let hex = |r: &Option<[u8; 32]>| match r {
         Some(r) => r.iter().map(|x| format!("{x:02x}")).collect(),
         None => "none".to_string(),

@@ -127,14 +127,68 @@ pub fn html(records: &[Record], title: &str) -> String {
         push_json_str(&mut lanes_json, l);
     }
     lanes_json.push(']');
-    // `</` cannot appear inside the script's JSON: escape it.
-    let data = data.replace("</", "<\\/");
-    let lanes_json = lanes_json.replace("</", "<\\/");
-    let title_html = title.replace('&', "&amp;").replace('<', "&lt;");
-    HTML_TEMPLATE
-        .replace("__TITLE__", &title_html)
-        .replace("__LANES__", &lanes_json)
-        .replace("__DATA__", &data)
+    fill(
+        HTML_TEMPLATE,
+        &[
+            ("__TITLE__", html_text(title)),
+            ("__LANES__", script_json(&lanes_json)),
+            ("__DATA__", script_json(&data)),
+        ],
+    )
+}
+
+/// Text made safe in HTML text and attribute values: `&`, `<`, `>`, `"` and `'` escaped.
+pub fn html_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// JSON made safe inside a `<script>` element: every `<` and `>` (so no `</script>`, `<!--`
+/// or `-->`) and U+2028/U+2029 become `\u` escapes. In JSON these can only appear inside
+/// strings, where the escapes mean the same characters.
+pub fn script_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Fills `template`'s placeholders in one pass: the template is scanned once, left to right,
+/// and what is inserted is never scanned again, so a value holding a placeholder's name (a
+/// file named `__LANES__.jsonl`) stays text.
+pub fn fill(template: &str, values: &[(&str, String)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    'scan: while !rest.is_empty() {
+        for (name, value) in values {
+            if let Some(after) = rest.strip_prefix(name) {
+                out.push_str(value);
+                rest = after;
+                continue 'scan;
+            }
+        }
+        let c = rest.chars().next().expect("not empty");
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 const HTML_TEMPLATE: &str = r#"<!doctype html>
@@ -232,7 +286,7 @@ mod tests {
     #[test]
     fn html_embeds_escaped_data() {
         let h = html(&sample(), "t6 <stale>");
-        assert!(h.contains("t6 &lt;stale>"));
+        assert!(h.contains("t6 &lt;stale&gt;"));
         assert!(
             !h.contains("x</script>"),
             "a lane name cannot close the script"

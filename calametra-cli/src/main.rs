@@ -59,6 +59,10 @@ enum Command {
     /// 1 some diverge, 2 unusable.
     Determinism(DeterminismArgs),
     /// The minimal story of a failure (a regression file or a trace)
+    ///
+    /// The file is read once, and only when it is a regular file within the readers' limits
+    /// (a FIFO or `/dev/zero` is an error). Control characters in its strings (terminal escape
+    /// sequences) are printed as `\u{1b}` escapes, here and in every command's output.
     Show(ShowArgs),
     /// The workspace's saved cases and their states
     ///
@@ -68,11 +72,19 @@ enum Command {
     /// Merge sweep partitions' summaries into one report
     SweepReport(SweepReportArgs),
     /// A Perfetto/Chrome trace or a self-contained HTML timeline of a trace
+    ///
+    /// Outputs: `-` is standard output (the `wrote` notes then go to standard error); a
+    /// character device (`/dev/stdout`) or a FIFO is written through; an existing symlink is
+    /// refused and left as it is; a regular file is replaced atomically. An output that is the
+    /// input trace is refused (exit 2).
     Export(ExportArgs),
     /// Replay a real capture against a model
     ///
     /// Its control transfers (and for a Trigger 6 its bulk and interrupt transfers too, each
-    /// flipped frame as a PNG in --frames DIR); exit 1 on any unexplained difference.
+    /// flipped frame as a PNG in --frames DIR); exit 1 on any unexplained difference, and exit 1
+    /// when nothing was compared (an empty or header-only capture, comments alone, a --device
+    /// with no transfers). The capture must be a regular file; its first bytes are checked
+    /// before the rest is read.
     Compare(CompareArgs),
     /// Serve a model to a Linux guest under QEMU
     Qemu(QemuArgs),
@@ -196,7 +208,9 @@ struct SweepReportArgs {
     /// The partitions' summaries (`CALAMETRA_SWEEP_SUMMARY` files).
     #[arg(required = true, value_name = "SUMMARY.json")]
     summaries: Vec<PathBuf>,
-    /// Write the merged summary here.
+    /// Write the merged summary here (`-`: standard output, the report then goes to standard
+    /// error). A character device or FIFO is written through; a symlink, or one of the
+    /// summaries read, is refused.
     #[arg(long, value_name = "MERGED.json")]
     out: Option<PathBuf>,
 }
@@ -206,10 +220,12 @@ struct SweepReportArgs {
 struct ExportArgs {
     /// A trace (`.jsonl`).
     file: PathBuf,
-    /// Write a Chrome trace event file (opens in Perfetto or chrome://tracing).
+    /// Write a Chrome trace event file (opens in Perfetto or chrome://tracing); `-` is standard
+    /// output.
     #[arg(long, value_name = "OUT.json")]
     chrome: Option<PathBuf>,
-    /// Write a self-contained HTML timeline.
+    /// Write a self-contained HTML timeline (every string from the trace escaped); `-` is
+    /// standard output.
     #[arg(long, value_name = "OUT.html")]
     html: Option<PathBuf>,
 }
@@ -304,6 +320,127 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
+}
+
+/// A string read from a file made safe for a terminal: every control character but newline
+/// and tab (ESC, BEL, the C1 controls, DEL: what clears the screen, sets the title or writes
+/// the clipboard) becomes a visible `\u{..}` escape. Every command prints what it read from a
+/// file through this.
+pub(crate) fn clean(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Whether an output path is a stream (`-`, a character device, a FIFO): what was written is
+/// then on it, and notes about the writing go to standard error.
+pub(crate) fn is_stream(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    path.as_os_str() == "-"
+        || std::fs::symlink_metadata(path)
+            .is_ok_and(|m| m.file_type().is_char_device() || m.file_type().is_fifo())
+}
+
+/// Says `wrote OUT` (and `extra`): on standard output, or on standard error when OUT is a
+/// stream (so that `--html -` writes the page alone).
+pub(crate) fn note_written(path: &Path, extra: &str) {
+    if is_stream(path) {
+        eprintln!("wrote {}{extra}", path.display());
+    } else {
+        println!("wrote {}{extra}", path.display());
+    }
+}
+
+/// Refuses an output path that is one of the inputs (the same file, by any name): writing it
+/// would destroy what was read. Exit 2.
+pub(crate) fn not_an_input(out: &Path, inputs: &[&Path]) -> Result<(), CliError> {
+    use std::os::unix::fs::MetadataExt;
+    if out.as_os_str() == "-" {
+        return Ok(());
+    }
+    let Ok(o) = std::fs::metadata(out) else {
+        return Ok(());
+    };
+    for i in inputs {
+        if let Ok(m) = std::fs::metadata(i) {
+            if m.dev() == o.dev() && m.ino() == o.ino() {
+                return Err(CliError(
+                    format!(
+                        "the output {} is the input {}: refusing to overwrite it",
+                        out.display(),
+                        i.display()
+                    ),
+                    2,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes an output file: `-` is standard output; a character device (`/dev/stdout`) or a FIFO
+/// is opened and written through, never replaced; a symlink, a directory, a socket or a block
+/// device is refused (exit 2) and left as it is; a regular file or a new path is written
+/// atomically (a temporary file renamed over it). Every command's outputs go through here.
+pub(crate) fn write_output(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    use std::io::Write;
+    use std::os::unix::fs::FileTypeExt;
+    let stream_err = |e: std::io::Error| fail(format!("{}: cannot write: {e}", path.display()));
+    if path.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(bytes)
+            .and_then(|_| out.flush())
+            .map_err(stream_err);
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) => {
+            let ft = m.file_type();
+            if ft.is_symlink() {
+                return Err(CliError(
+                    format!(
+                        "{}: is a symbolic link: refusing to write through or replace it (name its target, or `-` for standard output)",
+                        path.display()
+                    ),
+                    2,
+                ));
+            }
+            if ft.is_char_device() || ft.is_fifo() {
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(stream_err)?;
+                return f
+                    .write_all(bytes)
+                    .and_then(|_| f.flush())
+                    .map_err(stream_err);
+            }
+            if !ft.is_file() {
+                let what = if ft.is_dir() {
+                    "a directory"
+                } else if ft.is_socket() {
+                    "a socket"
+                } else if ft.is_block_device() {
+                    "a block device"
+                } else {
+                    "not a regular file"
+                };
+                return Err(CliError(
+                    format!("{}: is {what}: refusing to write over it", path.display()),
+                    2,
+                ));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(fail(format!("{}: cannot write: {e}", path.display()))),
+    }
+    calametra_core::regress::write_atomic(path, bytes).map_err(|e| fail(e.to_string()))
 }
 
 fn records(path: &Path) -> Result<Vec<Record>, CliError> {
@@ -438,7 +575,7 @@ fn replay(a: &ReplayArgs) -> Result<(), CliError> {
                 println!("replay: {n}/{n} records, {hash} identical");
                 return Ok(());
             }
-            print!("{}", an.render());
+            print!("{}", clean(&an.render()));
             let which = match an.divergent_records() {
                 Some((Some(x), _)) => format!(
                     "record #{} (line {} of {}) is not what the replay wrote: {}",
@@ -515,7 +652,7 @@ fn state_at(file: &Path, cargo: &str, at: &str) -> Result<(), CliError> {
     })?;
     let dump =
         StateDump::from_json(&text).map_err(|e| fail(format!("CALAMETRA_STATE_OUT: {e}")))?;
-    print!("{}", dump.render());
+    print!("{}", clean(&dump.render()));
     Ok(())
 }
 
@@ -563,11 +700,17 @@ fn sweep_report(a: &SweepReportArgs) -> Result<(), CliError> {
         parts.push(Summary::parse(p, &text).map_err(|e| fail(e.to_string()))?);
     }
     let merged = merge(parts).map_err(fail)?;
-    print!("{}", merged.report());
+    let report = clean(&merged.report());
+    if a.out.as_deref().is_some_and(is_stream) {
+        eprint!("{report}");
+    } else {
+        print!("{report}");
+    }
     if let Some(out) = &a.out {
-        calametra_core::regress::write_atomic(out, merged.to_json().as_bytes())
-            .map_err(|e| fail(e.to_string()))?;
-        println!("merged summary: {}", out.display());
+        let inputs: Vec<&Path> = a.summaries.iter().map(|p| p.as_path()).collect();
+        not_an_input(out, &inputs)?;
+        write_output(out, merged.to_json().as_bytes())?;
+        note_written(out, " (the merged summary)");
     }
     Ok(())
 }
@@ -610,7 +753,7 @@ fn diff(args: &DiffArgs) -> Result<(), CliError> {
         ));
     }
     let an = analyse(&ta, &tb, opts);
-    print!("{}", an.render());
+    print!("{}", clean(&an.render()));
     if an.identical() {
         Ok(())
     } else {
@@ -619,30 +762,39 @@ fn diff(args: &DiffArgs) -> Result<(), CliError> {
 }
 
 fn show(a: &ShowArgs) -> Result<(), CliError> {
+    use std::fmt::Write;
     let file = a.file.clone();
     if let Some(at) = &a.at {
         let cargo = cargo_or_default(&a.cargo);
         load_replayable(&file).map_err(fail)?;
         return state_at(&file, &cargo, at);
     }
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| fail(format!("{}: cannot read: {e}", file.display())))?;
-    let whole: Option<serde_json::Value> = serde_json::from_str(&text).ok();
-    if whole.as_ref().is_some_and(|v| v.get("format").is_some()) {
-        let r = Regression::parse(&file, &text).map_err(|e| fail(e.to_string()))?;
-        println!("{}", r.failure);
-        println!("scenario:  {}", r.scenario);
-        println!("signature: {}", r.signature);
-        println!("found by:  {} (base seed {})", r.found_by, r.base_seed);
-        println!("story:     {}", r.story);
+    // One read of the file, through the core's bounded readers: a FIFO or `/dev/zero` is
+    // refused before it is read.
+    let loaded = calametra_core::tracefile::load_replay_file(&file).map_err(fail)?;
+    let (events, hash) = (&loaded.events, &loaded.hash);
+    let mut o = String::new();
+    let Some(recs) = &loaded.records else {
+        let Some(r) = &loaded.case else {
+            return Err(fail(format!(
+                "{}: neither a trace nor a saved case",
+                file.display()
+            )));
+        };
+        let _ = writeln!(o, "{}", r.failure);
+        let _ = writeln!(o, "scenario:  {}", r.scenario);
+        let _ = writeln!(o, "signature: {}", r.signature);
+        let _ = writeln!(o, "found by:  {} (base seed {})", r.found_by, r.base_seed);
+        let _ = writeln!(o, "story:     {}", r.story);
         if !r.run_aloud.is_empty() {
-            println!("the run:   {}", r.run_aloud);
+            let _ = writeln!(o, "the run:   {}", r.run_aloud);
         }
         for (i, e) in r.events.iter().enumerate() {
-            println!("  {:>2}. {e}", i + 1);
+            let _ = writeln!(o, "  {:>2}. {e}", i + 1);
         }
-        println!("trace hash: {}", r.trace_hash);
-        println!(
+        let _ = writeln!(o, "trace hash: {}", r.trace_hash);
+        let _ = writeln!(
+            o,
             "replay:    {}",
             calametra::report::replay_command(
                 &r.package,
@@ -651,32 +803,32 @@ fn show(a: &ShowArgs) -> Result<(), CliError> {
                 false
             )
         );
+        print!("{}", clean(&o));
         return Ok(());
-    }
-    let recs = records(&file)?;
-    let (events, hash, _) = load_replayable(&file).map_err(fail)?;
+    };
     if let Some(s) = recs.iter().rev().find(|r| r.kind == "summary") {
         if let Some(f) = s.data.get("failure").and_then(|v| v.as_str()) {
-            println!("{f}");
+            let _ = writeln!(o, "{f}");
         }
         if let Some(sc) = s.data.get("scenario").and_then(|v| v.as_str()) {
-            println!("scenario: {sc}");
+            let _ = writeln!(o, "scenario: {sc}");
         }
     }
-    println!("story:    {}", story(&events));
-    println!("trace hash: {hash}");
-    println!("records:");
-    for (k, n) in kind_counts(&recs) {
-        println!("  {k:<12} {n}");
+    let _ = writeln!(o, "story:    {}", story(events));
+    let _ = writeln!(o, "trace hash: {hash}");
+    let _ = writeln!(o, "records:");
+    for (k, n) in kind_counts(recs) {
+        let _ = writeln!(o, "  {k:<12} {n}");
     }
-    println!("what happened:");
+    let _ = writeln!(o, "what happened:");
     for r in recs.iter().filter(|r| {
         matches!(
             r.kind.as_str(),
             "transfer" | "fault" | "external" | "invariant" | "mark" | "model_gap" | "end"
         )
     }) {
-        println!(
+        let _ = writeln!(
+            o,
             "  #{:<5} {:>12} ns  {:<10} {}",
             r.seq,
             r.t_ns,
@@ -684,6 +836,8 @@ fn show(a: &ShowArgs) -> Result<(), CliError> {
             export::label(r)
         );
     }
+    // Every string here came from the file: no escape sequence reaches the terminal.
+    print!("{}", clean(&o));
     Ok(())
 }
 
@@ -692,25 +846,21 @@ fn export_cmd(a: &ExportArgs) -> Result<(), CliError> {
     if a.chrome.is_none() && a.html.is_none() {
         return Err(usage("export needs --chrome OUT.json or --html OUT.html"));
     }
+    for out in [&a.chrome, &a.html].into_iter().flatten() {
+        not_an_input(out, &[file])?;
+    }
     let recs = records(file)?;
-    let write = |out: &Path, text: String| {
-        calametra_core::regress::write_atomic(out, text.as_bytes()).map_err(|e| fail(e.to_string()))
-    };
     if let Some(out) = &a.chrome {
-        write(out, export::chrome(&recs))?;
-        println!(
-            "wrote {} (open it in Perfetto or chrome://tracing)",
-            out.display()
-        );
+        write_output(out, export::chrome(&recs).as_bytes())?;
+        note_written(out, " (open it in Perfetto or chrome://tracing)");
     }
     if let Some(out) = &a.html {
         let title = file
             .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("trace")
-            .to_string();
-        write(out, export::html(&recs, &title))?;
-        println!("wrote {}", out.display());
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "trace".to_string());
+        write_output(out, export::html(&recs, &title).as_bytes())?;
+        note_written(out, "");
     }
     Ok(())
 }

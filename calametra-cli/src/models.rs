@@ -5,10 +5,63 @@ use crate::{CliError, CompareArgs, QemuArgs};
 use calametra_capture::compare::{compare_with, NoExplanations, Options};
 use calametra_capture::Capture;
 use calametra_core::host::DeviceHost;
+use calametra_core::input::{open_regular, MAX_DOCUMENT_BYTES, MAX_TRACE_BYTES};
 use calametra_core::sim::RunConfig;
 use calametra_core::spec::Spec;
 use calametra_core::usb::Device;
+use std::io::Read;
 use std::path::Path;
+
+/// Whether a capture's first bytes can begin a capture: gzip, pcapng, pcap (either byte order,
+/// micro- or nanoseconds) or usbmon text (no NUL or other control bytes but tab, CR and LF).
+fn capture_magic_ok(head: &[u8]) -> bool {
+    const MAGIC: [[u8; 4]; 5] = [
+        [0x0a, 0x0d, 0x0d, 0x0a],
+        [0xd4, 0xc3, 0xb2, 0xa1],
+        [0xa1, 0xb2, 0xc3, 0xd4],
+        [0x4d, 0x3c, 0xb2, 0xa1],
+        [0xa1, 0xb2, 0x3c, 0x4d],
+    ];
+    head.starts_with(&[0x1f, 0x8b])
+        || MAGIC.iter().any(|m| head.starts_with(m))
+        || head
+            .iter()
+            .all(|&b| b >= 0x20 || b == b'\t' || b == b'\n' || b == b'\r')
+}
+
+/// Reads a regular file of at most `max` bytes ([`calametra_core::input::open_regular`]: a
+/// FIFO or `/dev/zero` is refused before it is read); with `magic`, its first bytes are
+/// checked before the rest is read. Errors exit 1, as the other bad inputs of `compare`.
+fn read_bounded(
+    path: &Path,
+    max: u64,
+    what: &str,
+    magic: Option<fn(&[u8]) -> bool>,
+) -> Result<Vec<u8>, CliError> {
+    let bad = |e: String| CliError(format!("{}: {e}", path.display()), 1);
+    let mut f = open_regular(path, max, what).map_err(bad)?;
+    let mut bytes = Vec::new();
+    if let Some(ok) = magic {
+        (&mut f)
+            .take(16)
+            .read_to_end(&mut bytes)
+            .map_err(|e| bad(format!("cannot read the {what}: {e}")))?;
+        if !ok(&bytes) {
+            return Err(bad(format!(
+                "not a {what}: its first bytes are not gzip, pcapng, pcap or usbmon text"
+            )));
+        }
+    }
+    f.take(max + 1 - bytes.len() as u64)
+        .read_to_end(&mut bytes)
+        .map_err(|e| bad(format!("cannot read the {what}: {e}")))?;
+    if bytes.len() as u64 > max {
+        return Err(bad(format!(
+            "cannot read the {what}: it grew past its limit while it was read"
+        )));
+    }
+    Ok(bytes)
+}
 
 /// The model a spec describes, by its `format`.
 pub fn model_for(spec: &Spec) -> Result<Box<dyn Device>, String> {
@@ -51,8 +104,20 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
             ))
         }
     };
-    let spec = Spec::load(spec).map_err(|e| CliError(e.to_string(), 1))?;
-    let capture = Capture::load(cap).map_err(|e| CliError(e.to_string(), 1))?;
+    let spec_bytes = read_bounded(spec, MAX_DOCUMENT_BYTES, "spec", None)?;
+    let spec = Spec::parse(spec, &spec_bytes).map_err(|e| CliError(e.to_string(), 1))?;
+    let cap_bytes = read_bounded(cap, MAX_TRACE_BYTES, "capture", Some(capture_magic_ok))?;
+    let capture = Capture::parse(cap, &cap_bytes).map_err(|e| CliError(e.to_string(), 1))?;
+    drop(cap_bytes);
+    if capture.events.is_empty() {
+        return Err(CliError(
+            format!(
+                "{}: nothing was compared: the capture holds no usbmon events (empty, a header alone, or comments alone)",
+                cap.display()
+            ),
+            1,
+        ));
+    }
     let trigger6 = spec.str("format").ok() == Some("calametra.spec.trigger6");
     if trigger6 && device.is_none() {
         // The Trigger 6 comparison replays the whole capture (control, bulk, interrupt),
@@ -66,7 +131,16 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
         };
         let c = compare_capture_with(&capture, &spec, &options, |_, _| {})
             .map_err(|e| CliError(e, 1))?;
-        print!("{c}");
+        print!("{}", crate::clean(&c.to_string()));
+        if c.report.summary().total == 0 {
+            return Err(CliError(
+                format!(
+                    "{}: nothing was compared: the capture holds no transfers of the device",
+                    cap.display()
+                ),
+                1,
+            ));
+        }
         return if c.is_clean() {
             Ok(())
         } else {
@@ -100,7 +174,17 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
         &options,
         &mut NoExplanations,
     );
-    print!("{}", report.render());
+    print!("{}", crate::clean(&report.render()));
+    if report.summary().total == 0 {
+        let why = match &a.device {
+            Some(d) => format!("no control transfer in the capture is of --device {d}"),
+            None => "the capture holds no control transfers".to_string(),
+        };
+        return Err(CliError(
+            format!("{}: nothing was compared: {why}", cap.display()),
+            1,
+        ));
+    }
     if report.summary().is_clean() {
         Ok(())
     } else {

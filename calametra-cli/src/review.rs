@@ -361,8 +361,9 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
     for r in &rows {
         *counts.entry(r.state.as_str()).or_default() += 1;
         let shown = r.file.strip_prefix(&here).unwrap_or(&r.file);
-        let first = r.detail.lines().next().unwrap_or("");
-        println!("{:<18} {}\n{:<18} {first}", r.state, shown.display(), "");
+        let first = crate::clean(r.detail.lines().next().unwrap_or(""));
+        let shown = crate::clean(&shown.display().to_string());
+        println!("{:<18} {shown}\n{:<18} {first}", r.state, "");
     }
     let summary: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
     println!("{} saved case file(s): {}", rows.len(), summary.join(", "));

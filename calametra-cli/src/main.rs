@@ -244,7 +244,8 @@ pub(crate) struct CompareArgs {
     /// Do not script the capture's monitor hot-plug into the model (Trigger 6).
     #[arg(long)]
     pub(crate) no_hotplug: bool,
-    /// Write each frame a flip showed as a PNG into DIR (Trigger 6).
+    /// Write each frame a flip showed as a PNG into DIR (Trigger 6); as every output, a
+    /// symlink in DIR is refused (exit 1 after the comparison), never replaced.
     #[arg(long, value_name = "DIR")]
     pub(crate) frames: Option<PathBuf>,
 }

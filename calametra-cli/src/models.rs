@@ -124,14 +124,50 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
         // scripts the capture's monitor hot-plug in and names what it explains
         // (`--no-hotplug` shows those differences, explained); `--frames DIR` writes each
         // frame a flip showed as a PNG.
-        use calametra_models::trigger6::capture::{compare_capture_with, CompareOptions};
+        use calametra_models::trigger6::capture::{
+            compare_capture_with, CompareOptions, ShownFrame,
+        };
+        use calametra_models::trigger6::scanout::Scanout;
+        // The frames are written here, through the tool's one output writer (a symlink among
+        // DIR's files is refused, never replaced), rather than by the comparison.
         let options = CompareOptions {
             replay_hotplug: !a.no_hotplug,
-            frames_dir: a.frames.clone(),
+            frames_dir: None,
         };
-        let c = compare_capture_with(&capture, &spec, &options, |_, _| {})
+        if let Some(dir) = &a.frames {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                CliError(
+                    format!("{}: cannot create the directory: {e}", dir.display()),
+                    1,
+                )
+            })?;
+        }
+        type Written = Vec<Result<std::path::PathBuf, String>>;
+        let written: std::rc::Rc<std::cell::RefCell<Written>> = Default::default();
+        let on_frame = {
+            let written = written.clone();
+            let dir = a.frames.clone();
+            move |_: &ShownFrame, scanout: &Scanout| {
+                let Some(dir) = &dir else { return };
+                let mut w = written.borrow_mut();
+                let path = dir.join(format!("{:02}-{}", w.len() + 1, scanout.file_name()));
+                w.push(
+                    crate::write_output(&path, &scanout.png())
+                        .map(|()| path)
+                        .map_err(|e| e.0),
+                );
+            }
+        };
+        let mut c = compare_capture_with(&capture, &spec, &options, on_frame)
             .map_err(|e| CliError(e, 1))?;
+        let written = std::mem::take(&mut *written.borrow_mut());
+        for (frame, w) in c.frames.iter_mut().zip(&written) {
+            frame.png = w.as_ref().ok().cloned();
+        }
         print!("{}", crate::clean(&c.to_string()));
+        if let Some(Err(e)) = written.iter().find(|w| w.is_err()) {
+            return Err(CliError(format!("a frame's PNG: {e}"), 1));
+        }
         if c.report.summary().total == 0 {
             return Err(CliError(
                 format!(

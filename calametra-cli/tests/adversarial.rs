@@ -324,3 +324,39 @@ fn compare_refuses_special_files_and_checks_the_magic_first() {
     assert_eq!(code, 1, "{se}");
     assert!(se.contains("first bytes"), "{se}");
 }
+
+#[test]
+fn compare_frames_are_written_through_the_output_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../refdata/trace-JCD543-20220514T1928-4k-edid.pcapng.gz");
+    let frames = dir.path().join("frames");
+    std::fs::create_dir(&frames).unwrap();
+    // A symlink planted where the first frame goes: refused, left as it is.
+    let target = dir.path().join("elsewhere.txt");
+    std::fs::write(&target, "keep").unwrap();
+    let link = frames.join("01-out0-fence1-rgb24-3840x2160.png");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let (code, _, se) = tool(&[
+        "compare",
+        "--capture",
+        s(&real),
+        "--spec",
+        s(&spec()),
+        "--frames",
+        s(&frames),
+    ]);
+    assert_eq!(code, 1, "{se}");
+    assert!(
+        se.contains("symbolic link") && se.contains("01-out0"),
+        "{se}"
+    );
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    // The other frames are written as PNGs.
+    let png = std::fs::read(frames.join("02-out0-fence2-rgb24-3840x2160.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG"));
+}

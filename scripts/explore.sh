@@ -27,5 +27,11 @@ if [ -f examples/dfu-updater/tests/scenarios.rs ]; then
   CALAMETRA_VERBOSE=1 cargo test -q -p calametra-example-dfu-updater --test scenarios
 fi
 
+step "a sweep of the Trigger 6 examples: ${CALAMETRA_SWEEP_RUNS:-300} seeded runs of each scenario on every core (saved cases to a scratch directory)"
+sweep_dir="$(mktemp -d)"
+CALAMETRA_SWEEP="${CALAMETRA_SWEEP_RUNS:-300}" CALAMETRA_REGRESSIONS="$sweep_dir" \
+  cargo test -q -p calametra-example-trigger6 --test scenarios
+rm -rf "$sweep_dir"
+
 step "the real capture against the Trigger 6 model"
 "$tool" compare --capture refdata/trace-JCD543-20220514T1928-4k-edid.pcapng.gz --spec specs/trigger6-jcd543.json | tail -n 3

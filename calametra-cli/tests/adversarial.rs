@@ -178,24 +178,48 @@ fn link_to(t: &Path, dir: &Path) -> PathBuf {
     l
 }
 
+fn sweep_summary(dir: &Path, k: u64) -> PathBuf {
+    let v = serde_json::json!({
+        "format": "calametra.sweep", "version": 1, "package": "p", "target": "t",
+        "base_seed": "0x0", "partitions": [format!("{k}/2")], "budget": "10",
+        "wall_s": 1.0, "threads": 2, "scenarios": [],
+    });
+    let p = dir.join(format!("part{k}.json"));
+    std::fs::write(&p, v.to_string()).unwrap();
+    p
+}
+
 #[test]
 fn sweep_report_out_is_not_a_symlink_or_a_summary() {
     let dir = tempfile::tempdir().unwrap();
+    let (p1, p2) = (sweep_summary(dir.path(), 1), sweep_summary(dir.path(), 2));
+    let before = std::fs::read(&p1).unwrap();
+    // Works, to stdout with `-` (the report then on stderr).
+    let (code, so, se) = tool(&["sweep-report", s(&p1), s(&p2), "--out", "-"]);
+    assert_eq!(code, 0, "{se}");
+    assert!(so.contains("\"calametra.sweep\""), "{so}");
+    assert!(se.contains("calametra sweep of p"), "{se}");
+    // A symlink is refused, left as it is.
     let target = dir.path().join("target.json");
     std::fs::write(&target, "keep").unwrap();
     let link = dir.path().join("merged.json");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    // The summaries are checked before the output: use a real one when a sweep wrote one,
-    // else the refusal of the symlink must not depend on it. A missing summary is exit 1
-    // before anything is written.
-    let missing = dir.path().join("missing.json");
-    let (code, _, _) = tool(&["sweep-report", s(&missing), "--out", s(&link)]);
-    assert_ne!(code, 0);
+    let (code, _, se) = tool(&["sweep-report", s(&p1), s(&p2), "--out", s(&link)]);
+    assert_eq!(code, 2, "{se}");
+    assert!(se.contains("symbolic link"), "{se}");
     assert!(std::fs::symlink_metadata(&link)
         .unwrap()
         .file_type()
         .is_symlink());
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    // A summary read is never the output.
+    let (code, _, se) = tool(&["sweep-report", s(&p1), s(&p2), "--out", s(&p1)]);
+    assert_eq!(code, 2, "{se}");
+    assert!(
+        se.contains("is the input") && se.contains("part1.json"),
+        "{se}"
+    );
+    assert_eq!(std::fs::read(&p1).unwrap(), before);
 }
 
 #[test]

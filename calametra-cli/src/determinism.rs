@@ -70,7 +70,7 @@ struct RunOut {
 pub fn determinism(a: &DeterminismArgs) -> Result<(), CliError> {
     if let Some(dir) = &a.check {
         let s = check(dir).map_err(|e| CliError(e, 2))?;
-        println!("{s}");
+        println!("{}", crate::clean(&s));
         return Ok(());
     }
     let runs = a.runs;
@@ -634,7 +634,7 @@ fn analyse_runs(
         "fingerprints": hashes.iter().map(|(k, v)| json!({"fingerprint": k, "runs": v.len()})).collect::<Vec<_>>(),
     });
     write_json(&out.join("summary"), &summary)?;
-    print!("{report}");
+    print!("{}", crate::clean(&report));
     let checked = check(out).map_err(|e| CliError(e, 2))?;
     println!("{checked}");
     if divergent + unusable == 0 {

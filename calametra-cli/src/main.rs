@@ -317,7 +317,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError(msg, code)) => {
-            eprintln!("calametra: {msg}");
+            eprintln!("calametra: {}", clean(&msg));
             ExitCode::from(code)
         }
     }
@@ -505,7 +505,7 @@ fn run_replay_trial(
         .output()
         .map_err(|e| fail(format!("cannot run `{cargo}`: {e}")))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    print!("{stdout}");
+    print!("{}", clean(&stdout));
     // Exit status 0 with no trial run (a scenario renamed since) is not a replay.
     let ran = stdout
         .lines()
@@ -539,10 +539,13 @@ fn replay(a: &ReplayArgs) -> Result<(), CliError> {
         return state_at(&file, &cargo, at);
     }
     println!(
-        "replaying {} ({} events: {}), expecting {hash}",
-        file.display(),
-        events.len(),
-        story(&events)
+        "{}",
+        clean(&format!(
+            "replaying {} ({} events: {}), expecting {hash}",
+            file.display(),
+            events.len(),
+            story(&events)
+        ))
     );
     let tmp = tempfile::tempdir().map_err(|e| fail(format!("a temporary directory: {e}")))?;
     let trace_out = tmp.path().join("replayed.jsonl");
@@ -635,7 +638,10 @@ fn state_at(file: &Path, cargo: &str, at: &str) -> Result<(), CliError> {
     })?;
     let tmp = tempfile::tempdir().map_err(|e| fail(format!("a temporary directory: {e}")))?;
     let out = tmp.path().join("state.json");
-    println!("replaying {} up to step {step}", file.display());
+    println!(
+        "{}",
+        clean(&format!("replaying {} up to step {step}", file.display()))
+    );
     let step_text = std::ffi::OsString::from(step.to_string());
     run_replay_trial(
         file,

@@ -384,3 +384,23 @@ fn compare_frames_are_written_through_the_output_writer() {
     let png = std::fs::read(frames.join("02-out0-fence2-rgb24-3840x2160.png")).unwrap();
     assert!(png.starts_with(b"\x89PNG"));
 }
+
+#[test]
+fn replay_and_error_messages_print_file_names_cleaned() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace_file(dir.path(), "t\x1b]0;pwned\x07.jsonl");
+    let (_, so, se) = tool(&["replay", s(&t), "--cargo", "/bin/false"]);
+    assert!(
+        so.contains("replaying") && so.contains("\\u{1b}]0;pwned\\u{7}"),
+        "{so}"
+    );
+    assert!(
+        !so.contains('\x1b') && !se.contains('\x1b'),
+        "{so:?} {se:?}"
+    );
+    let missing = dir.path().join("gone\x1b[2J.jsonl");
+    let (code, so, se) = tool(&["show", s(&missing)]);
+    assert_eq!(code, 1, "{se}");
+    assert!(se.contains("\\u{1b}[2J"), "{se}");
+    assert!(!so.contains('\x1b') && !se.contains('\x1b'), "{se:?}");
+}

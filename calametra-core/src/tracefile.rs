@@ -10,6 +10,17 @@ use crate::regress::{write_atomic, Regression};
 use crate::trace::{push_json_str, read_jsonl, Record};
 use std::path::{Path, PathBuf};
 
+/// The Cargo target directory holding the executable `exe` (a test binary in
+/// `<target>/<profile>/deps/`): its nearest ancestor that cargo marks as its own, with
+/// `.rustc_info.json` (always written) or `CACHEDIR.TAG` (written only when cargo created the
+/// directory: a `target/` that a build script made first has none).
+pub fn cargo_target_dir(exe: &Path) -> Option<PathBuf> {
+    exe.ancestors()
+        .skip(1)
+        .find(|a| a.join(".rustc_info.json").is_file() || a.join("CACHEDIR.TAG").is_file())
+        .map(Path::to_path_buf)
+}
+
 /// The last `n` things of a run a person cares about: transfers, externals, faults and the
 /// broken invariant, joined by ` . `.
 pub fn read_aloud(records: &[Record], n: usize) -> String {

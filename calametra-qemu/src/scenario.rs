@@ -124,8 +124,8 @@ fn target_dirs() -> Vec<PathBuf> {
         v.push(PathBuf::from(d));
     }
     if let Ok(exe) = std::env::current_exe() {
-        if let Some(t) = exe.ancestors().find(|a| a.join("CACHEDIR.TAG").is_file()) {
-            v.push(t.to_path_buf());
+        if let Some(t) = calametra_core::tracefile::cargo_target_dir(&exe) {
+            v.push(t);
         }
     }
     v.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));

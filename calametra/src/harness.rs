@@ -331,16 +331,14 @@ fn cargo_target(def: &ScenarioDef) -> String {
 }
 
 /// The Cargo target directory the test binary was built in: an absolute `CARGO_TARGET_DIR`;
-/// else the ancestor of the binary that cargo marks with `CACHEDIR.TAG` (a relative
+/// else the target directory holding the binary (`tracefile::cargo_target_dir`; a relative
 /// `CARGO_TARGET_DIR` is relative to the directory cargo ran in, while cargo runs a test binary
 /// in its package's directory: resolved there it would put traces under the package); else a
 /// relative `CARGO_TARGET_DIR` made absolute; else `<crate>/target`.
 fn target_dir(def: &ScenarioDef) -> PathBuf {
     let beside_exe = || {
         let exe = std::env::current_exe().ok()?;
-        exe.ancestors()
-            .find(|a| a.join("CACHEDIR.TAG").is_file())
-            .map(Path::to_path_buf)
+        calametra_core::tracefile::cargo_target_dir(&exe)
     };
     match std::env::var_os("CARGO_TARGET_DIR")
         .filter(|d| !d.is_empty())

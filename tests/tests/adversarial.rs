@@ -171,11 +171,8 @@ fn edit(path: &Path, to: &Path, f: impl FnOnce(&mut Value)) {
 
 /// The target directory the binary was built in (where its traces go).
 fn exe_target_dir() -> PathBuf {
-    Path::new(EXE)
-        .ancestors()
-        .find(|a| a.join("CACHEDIR.TAG").is_file())
+    calametra::tracefile::cargo_target_dir(Path::new(EXE))
         .expect("the binary is in a cargo target directory")
-        .to_path_buf()
 }
 
 #[test]

@@ -33,7 +33,10 @@ fn the_floor_passes_when_every_declared_mark_is_reached_often_enough() {
 fn the_floor_fails_with_a_table_when_a_declared_mark_is_never_reached() {
     let (ok, text) = marks_bin(&["--exact", "floor_missed::marks"]);
     assert!(!ok, "{text}");
-    assert!(text.contains("test floor_missed::marks ... FAILED"), "{text}");
+    assert!(
+        text.contains("test floor_missed::marks ... FAILED"),
+        "{text}"
+    );
     assert!(
         text.contains("1 of 2 declared marks reached by fewer than 3 of the 16 fixed seeds"),
         "{text}"
@@ -47,5 +50,8 @@ fn the_floor_fails_with_a_table_when_a_declared_mark_is_never_reached() {
     assert!(row("Never").contains("0  BELOW THE FLOOR"), "{text}");
     assert!(row("Often").contains("16"), "{text}");
     // Reached but not declared: listed, not judged.
-    assert!(row("Sometimes").contains("(reached, not declared)"), "{text}");
+    assert!(
+        row("Sometimes").contains("(reached, not declared)"),
+        "{text}"
+    );
 }

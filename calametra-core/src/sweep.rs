@@ -249,30 +249,12 @@ impl Summary {
 
     /// Pretty JSON with a trailing newline.
     pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
-        s.push('\n');
-        s
+        pretty(self)
     }
 
     /// Parses a summary; errors name the file and field.
     pub fn parse(path: &Path, text: &str) -> Result<Summary, crate::Error> {
-        let err = |field: &str, message: String| crate::Error::File {
-            path: path.to_path_buf(),
-            field: field.into(),
-            message,
-        };
-        let v: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| err("(document)", format!("not valid JSON: {e}")))?;
-        if v.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
-            return Err(err(
-                "format",
-                format!("expected \"{FORMAT}\" (a summary written by a Calametra sweep)"),
-            ));
-        }
-        if v.get("version").and_then(|f| f.as_u64()) != Some(VERSION) {
-            return Err(err("version", format!("expected {VERSION}")));
-        }
-        serde_json::from_value(v).map_err(|e| err("(document)", e.to_string()))
+        parse_versioned(path, text, FORMAT, "a summary written by a Calametra sweep")
     }
 
     /// The closing report: runs, runs/s, signatures, marks reached and never reached, budget.
@@ -341,6 +323,37 @@ fn count(n: u64, noun: &str) -> String {
     } else {
         format!("{n} {noun}s")
     }
+}
+
+/// `v` as pretty JSON with a trailing newline (the sweep's files are read by people too).
+fn pretty(v: &impl Serialize) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// Reads one of the sweep's versioned JSON files: its `format` must be `format` (`what` says
+/// what writes it) and its `version` [`VERSION`]; errors name the file and field.
+fn parse_versioned<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    text: &str,
+    format: &str,
+    what: &str,
+) -> Result<T, crate::Error> {
+    let err = |field: &str, message: String| crate::Error::File {
+        path: path.to_path_buf(),
+        field: field.into(),
+        message,
+    };
+    let v: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| err("(document)", format!("not valid JSON: {e}")))?;
+    if v.get("format").and_then(|f| f.as_str()) != Some(format) {
+        return Err(err("format", format!("expected \"{format}\" ({what})")));
+    }
+    if v.get("version").and_then(|f| f.as_u64()) != Some(VERSION) {
+        return Err(err("version", format!("expected {VERSION}")));
+    }
+    serde_json::from_value(v).map_err(|e| err("(document)", e.to_string()))
 }
 
 /// Merges partitions' summaries of one test target and base seed into one.
@@ -725,30 +738,17 @@ impl Corpus {
 
     /// Pretty JSON with a trailing newline.
     pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
-        s.push('\n');
-        s
+        pretty(self)
     }
 
     /// Parses a corpus file; errors name the file and field.
     pub fn parse(path: &Path, text: &str) -> Result<Corpus, crate::Error> {
-        let err = |field: &str, message: String| crate::Error::File {
-            path: path.to_path_buf(),
-            field: field.into(),
-            message,
-        };
-        let v: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| err("(document)", format!("not valid JSON: {e}")))?;
-        if v.get("format").and_then(|f| f.as_str()) != Some(CORPUS_FORMAT) {
-            return Err(err(
-                "format",
-                format!("expected \"{CORPUS_FORMAT}\" (a corpus written by a guided sweep)"),
-            ));
-        }
-        if v.get("version").and_then(|f| f.as_u64()) != Some(VERSION) {
-            return Err(err("version", format!("expected {VERSION}")));
-        }
-        serde_json::from_value(v).map_err(|e| err("(document)", e.to_string()))
+        parse_versioned(
+            path,
+            text,
+            CORPUS_FORMAT,
+            "a corpus written by a guided sweep",
+        )
     }
 }
 

@@ -23,6 +23,7 @@ pub mod fault;
 pub mod hex;
 pub mod host;
 pub mod input;
+pub mod picture;
 pub mod regress;
 pub mod scripted;
 pub mod shrink;

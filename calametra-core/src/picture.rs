@@ -299,6 +299,48 @@ mod tests {
     }
 
     #[test]
+    fn an_index_reads_back_and_a_file_outside_its_directory_is_refused() {
+        let p = std::path::Path::new("pics/pictures.json");
+        let entry = PictureEntry {
+            file: Some(PictureIndex::file_name(1, "trigger6", "out0-flip1")),
+            error: None,
+            device: "trigger6".into(),
+            name: "out0-flip1".into(),
+            step: 4,
+            t_ns: 5,
+            records: 6,
+            width: 2,
+            height: 1,
+            about: "bars".into(),
+            on_show: true,
+        };
+        let ix = PictureIndex {
+            format: "calametra.pictures".into(),
+            version: 1,
+            pictures: vec![entry.clone()],
+        };
+        assert_eq!(PictureIndex::parse(p, &ix.to_json()).unwrap(), ix);
+        assert_eq!(entry.file.as_deref(), Some("01-trigger6-out0-flip1.png"));
+        for bad in ["../x.png", "a/b.png", "x.txt", ".png/x.png"] {
+            let mut b = ix.clone();
+            b.pictures[0].file = Some(bad.into());
+            let e = PictureIndex::parse(p, &b.to_json()).unwrap_err();
+            assert!(
+                e.starts_with("pics/pictures.json: field `pictures[0].file`"),
+                "{bad}: {e}"
+            );
+        }
+        let mut b = ix.clone();
+        b.version = 2;
+        assert!(PictureIndex::parse(p, &b.to_json())
+            .unwrap_err()
+            .contains("expected calametra.pictures version 1"));
+        assert!(PictureIndex::parse(p, "{")
+            .unwrap_err()
+            .starts_with("pics/pictures.json: "));
+    }
+
+    #[test]
     fn file_stems_are_one_safe_name() {
         assert_eq!(
             file_stem("out0-flip1-fence1-rgb24-1920x1080"),

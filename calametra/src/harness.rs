@@ -210,7 +210,15 @@ impl Env {
             replay,
             states_file: env_path("CALAMETRA_CASE_STATES").map(|p| absolute(&p)),
             trace_out: env_path("CALAMETRA_TRACE_OUT").map(|p| absolute(&p)),
-            scanout: env_path("CALAMETRA_SCANOUT").map(|p| absolute(&p)),
+            scanout: match env_path("CALAMETRA_SCANOUT").map(|p| absolute(&p)) {
+                Some(d) if d.exists() && !d.is_dir() => {
+                    return Err(format!(
+                        "CALAMETRA_SCANOUT=`{}`: not a directory (expected a directory for the pictures, made when missing)",
+                        d.display()
+                    ))
+                }
+                d => d,
+            },
             stop_at: match (var("CALAMETRA_STOP_AT")?, env_path("CALAMETRA_STATE_OUT")) {
                 (None, None) => None,
                 (Some(a), Some(o)) => Some((

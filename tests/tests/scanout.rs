@@ -4,7 +4,8 @@
 //!
 //! - a failing scenario run with `CALAMETRA_SCANOUT=<dir>` writes the dock's scanout as a PNG
 //!   and its failure screen names the file (without the variable, no line and no file); a
-//!   symlink where the PNG goes is refused and left as it is;
+//!   symlink where the PNG goes is refused and left as it is, and a variable naming a file is
+//!   refused when the binary starts;
 //! - the replay trial with `CALAMETRA_SCANOUT` writes every frame its run showed and the index;
 //! - `calametra show TRACE --at STEP --scanout DIR` writes the picture on show at STEP (the
 //!   second flip at the step it is first seen, the first a step before, none before the first),
@@ -105,6 +106,21 @@ fn a_failing_trigger6_scenario_writes_its_scanout_and_the_screen_names_it() {
     let (ok, text) = run(&mut scanout_bin(&other.path().join("regs")));
     assert!(!ok);
     assert!(!text.contains("scanout:"), "{text}");
+
+    // A CALAMETRA_SCANOUT that is a file is refused when the binary starts (exit 2).
+    let file = other.path().join("a-file");
+    std::fs::write(&file, b"kept").unwrap();
+    let out = scanout_bin(&other.path().join("regs"))
+        .env("CALAMETRA_SCANOUT", &file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("CALAMETRA_SCANOUT=") && err.contains("not a directory"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"kept");
 
     // A symlink where the PNG goes is refused, named, and left pointing where it did.
     let sym = tempfile::tempdir().unwrap();

@@ -95,6 +95,15 @@ pub(crate) enum XKind {
     In { ep: u8, len: usize, intr: bool },
 }
 
+impl XKind {
+    /// What a transfer holds while its kind is lent to the device call that answers it.
+    const TAKEN: XKind = XKind::In {
+        ep: 0,
+        len: 0,
+        intr: false,
+    };
+}
+
 enum XState {
     InFlight,
     Waiting,
@@ -159,6 +168,50 @@ impl XferTable {
     }
 }
 
+/// The event queue: events by (virtual time, insertion number), kept sorted in a vector. A run
+/// has a handful of events queued at once, so a binary search and a short shift beat a
+/// `BTreeMap`, which allocated a node each time the queue went from empty to one (every few
+/// steps); once grown, the vector allocates nothing.
+#[derive(Default)]
+pub(crate) struct EventQueue(Vec<((Nanos, u64), Ev)>);
+
+impl EventQueue {
+    fn insert(&mut self, key: (Nanos, u64), ev: Ev) {
+        let i = self.0.partition_point(|(k, _)| *k < key);
+        self.0.insert(i, (key, ev));
+    }
+
+    fn get(&self, key: &(Nanos, u64)) -> Option<&Ev> {
+        let i = self.0.binary_search_by_key(key, |(k, _)| *k).ok()?;
+        Some(&self.0[i].1)
+    }
+
+    fn remove(&mut self, key: &(Nanos, u64)) -> Option<Ev> {
+        let i = self.0.binary_search_by_key(key, |(k, _)| *k).ok()?;
+        Some(self.0.remove(i).1)
+    }
+
+    fn first_time(&self) -> Option<Nanos> {
+        self.0.first().map(|((t, _), _)| *t)
+    }
+
+    /// The events due at `t` (the earliest time), in their stable order.
+    fn due_at(&self, t: Nanos) -> impl Iterator<Item = &(Nanos, u64)> {
+        self.0
+            .iter()
+            .take_while(move |((at, _), _)| *at == t)
+            .map(|(k, _)| k)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&(Nanos, u64), &Ev)> {
+        self.0.iter().map(|(k, e)| (k, e))
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
 /// Appends the decimal digits of `n` without the formatting machinery (a hot path).
 fn push_decimal(out: &mut String, mut n: u32) {
     let mut b = [0u8; 10];
@@ -191,7 +244,7 @@ pub(crate) struct Core {
     pub(crate) trace: Trace,
     pub(crate) decide: Decider,
     pub(crate) point: u64,
-    queue: BTreeMap<(Nanos, u64), Ev>,
+    queue: EventQueue,
     next_ev: u64,
     transfers: XferTable,
     next_xfer: u64,
@@ -231,7 +284,7 @@ impl Core {
             trace: Trace::new(keep),
             decide,
             point: 0,
-            queue: BTreeMap::new(),
+            queue: EventQueue::default(),
             next_ev: 0,
             transfers: XferTable::default(),
             next_xfer: 0,
@@ -320,22 +373,19 @@ impl Core {
 
     /// Earliest event time.
     pub(crate) fn next_time(&self) -> Option<Nanos> {
-        self.queue.keys().next().map(|k| k.0)
+        self.queue.first_time()
     }
 
     /// The earliest event time and how many events are due then (counted, not collected:
     /// this runs every step).
     pub(crate) fn due_span(&self) -> Option<(Nanos, usize)> {
         let t = self.next_time()?;
-        Some((t, self.queue.range((t, 0)..=(t, u64::MAX)).count()))
+        Some((t, self.queue.due_at(t).count()))
     }
 
-    /// The key of the `i`th event due at `t`, in their stable order.
+    /// The key of the `i`th event due at `t` (the earliest time), in their stable order.
     pub(crate) fn due_nth(&self, t: Nanos, i: usize) -> Option<(Nanos, u64)> {
-        self.queue
-            .range((t, 0)..=(t, u64::MAX))
-            .nth(i)
-            .map(|(k, _)| *k)
+        self.queue.due_at(t).nth(i).copied()
     }
 
     pub(crate) fn take_event(&mut self, key: (Nanos, u64)) -> Option<Ev> {
@@ -347,20 +397,20 @@ impl Core {
         self.transfers.clear();
     }
 
-    /// Counts an occurrence of `base` and returns `base#n`; remembers it for site discovery.
-    fn site(&mut self, base: &str, kind: SiteKind) -> String {
-        let n = match self.site_counts.get_mut(base) {
+    /// Counts an occurrence of `base` and returns `base#n` (`base` grown in place: one
+    /// allocation a crossing); remembers it for site discovery.
+    fn site(&mut self, base: String, kind: SiteKind) -> String {
+        let n = match self.site_counts.get_mut(base.as_str()) {
             Some(n) => {
                 *n += 1;
                 *n
             }
             None => {
-                self.site_counts.insert(base.to_string(), 1);
+                self.site_counts.insert(base.clone(), 1);
                 1
             }
         };
-        let mut full = String::with_capacity(base.len() + 4);
-        full.push_str(base);
+        let mut full = base;
         full.push('#');
         push_decimal(&mut full, n);
         if self.record_sites {
@@ -735,7 +785,7 @@ impl World {
         let Some(x) = self.core.transfers.get(&xid) else {
             return false;
         };
-        let (dev, kind, fault) = (x.dev, x.kind.clone(), x.fault.clone());
+        let (dev, fault) = (x.dev, x.fault.clone());
         let first_arrival = matches!(x.state, XState::InFlight);
         if !self.devices[dev].attached || self.devices[dev].generation != x.generation {
             complete(&mut self.core, xid, Err(TransferError::Disconnected));
@@ -768,12 +818,25 @@ impl World {
             }
             _ => {}
         };
-        let (reply, effects) = match kind {
-            XKind::Control { setup, mut data } => {
-                if !setup.is_in() {
-                    bend(&mut data);
-                }
-                let (mut r, e) = self.call(dev, |d, cx| d.control(cx, &setup, &data));
+        // Bent OUT data is a copy (the trace records what the driver sent); unbent data is
+        // lent to the device from the transfer itself, taken out for the call and put back.
+        let bends = matches!(fault, Some(Fault::Short(_) | Fault::Corrupt { .. }));
+        let kind = match self.core.transfers.get_mut(&xid) {
+            Some(x) => std::mem::replace(&mut x.kind, XKind::TAKEN),
+            None => return false,
+        };
+        let bent = |data: &Vec<u8>| {
+            bends.then(|| {
+                let mut d = data.clone();
+                bend(&mut d);
+                d
+            })
+        };
+        let (reply, effects) = match &kind {
+            XKind::Control { setup, data } => {
+                let out = if setup.is_in() { None } else { bent(data) };
+                let data = out.as_ref().unwrap_or(data);
+                let (mut r, e) = self.call(dev, |d, cx| d.control(cx, setup, data));
                 if let Reply::Data(d) = &mut r {
                     d.truncate(setup.length as usize);
                     if setup.is_in() {
@@ -785,10 +848,11 @@ impl World {
                 }
                 (r, e)
             }
-            XKind::Out { ep, mut data } => {
-                bend(&mut data);
+            XKind::Out { ep, data } => {
+                let out = bent(data);
+                let data = out.as_ref().unwrap_or(data);
                 let n = data.len();
-                let (r, e) = self.call(dev, |d, cx| d.out(cx, ep, &data));
+                let (r, e) = self.call(dev, |d, cx| d.out(cx, *ep, data));
                 // An OUT result carries the accepted length as its "data" (see `finish_out`).
                 let r = match r {
                     Reply::Ack | Reply::Data(_) => Reply::Data((n as u64).to_le_bytes().to_vec()),
@@ -797,14 +861,17 @@ impl World {
                 (r, e)
             }
             XKind::In { ep, len, .. } => {
-                let (mut r, e) = self.call(dev, |d, cx| d.poll_in(cx, ep, len));
+                let (mut r, e) = self.call(dev, |d, cx| d.poll_in(cx, *ep, *len));
                 if let Reply::Data(d) = &mut r {
-                    d.truncate(len);
+                    d.truncate(*len);
                     bend(d);
                 }
                 (r, e)
             }
         };
+        if let Some(x) = self.core.transfers.get_mut(&xid) {
+            x.kind = kind;
+        }
         let result = match reply {
             _ if effects.stall => Some(Err(TransferError::Stall)),
             Reply::Data(d) => Some(Ok(d)),
@@ -889,7 +956,7 @@ impl World {
     pub(crate) fn submit(&mut self, dev: usize, generation: u32, kind: XKind) -> u64 {
         let (base, site_kind, bytes, ctrl) = match &kind {
             XKind::Control { setup, data } => {
-                let mut name = String::with_capacity(24);
+                let mut name = String::with_capacity(32);
                 name.push_str("ctrl.");
                 match self.devices[dev].dev.request_name(setup) {
                     Some(n) => name.push_str(n),
@@ -924,7 +991,7 @@ impl World {
                 )
             }
         };
-        let site = self.core.site(&base, site_kind.clone());
+        let site = self.core.site(base, site_kind.clone());
         if self.core.label_poll {
             self.core
                 .poll_sites
@@ -1152,7 +1219,7 @@ pub(crate) fn out_len(v: &[u8]) -> usize {
 /// `DevCtx::transition`.
 pub(crate) fn transition(cx: &mut DevCtx<'_>, machine: &str, from: &str, to: &str) -> bool {
     let base = format!("{machine}.{from}->{to}");
-    let site = cx.core.site(&base, SiteKind::Transition);
+    let site = cx.core.site(base, SiteKind::Transition);
     let now = cx.core.now;
     cx.core.trace.emit(now, "transition", cx.name, true, |d| {
         d.str("machine", machine)

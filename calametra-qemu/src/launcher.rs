@@ -197,6 +197,11 @@ pub struct Timings {
     pub probe: Option<Duration>,
     /// The whole run.
     pub total: Duration,
+    /// Making the guest snapshot this run started from (`None` when it was already made, or
+    /// for a cold boot).
+    pub snapshot: Option<Duration>,
+    /// From starting QEMU on the snapshot to the restored guest running with the device.
+    pub restored: Option<Duration>,
 }
 
 /// Everything a guest run produced.
@@ -333,17 +338,6 @@ pub(crate) fn read_lines(src: impl Read + Send + 'static) -> Receiver<String> {
     rx
 }
 
-pub(crate) static RUN_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// A scratch directory removed when dropped.
-pub(crate) struct Scratch(pub(crate) PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Kills QEMU if the run unwinds.
 pub(crate) struct Guard(pub(crate) Option<Child>);
 
@@ -436,10 +430,11 @@ pub fn run_with_host<D: Device>(
     let host = DeviceHost::new(device, &cfg);
     let mut bridge = Bridge::new(host, qemu.bridge.clone()).map_err(QemuError::Bridge)?;
 
-    let n = RUN_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("calametra-qemu-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
-    let scratch = Scratch(dir.clone());
+    let scratch = tempfile::Builder::new()
+        .prefix("calametra-qemu-")
+        .tempdir()
+        .map_err(io("creating a scratch directory"))?;
+    let dir = scratch.path();
     let socket = dir.join("usbredir.sock");
     let initrd = dir.join("initrd.img");
     guest::write_initrd(&qemu.guest.initramfs, probe, &initrd)

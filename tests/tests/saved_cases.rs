@@ -7,64 +7,13 @@
 //! --message-format=json` (and `cargo build` for the `calametra` binary); every run writes its
 //! cases into a fresh temporary `CALAMETRA_REGRESSIONS`, never into the repository.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
-
-/// The workspace root (the replay command a failure prints runs from there).
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_path_buf()
-}
-
-/// The cargo that runs these tests (`CARGO`), else the one on `PATH`.
-fn cargo_path() -> PathBuf {
-    std::env::var_os("CARGO")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("cargo"))
-}
-
-/// A command with none of the variables that change what a Calametra binary does (the outer
-/// run's `CALAMETRA_*`, the fixture's knobs, nextest's markers): each test sets what it means.
-fn clean(mut c: Command) -> Command {
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        if k.starts_with("CALAMETRA_") || k.starts_with("HW_LOOP_") || k.starts_with("NEXTEST") {
-            c.env_remove(&*k);
-        }
-    }
-    c
-}
-
-/// A cargo command run from the workspace root.
-fn cargo() -> Command {
-    let mut c = clean(Command::new(cargo_path()));
-    c.current_dir(root());
-    c
-}
-
-/// The executables a `cargo ... --message-format=json` build produced, by target name.
-fn executables(mut c: Command) -> BTreeMap<String, PathBuf> {
-    let out = c
-        .arg("--message-format=json")
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run cargo");
-    assert!(out.status.success(), "{c:?} failed");
-    let mut m = BTreeMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if let (Some(name), Some(exe)) = (v["target"]["name"].as_str(), v["executable"].as_str()) {
-            m.insert(name.to_string(), PathBuf::from(exe));
-        }
-    }
-    m
-}
+use support::{calametra_tool, cargo, cargo_path, clean, executables, root};
 
 /// The fixture targets' test executables, built once.
 fn fixtures() -> &'static BTreeMap<String, PathBuf> {
@@ -87,18 +36,6 @@ fn fixtures() -> &'static BTreeMap<String, PathBuf> {
             "{m:?}"
         );
         m
-    })
-}
-
-/// The `calametra` tool, built once.
-fn calametra_tool() -> &'static Path {
-    static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let mut c = cargo();
-        c.args(["build", "-p", "calametra-cli", "--bin", "calametra"]);
-        executables(c)
-            .remove("calametra")
-            .expect("cargo built the calametra binary")
     })
 }
 

@@ -7,7 +7,7 @@
 
 use crate::bus::Core;
 use crate::clock::Nanos;
-use crate::fault::{Fault, SiteKind};
+use crate::fault::SiteKind;
 use calametra_usb::Setup;
 use std::any::Any;
 
@@ -182,21 +182,14 @@ pub(crate) fn transition(cx: &mut DevCtx<'_>, machine: &str, from: &str, to: &st
             .str("site", &site);
     });
     cx.core.cover_transition(cx.name, machine, from, to);
-    match cx.core.fault_at(&site, &SiteKind::Transition) {
-        Some(Fault::Stall) => {
-            cx.effects.stall = true;
-            false
-        }
-        Some(Fault::Disconnect) => {
-            cx.effects.disconnect = true;
-            true
-        }
-        Some(Fault::Delay(d)) => {
-            cx.effects.delay = cx.effects.delay.saturating_add(d);
-            true
-        }
-        _ => true,
-    }
+    let Some(fault) = cx.core.fault_at(&site, &SiteKind::Transition) else {
+        return true;
+    };
+    let at = fault.at_transition();
+    cx.effects.stall |= at.refused;
+    cx.effects.disconnect |= at.disconnect;
+    cx.effects.delay = cx.effects.delay.saturating_add(at.delay);
+    !at.refused
 }
 
 /// A loopback test device: vendor request 0x01 OUT stores its data, 0x02 IN returns it,

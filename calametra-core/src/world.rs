@@ -8,7 +8,7 @@
 use crate::bus::{complete, Core, Ev, XKind, XState, Xfer};
 use crate::clock::Nanos;
 use crate::device::{DevCtx, Device, Effects, Reply};
-use crate::fault::{Fault, SiteKind};
+use crate::fault::{Arrival, Fault, SiteKind};
 use crate::tasks::Tasks;
 use calametra_usb::TransferError;
 use std::any::Any;
@@ -290,35 +290,32 @@ impl World {
             return true;
         }
         if first_arrival {
-            match fault {
-                Some(Fault::Stall) => {
+            match fault.as_ref().map(Fault::on_arrival) {
+                Some(Arrival::Stall) => {
                     complete(&mut self.core, xid, Err(TransferError::Stall));
                     return true;
                 }
-                Some(Fault::Timeout) => {
+                Some(Arrival::Swallow) => {
                     if let Some(x) = self.core.transfers.get_mut(&xid) {
                         x.state = XState::Swallowed;
                     }
                     return true;
                 }
-                Some(Fault::Disconnect) => {
+                Some(Arrival::Disconnect) => {
                     self.disconnect_id(dev);
                     return true;
                 }
-                _ => {}
+                Some(Arrival::Deliver) | None => {}
             }
         }
-        let bend = |data: &mut Vec<u8>| match fault {
-            Some(Fault::Short(n)) => data.truncate(n as usize),
-            Some(Fault::Corrupt { offset, xor }) if !data.is_empty() => {
-                let i = offset as usize % data.len();
-                data[i] ^= xor;
+        let bend = |data: &mut Vec<u8>| {
+            if let Some(f) = &fault {
+                f.bend(data);
             }
-            _ => {}
         };
         // Bent OUT data is a copy (the trace records what the driver sent); unbent data is
         // lent to the device from the transfer itself, taken out for the call and put back.
-        let bends = matches!(fault, Some(Fault::Short(_) | Fault::Corrupt { .. }));
+        let bends = fault.as_ref().is_some_and(Fault::bends);
         let kind = match self.core.transfers.get_mut(&xid) {
             Some(x) => std::mem::replace(&mut x.kind, XKind::TAKEN),
             None => return false,
@@ -499,8 +496,8 @@ impl World {
         let t = &self.core.timing;
         let mut latency =
             if ctrl { t.control_ns } else { t.transfer_ns } + t.per_byte_ns * bytes as u64;
-        if let Some(Fault::Delay(d)) = fault {
-            latency = latency.saturating_add(d);
+        if let Some(f) = &fault {
+            latency = latency.saturating_add(f.latency());
         }
         let xid = self.core.next_xfer;
         self.core.next_xfer += 1;

@@ -167,21 +167,6 @@ impl EventQueue {
     }
 }
 
-/// Appends the decimal digits of `n` without the formatting machinery (a hot path).
-fn push_decimal(out: &mut String, mut n: u32) {
-    let mut b = [0u8; 10];
-    let mut i = b.len();
-    loop {
-        i -= 1;
-        b[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend(b[i..].iter().map(|&c| c as char));
-}
-
 /// A model gap: a request the device had no evidence for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelGap {
@@ -367,7 +352,9 @@ impl Core {
         };
         let mut full = base;
         full.push('#');
-        push_decimal(&mut full, n);
+        let mut tmp = [0; 20];
+        let digits = crate::trace::decimal(u64::from(n), &mut tmp);
+        full.extend(digits.iter().map(|&c| char::from(c)));
         if self.record_sites {
             self.sites.push(Site {
                 name: full.clone(),

@@ -455,8 +455,13 @@ pub fn push_json_str(buf: &mut String, v: &str) {
     buf.push('"');
 }
 
-fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
-    let mut tmp = [0u8; 20];
+fn push_u64(buf: &mut Vec<u8>, v: u64) {
+    buf.extend_from_slice(decimal(v, &mut [0; 20]));
+}
+
+/// The decimal digits of `v` (ASCII), written into `tmp`, without the formatting machinery:
+/// the one decimal formatter of the hot paths (records, site names).
+pub(crate) fn decimal(mut v: u64, tmp: &mut [u8; 20]) -> &[u8] {
     let mut i = tmp.len();
     loop {
         i -= 1;
@@ -466,7 +471,7 @@ fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
             break;
         }
     }
-    buf.extend_from_slice(&tmp[i..]);
+    &tmp[i..]
 }
 
 /// Encoded bytes gathered before they are handed to SHA-256 (fewer, larger updates).

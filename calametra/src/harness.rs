@@ -1289,6 +1289,7 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
             let sites = explore::site_probes(&disc.sites, &s.base.fault_set);
             let mut s_h = (*s).clone_shallow();
             s_h.base.horizon = disc.steps.max(1);
+            s_h.base.choices = explore::change_point_horizon(&s.base, &disc, func);
             (sites, Arc::new(s_h))
         }
         // Listing does not boot a guest to find sites; a site trial asked for by its name

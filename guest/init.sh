@@ -4,6 +4,7 @@
 #
 #   calametra.probe=lsusb|dfu|script   what to run (default lsusb)
 #   calametra.dev=VVVV:PPPP            the device under test (vendor:product, hex)
+#   calametra.snapshot=pvpanic         pause for a snapshot once the modules are loaded
 #
 # Files the host adds in a second cpio archive appended to the initramfs: /calametra/env
 # (sourced: DFU_ALT, DFU_SIZE, DFU_ARGS), /calametra/image.bin (the DFU image),
@@ -27,13 +28,24 @@ done
 
 PROBE=lsusb
 DEV=
+SNAPSHOT=
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         calametra.probe=*) PROBE=${arg#calametra.probe=} ;;
         calametra.dev=*) DEV=${arg#calametra.dev=} ;;
+        calametra.snapshot=*) SNAPSHOT=${arg#calametra.snapshot=} ;;
     esac
 done
 [ -f /calametra/env ] && . /calametra/env
+
+# A snapshot start: the host boots without the device and QEMU (`-device pvpanic -action
+# panic=pause`) stops on this write, at the same guest instruction every time; the host saves
+# the machine there. A run restored from it goes on from here, and the device arrives then.
+if [ "$SNAPSHOT" = pvpanic ]; then
+    echo "CALAMETRA-SNAPSHOT"
+    printf '\001' | dd of=/dev/port bs=1 seek=1285 count=1 2>/dev/null
+    echo "CALAMETRA-RESTORED"
+fi
 VID=${DEV%%:*}
 PID=${DEV##*:}
 export VID PID

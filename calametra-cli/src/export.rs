@@ -1,8 +1,99 @@
 //! Exports of a trace for people: a Chrome trace event file (opens in Perfetto) and a
 //! self-contained HTML timeline (tasks and devices as lanes, faults and the failing invariant
-//! marked). Both are built from records read back from a JSONL trace.
+//! marked; with `--frames`, every picture a device showed, embedded and linked from the event
+//! that showed it). Both are built from records read back from a JSONL trace.
 
+use calametra_core::picture::PictureEntry;
 use calametra_core::trace::{push_json_str, Record};
+
+/// A picture the run showed, for the timeline: its index entry and its PNG (`None` when the
+/// device could not render it).
+pub struct Frame {
+    /// What the test binary's index says of it.
+    pub entry: PictureEntry,
+    /// The PNG's bytes.
+    pub png: Option<Vec<u8>>,
+}
+
+/// The record a frame is linked from: the last record of its device written before the
+/// picture was seen (for a display, the flip that showed it), else the last record before it.
+fn frame_anchor(records: &[&Record], f: &PictureEntry) -> Option<u64> {
+    let before = || records.iter().filter(|r| r.seq < f.records);
+    before()
+        .rfind(|r| r.actor == f.device)
+        .or_else(|| before().next_back())
+        .map(|r| r.seq)
+}
+
+/// Standard base64 (RFC 4648, with padding) of `bytes`: the PNGs a page embeds as data URIs.
+pub fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The frames section of the page: a figure a frame, its picture embedded as a data URI (so the
+/// page stays one file a CI artifact can hold), its caption escaped, a link back to its event.
+fn frames_html(frames: &[Frame], anchors: &[Option<u64>]) -> String {
+    if frames.is_empty() {
+        return String::new();
+    }
+    let mut h = format!(
+        "<h2>Frames ({})</h2>\n<p>Each picture a device showed during the run, as it was when it first appeared (replayed in the scenario's test binary); each is linked from the event that showed it.</p>\n",
+        frames.len()
+    );
+    for (k, f) in frames.iter().enumerate() {
+        let e = &f.entry;
+        let back = match anchors.get(k).copied().flatten() {
+            Some(seq) => format!(" <a href=\"#ev-{seq}\">event #{seq}</a>"),
+            None => String::new(),
+        };
+        let caption = format!(
+            "frame {}: {} {}: {} (step {}, t={} ns)",
+            k + 1,
+            e.device,
+            e.name,
+            if e.about.is_empty() {
+                e.error.as_deref().unwrap_or("not rendered")
+            } else {
+                &e.about
+            },
+            e.step,
+            e.t_ns
+        );
+        let img = match &f.png {
+            Some(png) => format!(
+                "<img src=\"data:image/png;base64,{}\" width=\"{}\" height=\"{}\" alt=\"{}\">",
+                base64(png),
+                e.width,
+                e.height,
+                html_text(&e.name)
+            ),
+            None => String::new(),
+        };
+        h.push_str(&format!(
+            "<figure id=\"frame-{}\">{img}<figcaption>{}{back}</figcaption></figure>\n",
+            k + 1,
+            html_text(&caption)
+        ));
+    }
+    h
+}
 
 /// Lanes in first-appearance order: one per actor.
 fn lanes(records: &[Record]) -> Vec<String> {
@@ -98,24 +189,37 @@ pub fn chrome(records: &[Record]) -> String {
     out
 }
 
-/// A self-contained HTML timeline of `records`: no network, no external script.
-pub fn html(records: &[Record], title: &str) -> String {
+/// A self-contained HTML timeline of `records`: no network, no external script. `frames` (the
+/// pictures of the run, `export --frames`) are embedded and linked from their events.
+pub fn html(records: &[Record], title: &str, frames: &[Frame]) -> String {
     let lanes = lanes(records);
+    let shown: Vec<&Record> = records.iter().filter(|r| r.kind != "summary").collect();
+    let anchors: Vec<Option<u64>> = frames
+        .iter()
+        .map(|f| frame_anchor(&shown, &f.entry))
+        .collect();
     let mut data = String::from("[");
-    for (i, r) in records.iter().filter(|r| r.kind != "summary").enumerate() {
+    for (i, r) in shown.iter().enumerate() {
         if i > 0 {
             data.push(',');
         }
+        let linked: Vec<String> = anchors
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| **a == Some(r.seq))
+            .map(|(k, _)| (k + 1).to_string())
+            .collect();
         let lane = lanes.iter().position(|l| *l == r.actor).unwrap_or(0);
         let mut lbl = String::new();
         push_json_str(&mut lbl, &label(r));
         let mut kind = String::new();
         push_json_str(&mut kind, &r.kind);
         data.push_str(&format!(
-            "{{\"seq\":{},\"t\":{},\"lane\":{lane},\"kind\":{kind},\"label\":{lbl},\"alarm\":{}}}",
+            "{{\"seq\":{},\"t\":{},\"lane\":{lane},\"kind\":{kind},\"label\":{lbl},\"alarm\":{},\"frames\":[{}]}}",
             r.seq,
             r.t_ns,
-            is_alarm(r)
+            is_alarm(r),
+            linked.join(",")
         ));
     }
     data.push(']');
@@ -133,6 +237,7 @@ pub fn html(records: &[Record], title: &str) -> String {
             ("__TITLE__", html_text(title)),
             ("__LANES__", script_json(&lanes_json)),
             ("__DATA__", script_json(&data)),
+            ("__FRAMES__", frames_html(frames, &anchors)),
         ],
     )
 }
@@ -199,11 +304,15 @@ h1{font-size:16px} .lane{fill:#f4f4f4} .lbl{font-size:12px;fill:#333}
 .ev{fill:#3a78c2} .ev.alarm{fill:#d22} .ev.transfer{fill:#2a9d5c} .ev.transition{fill:#8a55c9}
 table{border-collapse:collapse;margin-top:12px} td{padding:2px 8px;border-bottom:1px solid #eee;font-family:monospace}
 tr.alarm td{color:#b00;font-weight:bold}
+.ev.framed{stroke:#000;stroke-width:2} td a{margin-left:6px}
+figure{margin:12px 0} figure img{max-width:100%;height:auto;border:1px solid #ccc}
 </style></head>
 <body data-rendered="no">
 <h1>Calametra timeline: __TITLE__</h1>
 <div id="chart"></div>
 <table id="list"><tr><th>seq</th><th>t (ns)</th><th>lane</th><th>kind</th><th>what</th></tr></table>
+<section id="frames">
+__FRAMES__</section>
 <script>
 window.onerror = function (m) { document.body.setAttribute('data-error', String(m)); };
 (function () {
@@ -231,24 +340,40 @@ window.onerror = function (m) { document.body.setAttribute('data-error', String(
     var x = left + (W - left - 10) * d.t / tmax;
     c.setAttribute('cx', x); c.setAttribute('cy', d.lane * laneH + 12);
     c.setAttribute('r', d.alarm ? 7 : 4);
-    c.setAttribute('class', 'ev ' + d.kind + (d.alarm ? ' alarm' : ''));
+    c.setAttribute('class', 'ev ' + d.kind + (d.alarm ? ' alarm' : '') + (d.frames.length ? ' framed' : ''));
     var title = document.createElementNS(svgNS, 'title');
-    title.textContent = '#' + d.seq + ' t=' + d.t + 'ns ' + d.kind + ': ' + d.label;
+    title.textContent = '#' + d.seq + ' t=' + d.t + 'ns ' + d.kind + ': ' + d.label +
+      (d.frames.length ? ' (frame ' + d.frames.join(', ') + ')' : '');
     c.appendChild(title);
-    svg.appendChild(c);
+    if (d.frames.length) {
+      var a = document.createElementNS(svgNS, 'a');
+      a.setAttribute('href', '#frame-' + d.frames[0]);
+      a.appendChild(c);
+      svg.appendChild(a);
+    } else {
+      svg.appendChild(c);
+    }
   });
   document.getElementById('chart').appendChild(svg);
   var table = document.getElementById('list');
   data.forEach(function (d) {
     var tr = document.createElement('tr');
+    tr.id = 'ev-' + d.seq;
     if (d.alarm) tr.className = 'alarm';
+    var td;
     [d.seq, d.t, lanes[d.lane], d.kind, d.label].forEach(function (v) {
-      var td = document.createElement('td'); td.textContent = String(v); tr.appendChild(td);
+      td = document.createElement('td'); td.textContent = String(v); tr.appendChild(td);
+    });
+    d.frames.forEach(function (k) {
+      var a = document.createElement('a');
+      a.href = '#frame-' + k; a.className = 'frame-link'; a.textContent = 'frame ' + k;
+      td.appendChild(a);
     });
     table.appendChild(tr);
   });
   document.body.setAttribute('data-rendered', 'ok');
   document.body.setAttribute('data-events', String(data.length));
+  document.body.setAttribute('data-frame-links', String(document.querySelectorAll('a.frame-link').length));
 })();
 </script>
 </body></html>
@@ -284,8 +409,87 @@ mod tests {
     }
 
     #[test]
+    fn base64_is_rfc_4648() {
+        for (plain, coded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(plain.as_bytes()), coded, "{plain}");
+        }
+        assert_eq!(base64(&[0xfb, 0xff, 0xbf]), "+/+/");
+    }
+
+    fn frame(device: &str, records: u64, png: Option<&[u8]>) -> Frame {
+        Frame {
+            entry: PictureEntry {
+                file: png.map(|_| "01-x.png".to_string()),
+                error: png.is_none().then(|| "<not rendered>".to_string()),
+                device: device.to_string(),
+                name: "out0-<b>".to_string(),
+                step: 3,
+                t_ns: 130_000,
+                records,
+                width: 2,
+                height: 1,
+                about: if png.is_some() {
+                    "bars & <i>".into()
+                } else {
+                    String::new()
+                },
+                on_show: true,
+            },
+            png: png.map(<[u8]>::to_vec),
+        }
+    }
+
+    #[test]
+    fn frames_are_embedded_escaped_and_linked_from_their_devices_last_record() {
+        // Seen after records 0..=2 were written: its device's (bus) last record is #2; a frame
+        // of an actor with no record links the last record before it.
+        let frames = [
+            frame("bus", 3, Some(b"PNG")),
+            frame("nobody", 2, None),
+            frame("bus", 0, Some(b"x")),
+        ];
+        let h = html(&sample(), "t", &frames);
+        assert!(h.contains("\"seq\":2,") && h.contains("\"frames\":[1]"));
+        assert!(h.contains("\"seq\":1,"));
+        let one = h.split("{\"seq\":1,").nth(1).unwrap();
+        assert!(
+            one.split('}').next().unwrap().contains("\"frames\":[2]"),
+            "{one}"
+        );
+        assert!(h.contains("<figure id=\"frame-1\"><img src=\"data:image/png;base64,UE5H\""));
+        assert!(h.contains("bars &amp; &lt;i&gt;") && h.contains("out0-&lt;b&gt;"));
+        assert!(
+            !h.contains("<b>") && !h.contains("<i>"),
+            "captions are escaped"
+        );
+        assert!(
+            h.contains("&lt;not rendered&gt;"),
+            "an error is shown, escaped"
+        );
+        assert!(h.contains("<a href=\"#ev-2\">event #2</a>"));
+        let third = h.split("<figure id=\"frame-3\">").nth(1).unwrap();
+        assert!(
+            !third.split("</figure>").next().unwrap().contains("#ev-"),
+            "nothing before it"
+        );
+        assert!(h.contains("Frames (3)"));
+        assert!(
+            !html(&sample(), "t", &[]).contains("<figure"),
+            "no frames, no section"
+        );
+    }
+
+    #[test]
     fn html_embeds_escaped_data() {
-        let h = html(&sample(), "t6 <stale>");
+        let h = html(&sample(), "t6 <stale>", &[]);
         assert!(h.contains("t6 &lt;stale&gt;"));
         assert!(
             !h.contains("x</script>"),

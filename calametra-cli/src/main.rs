@@ -10,6 +10,7 @@
 mod determinism;
 mod export;
 mod models;
+mod pictures;
 mod review;
 
 use calametra_core::choices::story;
@@ -111,6 +112,10 @@ struct ReplayArgs {
     /// Stop at this step (a scheduling point) and print the world there.
     #[arg(long, value_name = "STEP")]
     at: Option<String>,
+    /// Write the pictures the devices show (a display's scanout) at --at STEP, or at the end of
+    /// the replay, as PNGs into DIR (created; a symlink there is refused).
+    #[arg(long, value_name = "DIR")]
+    scanout: Option<PathBuf>,
     /// The cargo to run the test binary with (default: $CARGO, else `cargo`).
     #[arg(long, value_name = "CARGO")]
     cargo: Option<String>,
@@ -185,6 +190,10 @@ struct ShowArgs {
     /// Replay up to this step and print the world there (as `replay --at`).
     #[arg(long, value_name = "STEP")]
     at: Option<String>,
+    /// With --at: write the pictures the devices show at STEP (a display's scanout) as PNGs
+    /// into DIR (created; a symlink there is refused).
+    #[arg(long, value_name = "DIR", requires = "at")]
+    scanout: Option<PathBuf>,
     /// The cargo for --at (default: $CARGO, else `cargo`).
     #[arg(long, value_name = "CARGO")]
     cargo: Option<String>,
@@ -228,6 +237,14 @@ struct ExportArgs {
     /// standard output.
     #[arg(long, value_name = "OUT.html")]
     html: Option<PathBuf>,
+    /// With --html: replay the trace's run in its test binary (as `replay`), take every picture
+    /// a device showed (each frame a flip showed), and embed them in the page, each linked from
+    /// the event that showed it.
+    #[arg(long, requires = "html")]
+    frames: bool,
+    /// The cargo for --frames (default: $CARGO, else `cargo`).
+    #[arg(long, value_name = "CARGO")]
+    cargo: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -457,10 +474,14 @@ struct TrialRun {
 
 /// Runs `<scenario>::replay` of the test binary `file` names, with `CALAMETRA_REPLAY_FILE` and
 /// `env`, printing the command and the trial's standard output.
+///
+/// With `to_stderr` (an output going to standard output) the command and the trial's output go
+/// to standard error.
 fn run_replay_trial(
     file: &Path,
     cargo: &str,
     env: &[(&str, &std::ffi::OsStr)],
+    to_stderr: bool,
 ) -> Result<TrialRun, CliError> {
     let (scenario, package, target) = replay_target(file)?;
     let abs = std::fs::canonicalize(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
@@ -480,10 +501,17 @@ fn run_replay_trial(
             )));
         }
     }
-    println!(
-        "$ {cargo} test -p {package} --test {target} -- --exact {} --include-ignored",
+    let say = |text: &str| {
+        if to_stderr {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    };
+    say(&format!(
+        "$ {cargo} test -p {package} --test {target} -- --exact {} --include-ignored\n",
         calametra::report::shell_quote(&trial)
-    );
+    ));
     let mut c = std::process::Command::new(cargo);
     c.args([
         "test",
@@ -505,7 +533,7 @@ fn run_replay_trial(
         .output()
         .map_err(|e| fail(format!("cannot run `{cargo}`: {e}")))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    print!("{}", clean(&stdout));
+    say(&clean(&stdout));
     // Exit status 0 with no trial run (a scenario renamed since) is not a replay.
     let ran = stdout
         .lines()
@@ -536,7 +564,7 @@ fn replay(a: &ReplayArgs) -> Result<(), CliError> {
     let (events, hash, recorded) = load_replayable(&file).map_err(fail)?;
     let cargo = cargo_or_default(&a.cargo);
     if let Some(at) = &a.at {
-        return state_at(&file, &cargo, at);
+        return state_at(&file, &cargo, at, a.scanout.as_deref());
     }
     println!(
         "{}",
@@ -549,16 +577,20 @@ fn replay(a: &ReplayArgs) -> Result<(), CliError> {
     );
     let tmp = tempfile::tempdir().map_err(|e| fail(format!("a temporary directory: {e}")))?;
     let trace_out = tmp.path().join("replayed.jsonl");
-    let r = run_replay_trial(
-        &file,
-        &cargo,
-        &[("CALAMETRA_TRACE_OUT", trace_out.as_os_str())],
-    )?;
+    let pictures = tmp.path().join("pictures");
+    let mut env = vec![("CALAMETRA_TRACE_OUT", trace_out.as_os_str())];
+    if a.scanout.is_some() {
+        env.push(("CALAMETRA_SCANOUT", pictures.as_os_str()));
+    }
+    let r = run_replay_trial(&file, &cargo, &env, false)?;
     if !r.passed || !r.ran {
         return Err(fail(format!(
             "replay of {} failed (see the trial's output above)",
             file.display()
         )));
+    }
+    if let Some(out) = &a.scanout {
+        pictures::copy_on_show(&pictures, out, &file, "at the end of the replay")?;
     }
     // The file's own records: what its summary's hash must cover.
     let own = recorded.as_ref().map(|r| hash_lines(r).to_string());
@@ -629,7 +661,10 @@ fn replay(a: &ReplayArgs) -> Result<(), CliError> {
 /// `replay FILE --at STEP` and `show FILE --at STEP`: replays the file's run in its test binary
 /// up to STEP (`CALAMETRA_STOP_AT`) and prints the world there, which the trial writes as JSON
 /// where `CALAMETRA_STATE_OUT` says ([`calametra_core::state::StateDump`]).
-fn state_at(file: &Path, cargo: &str, at: &str) -> Result<(), CliError> {
+///
+/// With `scanout`, the trial also writes the pictures it saw (`CALAMETRA_SCANOUT`) and those on
+/// show at STEP are copied into that directory.
+fn state_at(file: &Path, cargo: &str, at: &str, scanout: Option<&Path>) -> Result<(), CliError> {
     use calametra_core::state::StateDump;
     let step: u64 = at.parse().map_err(|_| {
         usage(&format!(
@@ -643,14 +678,15 @@ fn state_at(file: &Path, cargo: &str, at: &str) -> Result<(), CliError> {
         clean(&format!("replaying {} up to step {step}", file.display()))
     );
     let step_text = std::ffi::OsString::from(step.to_string());
-    run_replay_trial(
-        file,
-        cargo,
-        &[
-            ("CALAMETRA_STOP_AT", step_text.as_os_str()),
-            ("CALAMETRA_STATE_OUT", out.as_os_str()),
-        ],
-    )?;
+    let pictures = tmp.path().join("pictures");
+    let mut env = vec![
+        ("CALAMETRA_STOP_AT", step_text.as_os_str()),
+        ("CALAMETRA_STATE_OUT", out.as_os_str()),
+    ];
+    if scanout.is_some() {
+        env.push(("CALAMETRA_SCANOUT", pictures.as_os_str()));
+    }
+    run_replay_trial(file, cargo, &env, false)?;
     let text = std::fs::read_to_string(&out).map_err(|_| {
         fail(format!(
             "the test binary wrote no state to CALAMETRA_STATE_OUT: its harness must replay with RunConfig::stop_at = CALAMETRA_STOP_AT and write RunResult::state there (StateDump::to_json) (replaying {})",
@@ -660,6 +696,14 @@ fn state_at(file: &Path, cargo: &str, at: &str) -> Result<(), CliError> {
     let dump =
         StateDump::from_json(&text).map_err(|e| fail(format!("CALAMETRA_STATE_OUT: {e}")))?;
     print!("{}", clean(&dump.render()));
+    if let Some(dir) = scanout {
+        let when = match (&dump.reached, &dump.ended) {
+            (true, _) => format!("at step {step}"),
+            (false, Some(how)) => format!("at the end of the run, before step {step} ({how})"),
+            (false, None) => format!("at the end of the run, before step {step}"),
+        };
+        pictures::copy_on_show(&pictures, dir, file, &when)?;
+    }
     Ok(())
 }
 
@@ -774,7 +818,7 @@ fn show(a: &ShowArgs) -> Result<(), CliError> {
     if let Some(at) = &a.at {
         let cargo = cargo_or_default(&a.cargo);
         load_replayable(&file).map_err(fail)?;
-        return state_at(&file, &cargo, at);
+        return state_at(&file, &cargo, at, a.scanout.as_deref());
     }
     // One read of the file, through the core's bounded readers: a FIFO or `/dev/zero` is
     // refused before it is read.
@@ -848,6 +892,38 @@ fn show(a: &ShowArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `export --frames`: replays `file` in its test binary with `CALAMETRA_SCANOUT` and reads back
+/// every picture its run showed. The replay must pass (byte-exact), or the pictures would not
+/// be this trace's.
+fn export_frames(
+    file: &Path,
+    cargo: &str,
+    to_stderr: bool,
+) -> Result<Vec<export::Frame>, CliError> {
+    load_replayable(file).map_err(fail)?;
+    let tmp = tempfile::tempdir().map_err(|e| fail(format!("a temporary directory: {e}")))?;
+    let dir = tmp.path().join("pictures");
+    let r = run_replay_trial(
+        file,
+        cargo,
+        &[("CALAMETRA_SCANOUT", dir.as_os_str())],
+        to_stderr,
+    )?;
+    if !r.passed || !r.ran {
+        return Err(fail(format!(
+            "--frames: the replay of {} failed (see the trial's output above), so the pictures it would give are not this trace's",
+            file.display()
+        )));
+    }
+    let index = pictures::read_index(&dir, file)?;
+    let mut frames = Vec::new();
+    for entry in index.pictures {
+        let png = pictures::png(&dir, &entry)?;
+        frames.push(export::Frame { entry, png });
+    }
+    Ok(frames)
+}
+
 fn export_cmd(a: &ExportArgs) -> Result<(), CliError> {
     let file = &a.file;
     if a.chrome.is_none() && a.html.is_none() {
@@ -866,7 +942,12 @@ fn export_cmd(a: &ExportArgs) -> Result<(), CliError> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "trace".to_string());
-        write_output(out, export::html(&recs, &title).as_bytes())?;
+        let frames = if a.frames {
+            export_frames(file, &cargo_or_default(&a.cargo), is_stream(out))?
+        } else {
+            Vec::new()
+        };
+        write_output(out, export::html(&recs, &title, &frames).as_bytes())?;
         note_written(out, "");
     }
     Ok(())

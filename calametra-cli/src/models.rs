@@ -32,7 +32,7 @@ fn capture_magic_ok(head: &[u8]) -> bool {
 /// Reads a regular file of at most `max` bytes ([`calametra_core::input::open_regular`]: a
 /// FIFO or `/dev/zero` is refused before it is read); with `magic`, its first bytes are
 /// checked before the rest is read. Errors exit 1, as the other bad inputs of `compare`.
-fn read_bounded(
+pub(crate) fn read_bounded(
     path: &Path,
     max: u64,
     what: &str,

@@ -4,7 +4,8 @@
 //! bus of the [`world`]; a driver's transfers cross the bus on the virtual [`clock`], run by the
 //! single-threaded executor in [`exec`] under the loop in [`sim`]; every decision comes from a
 //! named stream in [`choices`]; every step becomes a [`trace`] record and the records a hash;
-//! [`fault`] names the sites and primitives that exploration varies.
+//! [`fault`] names the sites and primitives that exploration varies; [`picture`] watches what a
+//! display model shows.
 //!
 //! Users depend on the `calametra` facade, which re-exports this crate and adds the harness.
 //! Nothing in this crate reads the wall clock, spawns a thread, or uses OS randomness while a
@@ -23,6 +24,7 @@ pub mod fault;
 pub mod hex;
 pub mod host;
 pub mod input;
+pub mod picture;
 pub mod regress;
 pub mod scripted;
 pub mod shrink;

@@ -135,4 +135,16 @@ impl<D: Device> Device for Scripted<D> {
     fn request_name(&self, setup: &Setup) -> Option<&str> {
         self.inner.request_name(setup)
     }
+
+    fn describe(&self) -> Vec<(String, String)> {
+        crate::state::describe_device(&self.inner)
+    }
+
+    fn pictures(&self) -> Vec<String> {
+        self.inner.pictures()
+    }
+
+    fn picture(&self, name: &str) -> Option<crate::picture::Picture> {
+        self.inner.picture(name)
+    }
 }

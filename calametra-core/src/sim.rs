@@ -11,6 +11,7 @@ use crate::choices::{anchored, unapplied, Anchor, Decider, Event, Source};
 use crate::clock::{format_ns, Nanos};
 use crate::exec::{self, JoinHandle, TaskExit, TaskOutput};
 use crate::fault::{FaultPlan, FaultSet, Site};
+use crate::picture::PictureLog;
 use crate::spec::Spec;
 use crate::state::StateDump;
 use crate::swarm::{Strategy, Swarm};
@@ -74,6 +75,9 @@ pub struct RunConfig {
     /// site and primitive, outcomes (transfers that failed, by request and status; USB
     /// transitions; externals), pairs of consecutive transitions, each device's end state.
     pub coverage: bool,
+    /// Watch the pictures devices show ([`crate::picture`]): each one that appears is rendered
+    /// and the log left for [`crate::picture::take_pictures`]. Changes no record and no hash.
+    pub pictures: bool,
 }
 
 impl RunConfig {
@@ -106,6 +110,7 @@ impl Default for RunConfig {
             stop_at: None,
             strategy: None,
             coverage: false,
+            pictures: false,
         }
     }
 }
@@ -309,6 +314,8 @@ pub struct Sim {
     config: RunConfig,
     /// The world at `config.stop_at`, once taken.
     state: Option<StateDump>,
+    /// The pictures seen, with `config.pictures`.
+    pictures: Option<PictureLog>,
 }
 
 impl Sim {
@@ -508,6 +515,7 @@ fn run_once(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
         world: world.clone(),
         externals: Vec::new(),
         invariants: Vec::new(),
+        pictures: config.pictures.then(PictureLog::default),
         config,
         state: None,
     };
@@ -521,7 +529,23 @@ fn run_once(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
         failure = drive(&mut sim);
     }
     state_at_end(&mut sim, &failure);
+    if sim.state.as_ref().is_none_or(|s| !s.reached) {
+        look_at_pictures(&mut sim);
+    }
+    if let Some(log) = sim.pictures.take() {
+        crate::picture::keep(log);
+    }
     finish(sim, failure)
+}
+
+/// [`RunConfig::pictures`]: looks at what each device shows now.
+fn look_at_pictures(sim: &mut Sim) {
+    let Some(log) = &mut sim.pictures else {
+        return;
+    };
+    let w = sim.world.borrow();
+    let devices = w.devices.iter().map(|d| (d.name.as_str(), &*d.dev));
+    log.look(devices, w.core.point, w.core.now, w.core.trace.len());
 }
 
 /// [`RunConfig::stop_at`]: at that point, keeps the world's state, writes a `stop` record and
@@ -699,6 +723,7 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
     let mut next_external = 0;
     let world = sim.world.clone();
     loop {
+        look_at_pictures(sim);
         if stop_here(sim) {
             return None;
         }

@@ -87,6 +87,21 @@ pub trait Device: Any {
     fn describe(&self) -> Vec<(String, String)> {
         Vec::new()
     }
+
+    /// The names of the pictures the device shows now (a display's scanout, one per output
+    /// showing a frame), in a fixed order. A new frame shown gets a new name. Called at every
+    /// scheduling point of a run that watches pictures ([`crate::picture`]), so it must be
+    /// cheap: names, no pixels. None by default.
+    fn pictures(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Renders the picture `name` (one [`Device::pictures`] gave) as a PNG; `None` for a name
+    /// it does not show. Called once per name, when it first appears.
+    fn picture(&self, name: &str) -> Option<crate::picture::Picture> {
+        let _ = name;
+        None
+    }
 }
 
 /// What a device acts through during a call: the clock, the trace, transitions (fault sites),

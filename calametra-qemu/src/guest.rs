@@ -192,6 +192,10 @@ pub fn write_initrd(base: &Path, probe: &Probe, to: &Path) -> io::Result<()> {
 pub mod marker {
     /// `/init` started.
     pub const INIT: &str = "CALAMETRA-INIT";
+    /// `/init` is about to pause for a snapshot (`calametra.snapshot=pvpanic`).
+    pub const SNAPSHOT: &str = "CALAMETRA-SNAPSHOT";
+    /// `/init` goes on after the pause: the first line of a run restored from a snapshot.
+    pub const RESTORED: &str = "CALAMETRA-RESTORED";
     /// `CALAMETRA-ENUMERATED <sysfs name> <vid>:<pid>`.
     pub const ENUMERATED: &str = "CALAMETRA-ENUMERATED";
     /// `CALAMETRA-PROBE-BEGIN name=<probe>`.

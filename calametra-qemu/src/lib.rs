@@ -10,7 +10,8 @@
 //! repeatable path: a QEMU built with Calametra's `usb-calametra` device
 //! (`calametra-qemu/qemu/build.sh`) answers every USB packet synchronously over a framed
 //! socket with the guest's virtual clock in each frame, so a guest run (its console included)
-//! hashes the same on every run.
+//! hashes the same on every run. Its runs restore a machine saved once after boot
+//! ([`snapshot`], driven over [`qmp`]) instead of booting.
 //!
 //! The entry point for the command line (`calametra qemu --spec ... [--probe ...]`) is
 //! [`run`] (or [`run_with_host`] to read the model afterwards):
@@ -45,7 +46,10 @@ pub mod launcher;
 pub mod lockstep;
 pub mod probes;
 pub mod proto;
+pub mod qmp;
 pub mod scenario;
+pub mod snapshot;
+pub mod watchdog;
 
 pub use bridge::{Bridge, BridgeError, BridgeOptions};
 pub use guest::{GuestImage, Probe};

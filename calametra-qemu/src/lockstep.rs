@@ -10,7 +10,10 @@
 //! replug) land at the same guest instruction count on every run. The guest's console is then
 //! deterministic too and is hashed as `guest` records.
 //!
-//! # The framing (version 1)
+//! A run restores the guest from a snapshot saved after boot ([`Start::Snapshot`], the default
+//! of [`LockstepConfig::find`]; see [`crate::snapshot`]) or boots it ([`Start::ColdBoot`]).
+//!
+//! # The framing (version 2)
 //!
 //! Little-endian. A frame is a 24-byte [`Header`] (`magic` `CLM1`, `type`, `ep`, `flags`,
 //! `seq`, `len`, `clock_ns`) and `len` payload bytes. QEMU sends requests ([`Kind`]: `hello`,
@@ -60,9 +63,10 @@
 use crate::descriptors::{self, Configuration, DeviceInfo};
 use crate::guest::{self, marker, GuestImage, Probe};
 use crate::launcher::{
-    accept_qemu, io, start_qemu, Guard, Outcome, QemuConfig, QemuError, Scratch, Started, Timings,
-    RUN_COUNTER,
+    accept_qemu, io, start_qemu, Guard, Outcome, QemuConfig, QemuError, Started, Timings,
 };
+use crate::snapshot;
+use crate::watchdog::{self, GuestWatch};
 use calametra_core::choices::{self, Event, Source, StreamName};
 use calametra_core::clock::Nanos;
 use calametra_core::explore;
@@ -1181,6 +1185,22 @@ pub struct LockstepConfig {
     pub firmware: Vec<PathBuf>,
     /// How the device is presented.
     pub options: LockstepOptions,
+    /// How a run starts: from a saved machine (the default of [`LockstepConfig::find`]) or
+    /// by booting.
+    pub start: Start,
+}
+
+/// How a lockstep run starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// Boot SeaBIOS and the kernel with the device plugged in at power-on (13-50 s here).
+    ColdBoot,
+    /// Restore the machine saved after boot, before the device was plugged in, from this cache
+    /// directory (made there on first use; see [`crate::snapshot`]).
+    Snapshot {
+        /// The cache (`<target>/guest-snapshots`).
+        cache: PathBuf,
+    },
 }
 
 /// The directories of Debian's `seabios` and `qemu-system-data` files that exist here (the
@@ -1212,7 +1232,7 @@ pub fn find_qemu(target_dir: &Path) -> Result<PathBuf, String> {
 
 impl LockstepConfig {
     /// Defaults for `guest` with the lockstep `qemu` binary: `QemuConfig::new`'s clock and
-    /// budgets, Debian's firmware, the default options.
+    /// budgets, Debian's firmware, the default options, a cold boot.
     pub fn new(qemu: PathBuf, guest: GuestImage) -> LockstepConfig {
         let mut q = QemuConfig::new(guest);
         q.qemu = qemu;
@@ -1220,18 +1240,56 @@ impl LockstepConfig {
             qemu: q,
             firmware: firmware_dirs(),
             options: LockstepOptions::default(),
+            start: Start::ColdBoot,
         }
     }
 
-    /// The lockstep QEMU and the guest built under `target_dir`.
+    /// The lockstep QEMU and the guest built under `target_dir`, starting from snapshots cached
+    /// in `<target_dir>/guest-snapshots`.
     pub fn find(target_dir: &Path) -> Result<LockstepConfig, String> {
         let qemu = find_qemu(target_dir)?;
         let guest = GuestImage::find(target_dir)?;
-        Ok(LockstepConfig::new(qemu, guest))
+        let mut lock = LockstepConfig::new(qemu, guest);
+        lock.start = Start::Snapshot {
+            cache: target_dir.join("guest-snapshots"),
+        };
+        Ok(lock)
+    }
+
+    /// The QEMU command of a snapshot start (see [`crate::snapshot`]): the machine of
+    /// [`LockstepConfig::command`] without the lockstep device (plugged in after the restore)
+    /// and with the `pvpanic` port the guest pauses on.
+    pub fn snapshot_command(&self, initrd: &Path, append: &str) -> Command {
+        let mut c = self.machine();
+        c.args(["-device", "pvpanic", "-action", "panic=pause"])
+            .arg("-kernel")
+            .arg(&self.qemu.guest.kernel)
+            .arg("-initrd")
+            .arg(initrd)
+            .arg("-append")
+            .arg(append);
+        c
     }
 
     /// The QEMU command for a run whose socket and initrd are `socket` and `initrd`.
     pub fn command(&self, socket: &Path, initrd: &Path, append: &str) -> Command {
+        let mut c = self.machine();
+        c.arg("-device")
+            .arg(format!(
+                "usb-calametra,socket={},id=calametra0,bus=xhci.0",
+                socket.display()
+            ))
+            .arg("-kernel")
+            .arg(&self.qemu.guest.kernel)
+            .arg("-initrd")
+            .arg(initrd)
+            .arg("-append")
+            .arg(append);
+        c
+    }
+
+    /// The machine: firmware, clock, memory, console, the xHCI controller.
+    fn machine(&self) -> Command {
         let q = &self.qemu;
         let mut c = Command::new(&q.qemu);
         for dir in &self.firmware {
@@ -1245,18 +1303,7 @@ impl LockstepConfig {
             .arg("-m")
             .arg(q.memory_mib.to_string())
             .args(["-smp", "1", "-nographic", "-nodefaults", "-serial", "stdio"])
-            .args(["-no-reboot", "-device", "qemu-xhci,id=xhci"])
-            .arg("-device")
-            .arg(format!(
-                "usb-calametra,socket={},id=calametra0,bus=xhci.0",
-                socket.display()
-            ))
-            .arg("-kernel")
-            .arg(&q.guest.kernel)
-            .arg("-initrd")
-            .arg(initrd)
-            .arg("-append")
-            .arg(append);
+            .args(["-no-reboot", "-device", "qemu-xhci,id=xhci"]);
         c
     }
 }
@@ -1404,10 +1451,11 @@ pub fn run_with_extras<D: Device>(
     )
     .map_err(|e| QemuError::Qemu(e.to_string()))?;
 
-    let n = RUN_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("calametra-lockstep-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
-    let scratch = Scratch(dir.clone());
+    let scratch = tempfile::Builder::new()
+        .prefix("calametra-lockstep-")
+        .tempdir()
+        .map_err(io("creating a scratch directory"))?;
+    let dir = scratch.path();
     let socket = dir.join("lockstep.sock");
     let initrd = dir.join("initrd.img");
     guest::write_initrd(&lock.qemu.guest.initramfs, probe, &initrd)
@@ -1428,16 +1476,47 @@ pub fn run_with_extras<D: Device>(
         probe.name(),
         lock.qemu.extra_append
     );
-    let mut q = start_qemu(
-        lock.command(&socket, &initrd, append.trim()),
-        &lock.qemu.qemu,
-    )?;
+    let append = append.trim();
+    let mut timings = Timings::default();
+    let (q, stream, qmp, stopped) = match &lock.start {
+        Start::ColdBoot => {
+            let qmp_path = dir.join("qmp.sock");
+            let mut cmd = lock.command(&socket, &initrd, append);
+            cmd.arg("-qmp").arg(watchdog::qmp_arg(&qmp_path));
+            let mut q = start_qemu(cmd, &lock.qemu.qemu)?;
+            let qmp = watchdog::open_qmp(&qmp_path, &mut q);
+            let stream = accept_qemu(&listener, &mut q, start, "lockstep")?;
+            (q, stream, qmp, false)
+        }
+        Start::Snapshot { cache } => {
+            let snap = snapshot::ensure(lock, cache, &initrd, append)?;
+            timings.snapshot = Some(snap.made_in).filter(|_| snap.fresh);
+            server
+                .host_mut()
+                .record("emulator", "snapshot", false, |r| {
+                    r.str("key", &snap.key)
+                        .bool("fresh", snap.fresh)
+                        .str("dir", &snap.dir.display().to_string());
+                });
+            let restoring = Instant::now();
+            let r = snapshot::restore(
+                lock,
+                &snap,
+                &initrd,
+                append,
+                dir,
+                &socket,
+                &listener,
+                &mut server,
+            )?;
+            timings.restored = Some(restoring.elapsed());
+            (r.started, r.stream, Some(r.qmp), r.stopped)
+        }
+    };
     let command = q.command.clone();
     server.host_mut().record("emulator", "qemu", false, |r| {
         r.str("event", "start").str("command", &command);
     });
-
-    let stream = accept_qemu(&listener, &mut q, start, "lockstep")?;
     let Started {
         console_rx,
         stderr_rx,
@@ -1449,9 +1528,18 @@ pub fn run_with_extras<D: Device>(
         stream,
         &mut guard,
         console_rx,
-        &lock.qemu,
+        GuestWatch::new(&lock.qemu, qmp, start),
         start,
+        stopped,
     );
+    let served = ServeEnd {
+        timings: Timings {
+            snapshot: timings.snapshot,
+            restored: timings.restored,
+            ..served.timings
+        },
+        ..served
+    };
     let stderr: Vec<String> = stderr_rx
         .map(|rx| drain(&rx, Duration::from_millis(500)))
         .unwrap_or_default();
@@ -1554,8 +1642,9 @@ fn serve(
     mut stream: UnixStream,
     guard: &mut Guard,
     console_rx: Option<Receiver<String>>,
-    qemu: &QemuConfig,
+    mut watch: GuestWatch,
     start: Instant,
+    stopped_on_hello: bool,
 ) -> ServeEnd {
     let _ = stream.set_read_timeout(Some(Duration::from_millis(20)));
     let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
@@ -1565,11 +1654,10 @@ fn serve(
     let mut timings = Timings::default();
     let mut enumerated_at = None;
     let mut probe_rc: Option<i32> = None;
-    let mut last_progress = Instant::now();
     let mut buf = vec![0u8; 64 * 1024];
     let mut socket_open = true;
     let mut lost: Option<String> = None;
-    let mut stopped = false;
+    let mut stopped = stopped_on_hello;
     let mut on_line = |line: String,
                        console: &mut Vec<String>,
                        console_at: &mut Vec<Duration>,
@@ -1593,7 +1681,7 @@ fn serve(
             match stream.read(&mut buf) {
                 Ok(0) => socket_open = false,
                 Ok(n) => {
-                    last_progress = Instant::now();
+                    watch.progress();
                     reader.push(&buf[..n]);
                     while let Some(r) = reader.next_request() {
                         let served = r.and_then(|req| server.serve(&req));
@@ -1625,7 +1713,7 @@ fn serve(
         }
         if let Some(rx) = &console_rx {
             for line in rx.try_iter() {
-                last_progress = Instant::now();
+                watch.progress();
                 on_line(
                     line,
                     &mut console,
@@ -1701,22 +1789,13 @@ fn serve(
                 deterministic_end: lost.is_none(),
             };
         }
-        let blocked = if last_progress.elapsed() > qemu.no_progress {
-            Some(format!(
-                "no console output and no frames for {:?} (last line: {:?}; {} frames)",
-                qemu.no_progress,
+        let blocked = watch.check().map(|why| {
+            format!(
+                "{why} (last line: {:?}; {} frames)",
                 console.last().cloned().unwrap_or_default(),
                 server.frames()
-            ))
-        } else if start.elapsed() > qemu.budget {
-            Some(format!(
-                "the run's budget of {:?} ran out (last line: {:?})",
-                qemu.budget,
-                console.last().cloned().unwrap_or_default()
-            ))
-        } else {
-            None
-        };
+            )
+        });
         if let Some(reason) = blocked {
             let r = reason.clone();
             server

@@ -27,6 +27,7 @@
 //! | `CALAMETRA_REPLAY_FILE` | a saved case or a trace, replayed by the `replay` trial of the scenario (and package and test target) it names, stale when it records another spec | read when the binary starts, within the readers' limits ([`calametra_core::input`]: 16 MiB a case, 1 GiB a trace, 16 MiB a line; regular files only) |
 //! | `CALAMETRA_TRACE_OUT` | the trial writes the full trace of its run | a path |
 //! | `CALAMETRA_STOP_AT`, `CALAMETRA_STATE_OUT` | the `replay` trial stops at a step and writes the state | a step and a path, together |
+//! | `CALAMETRA_SCANOUT` | a failing trial writes the pictures its devices show at the end of the minimal run (a display's scanout, [`calametra_core::picture`]) under `<dir>/<case id>/` and its screen names them; the `replay` trial writes every picture its run showed, and `pictures.json` | a path (a directory, created) |
 //! | `CALAMETRA_CASE_STATES` | the states of the saved cases replayed (`calametra review`) | a path |
 //! | `CALAMETRA_VERBOSE` | prints the screen of a failure an `expect` scenario found | set or not |
 //! | `CALAMETRA_SWEEP`, `CALAMETRA_SWEEP_PARTITION`, `CALAMETRA_SWEEP_THREADS`, `CALAMETRA_SWEEP_SUMMARY` | a sweep instead of the trials | a duration or runs; `k/n`; 1 to 1024; a path |
@@ -84,6 +85,9 @@ struct Env {
     /// `CALAMETRA_STOP_AT=<step>` with `CALAMETRA_STATE_OUT=<file>`: the `replay` trial stops
     /// at that scheduling point and writes the world's state there (`calametra replay --at`).
     stop_at: Option<(u64, PathBuf)>,
+    /// `CALAMETRA_SCANOUT=<dir>`: pictures the devices show, written as PNGs (a failure's at
+    /// the end of its minimal run, a replay's every one).
+    scanout: Option<PathBuf>,
 }
 
 /// A sweep asked for: `CALAMETRA_SWEEP=<budget>`, `CALAMETRA_SWEEP_PARTITION=k/n`,
@@ -206,6 +210,15 @@ impl Env {
             replay,
             states_file: env_path("CALAMETRA_CASE_STATES").map(|p| absolute(&p)),
             trace_out: env_path("CALAMETRA_TRACE_OUT").map(|p| absolute(&p)),
+            scanout: match env_path("CALAMETRA_SCANOUT").map(|p| absolute(&p)) {
+                Some(d) if d.exists() && !d.is_dir() => {
+                    return Err(format!(
+                        "CALAMETRA_SCANOUT=`{}`: not a directory (expected a directory for the pictures, made when missing)",
+                        d.display()
+                    ))
+                }
+                d => d,
+            },
             stop_at: match (var("CALAMETRA_STOP_AT")?, env_path("CALAMETRA_STATE_OUT")) {
                 (None, None) => None,
                 (Some(a), Some(o)) => Some((
@@ -684,16 +697,6 @@ impl Scenario {
         .into())
     }
 
-    /// Replays events and returns the run (with its trace kept when asked).
-    fn replay(
-        &self,
-        runner: &dyn Runner,
-        events: &[Event],
-        keep: bool,
-    ) -> Result<RunResult, String> {
-        chain::replay(runner, &self.base, events, keep)
-    }
-
     fn owner(&self) -> Owner {
         Owner {
             package: self.def.package.into(),
@@ -788,7 +791,7 @@ impl Scenario {
             report::note_failure(&self.path, sig, trial, &shrunk.events, fail.is_model_gap());
         }
         let replay_trial = self.trial(&format!("regression::{}", h.case.id));
-        let screen = Screen {
+        let mut screen = Screen {
             failure: &h.case.failure,
             signature: sig,
             model_gap: fail.is_model_gap(),
@@ -802,6 +805,7 @@ impl Scenario {
             regression,
             trace,
             replay: self.replay_command(&replay_trial),
+            scanout: None,
         };
         // One full screen per signature per test binary; the others say where it is.
         if unexpected {
@@ -818,7 +822,47 @@ impl Scenario {
                 return (line, h);
             }
         }
+        // Only a full screen shows pictures: taking them replays the minimal run once more.
+        screen.scanout = self
+            .env
+            .scanout
+            .as_ref()
+            .map(|dir| self.failure_pictures(runner, &shrunk.events, &dir.join(&h.case.id)));
         (format!("{}{note}", screen.render()), h)
+    }
+
+    /// `CALAMETRA_SCANOUT` for a failure: replays its minimal events watching pictures and
+    /// writes those on show at the end into `dir`, one line a file for the screen.
+    fn failure_pictures(
+        &self,
+        runner: &dyn Runner,
+        events: &[Event],
+        dir: &Path,
+    ) -> Result<Vec<String>, String> {
+        if self.is_guest() {
+            return Err("not taken: a guest run's pictures are not watched".into());
+        }
+        let mut base = self.base.clone();
+        base.pictures = true;
+        chain::replay(runner, &base, events, false).map_err(no_verdict)?;
+        write_pictures(dir, &calametra_core::picture::take_pictures(), true)
+    }
+
+    /// `CALAMETRA_SCANOUT` for the `replay` trial: every picture the run just made showed, and
+    /// the index, which marks those on show at its end (or at `CALAMETRA_STOP_AT`).
+    fn write_scanout(&self) -> Result<(), String> {
+        let Some(dir) = &self.env.scanout else {
+            return Ok(());
+        };
+        if self.is_guest() {
+            return Err(
+                "CALAMETRA_SCANOUT: a guest run's pictures are not watched; replay an in-process scenario".into(),
+            );
+        }
+        let log = calametra_core::picture::take_pictures();
+        write_pictures(dir, &log, false)
+            .map(drop)
+            .map_err(|e| format!("CALAMETRA_SCANOUT: {e}"))
     }
 
     fn baseline(&self) -> Result<(), Failed> {
@@ -1056,17 +1100,21 @@ impl Scenario {
             }
         }
         let events = &file.events;
+        let mut base = self.base.clone();
+        base.pictures = self.env.scanout.is_some();
         if let Some((at, out)) = &self.env.stop_at {
-            let mut c = calametra_core::explore::replay_config(&self.base, events);
+            let mut c = calametra_core::explore::replay_config(&base, events);
             c.stop_at = Some(*at);
             let r = runner.run(c).map_err(no_verdict)?;
+            self.write_scanout()?;
             let state = r.state.as_ref().ok_or_else(|| {
                 format!("the run gave no state at step {at} (a guest run does not describe its world yet)")
             })?;
             return regress::write_atomic(out, state.to_json().as_bytes())
                 .map_err(|e| format!("CALAMETRA_STATE_OUT: {e}"));
         }
-        let r = self.replay(runner, events, true).map_err(no_verdict)?;
+        let r = chain::replay(runner, &base, events, true).map_err(no_verdict)?;
+        self.write_scanout()?;
         self.write_trace_out(&r)?;
         let hash = &file.hash;
         if r.hash.to_string() == *hash {
@@ -1095,6 +1143,81 @@ impl Scenario {
         }
         Err(msg)
     }
+}
+
+/// Writes the pictures of `log` into `dir` (created) as PNGs, with the index
+/// (`pictures.json`, [`PictureIndex`]); `only_on_show`: those on show at the run's end or stop.
+/// A path there that is not a regular file (a symlink, a directory) is refused and left as it
+/// is. Returns a line a picture, `<file> (<about>)`, or `none on show` when there are none.
+fn write_pictures(
+    dir: &Path,
+    log: &calametra_core::picture::PictureLog,
+    only_on_show: bool,
+) -> Result<Vec<String>, String> {
+    use calametra_core::picture::{PictureEntry, PictureIndex};
+    let mut index = PictureIndex {
+        format: "calametra.pictures".into(),
+        version: 1,
+        pictures: Vec::new(),
+    };
+    let mut lines = Vec::new();
+    for (i, shown) in log.shown.iter().enumerate() {
+        let on_show = log.at_end.contains(&i);
+        if only_on_show && !on_show {
+            continue;
+        }
+        let n = index.pictures.len() + 1;
+        let mut entry = PictureEntry {
+            file: None,
+            error: None,
+            device: shown.device_name.clone(),
+            name: shown.name.clone(),
+            step: shown.step,
+            t_ns: shown.t_ns,
+            records: shown.records,
+            width: 0,
+            height: 0,
+            about: String::new(),
+            on_show,
+        };
+        match &shown.picture {
+            Ok(p) => {
+                let file = PictureIndex::file_name(n, &shown.device_name, &shown.name);
+                let path = dir.join(&file);
+                write_new_or_regular(&path, &p.png)?;
+                lines.push(format!("{} ({})", path.display(), p.about));
+                entry.file = Some(file);
+                (entry.width, entry.height, entry.about) = (p.width, p.height, p.about.clone());
+            }
+            Err(e) => {
+                lines.push(format!("{} of {}: {e}", shown.name, shown.device_name));
+                entry.error = Some(e.clone());
+            }
+        }
+        index.pictures.push(entry);
+    }
+    write_new_or_regular(&dir.join(PictureIndex::FILE), index.to_json().as_bytes())?;
+    if lines.is_empty() {
+        lines.push(format!(
+            "none on show (no device showed a picture; the index is {})",
+            dir.join(PictureIndex::FILE).display()
+        ));
+    }
+    Ok(lines)
+}
+
+/// Writes `path` atomically, unless something other than a regular file is there (a symlink,
+/// a directory, a FIFO), which is refused, naming it, and left as it is.
+fn write_new_or_regular(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.file_type().is_file() {
+            return Err(format!(
+                "{}: is not a regular file (a symlink, a directory or a special file): refusing to replace it",
+                path.display()
+            ));
+        }
+    }
+    regress::write_atomic(path, bytes).map_err(|e| e.to_string())
 }
 
 /// The scenarios this binary swept, with the wall time each took.

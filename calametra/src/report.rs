@@ -37,6 +37,9 @@ pub struct Screen<'a> {
     pub replay: String,
     /// The regression file's JSON, printed in full when it could not be written.
     pub regression_json: Option<String>,
+    /// With `CALAMETRA_SCANOUT`: the pictures the devices show at the end of the minimal run,
+    /// a line each (the PNG written and what it shows), or why none were written.
+    pub scanout: Option<Result<Vec<String>, String>>,
 }
 
 impl Screen<'_> {
@@ -81,6 +84,16 @@ impl Screen<'_> {
         match &self.trace {
             Ok(p) => s.push_str(&format!("trace:      {}\n", p.display())),
             Err(e) => s.push_str(&format!("trace:      not written: {e}\n")),
+        }
+        match &self.scanout {
+            None => {}
+            Some(Ok(lines)) => {
+                for (i, l) in lines.iter().enumerate() {
+                    let head = if i == 0 { "scanout:" } else { "" };
+                    s.push_str(&format!("{head:<12}{l}\n"));
+                }
+            }
+            Some(Err(e)) => s.push_str(&format!("scanout:    not written: {e}\n")),
         }
         s.push_str(&format!("replay:     {}\n", self.replay));
         s

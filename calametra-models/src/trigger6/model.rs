@@ -1223,4 +1223,12 @@ impl Device for Trigger6 {
         }
         self.facts.names.get(&key).map(|s| s.as_str())
     }
+
+    fn pictures(&self) -> Vec<String> {
+        self.picture_names()
+    }
+
+    fn picture(&self, name: &str) -> Option<calametra_core::picture::Picture> {
+        self.render_picture(name)
+    }
 }

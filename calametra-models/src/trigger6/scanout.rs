@@ -23,6 +23,7 @@
 
 use super::bulk::PixelFormat;
 use super::model::{Frame, Trigger6};
+use calametra_core::picture::Picture;
 use std::path::Path;
 
 /// An output's picture as a monitor sees it: 8-bit RGB, row after row, no padding.
@@ -108,6 +109,50 @@ impl Trigger6 {
     /// The picture on `output` now, as PNG bytes (see [`Trigger6::scanout`]).
     pub fn scanout_png(&self, output: usize) -> Option<Vec<u8>> {
         self.scanout(output).map(|s| s.png())
+    }
+
+    /// The name of the picture on `output` now, without reading VRAM:
+    /// `out1-flip2-fence2-rgb32-1920x1080` (the output, the flip's serial in this run, its
+    /// fence, the format and the mode's size). A new flip shown, or a new mode, is a new name;
+    /// a write into the frame shown is not. `None` when [`Trigger6::scanout`] would be.
+    pub fn scanout_name(&self, output: usize) -> Option<String> {
+        let flip = self.flip_state(output).shown?;
+        let mode = self.mode(output)?;
+        let format = PixelFormat::from_code(flip.format)?;
+        Some(format!(
+            "out{output}-flip{}-fence{}-{}-{}x{}",
+            flip.serial,
+            flip.fence,
+            format.name(),
+            mode.hactive,
+            mode.vactive
+        ))
+    }
+
+    /// [`Device::pictures`](calametra_core::usb::Device::pictures): the name of each output's
+    /// picture ([`Trigger6::scanout_name`]), output 0 first.
+    pub fn picture_names(&self) -> Vec<String> {
+        (0..2).filter_map(|o| self.scanout_name(o)).collect()
+    }
+
+    /// [`Device::picture`](calametra_core::usb::Device::picture): the scanout of the output
+    /// whose picture is named `name` now, as a PNG.
+    pub fn render_picture(&self, name: &str) -> Option<Picture> {
+        let output = (0..2).find(|&o| self.scanout_name(o).as_deref() == Some(name))?;
+        let s = self.scanout(output)?;
+        Some(Picture {
+            width: s.width,
+            height: s.height,
+            png: s.png(),
+            about: format!(
+                "output {output}, {} {}x{}, fence {}, pixels sha256:{}",
+                s.format.name(),
+                s.width,
+                s.height,
+                s.fence,
+                s.sha256()
+            ),
+        })
     }
 }
 

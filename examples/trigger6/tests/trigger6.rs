@@ -389,3 +389,70 @@ fn the_second_monitor_hot_plugged_into_output_1_shows_the_colour_bars() {
     assert_eq!(edid.as_deref(), Some(dp.as_slice()), "the DisplayPort EDID");
     assert!(modes[0].is_none() && modes[1].is_some());
 }
+
+/// The picture hook (`Device::pictures`, `RunConfig::pictures`): a run of the second output that
+/// watches pictures sees one per flip on output 1, in order, each named by its flip and
+/// rendered as the colour bars; what is on show at the end is the last flip; watching changes
+/// neither the trace nor its hash.
+#[test]
+fn watching_the_second_output_sees_each_flip_as_the_colour_bars() {
+    use calametra_core::picture::take_pictures;
+    let plain = run(RunConfig::default(), &|sim| {
+        build_second_output(sim);
+    });
+    let _ = take_pictures();
+    let watched = run(
+        RunConfig {
+            pictures: true,
+            keep_trace: true,
+            ..RunConfig::default()
+        },
+        &|sim| {
+            build_second_output(sim);
+        },
+    );
+    assert!(watched.failure.is_none(), "{:?}", watched.failure);
+    assert_eq!(
+        watched.hash, plain.hash,
+        "watching pictures changes no record"
+    );
+    let log = take_pictures();
+    assert!(take_pictures().shown.is_empty(), "the log is taken");
+    let names: Vec<&str> = log.shown.iter().map(|s| s.name.as_str()).collect();
+    let want: Vec<String> = (1..=1 + WATCH_FRAMES)
+        .map(|n| format!("out1-flip{n}-fence{n}-nv12-1920x1080"))
+        .collect();
+    assert_eq!(names, want, "one picture a flip, on output 1 only");
+    let mut last_step = 0;
+    for s in &log.shown {
+        assert_eq!(s.device_name, "trigger6");
+        assert!(s.step > last_step, "in the order they appeared");
+        last_step = s.step;
+        let p = s.picture.as_ref().expect("rendered");
+        let (w, h, px) = decode_png(&p.png).unwrap();
+        assert_eq!((w, h, p.width, p.height), (1920, 1080, 1920, 1080));
+        assert_eq!(
+            calametra_core::trace::sha256_hex(&px),
+            BARS_PICTURE,
+            "{} is the colour bars",
+            s.name
+        );
+        assert!(p.about.contains(BARS_PICTURE), "{}", p.about);
+    }
+    assert_eq!(
+        log.at_end,
+        [log.shown.len() - 1],
+        "the last flip is on show"
+    );
+    // The flip's transition record comes just before the picture was seen.
+    let recs = calametra_core::trace::parse_kept(&watched.lines);
+    let first = &log.shown[0];
+    let flip = recs
+        .iter()
+        .rfind(|r| r.seq < first.records && r.actor == "trigger6")
+        .expect("a record of the dock before the picture");
+    assert_eq!(
+        flip.data["site"], "flip_secondary.pending->shown#1",
+        "the picture appears with its flip"
+    );
+}

@@ -137,6 +137,10 @@ impl<D: Device> Device for Scripted<D> {
         self.inner.request_name(setup)
     }
 
+    fn describe(&self) -> Vec<(String, String)> {
+        crate::state::describe_device(&self.inner)
+    }
+
     fn pictures(&self) -> Vec<String> {
         self.inner.pictures()
     }

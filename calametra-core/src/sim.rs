@@ -50,6 +50,11 @@ pub struct RunConfig {
     pub record_sites: bool,
     /// Scheduling points over which a seeded run places externals.
     pub horizon: u64,
+    /// Task choices (scheduling points with two or more ready tasks) a run of the scenario
+    /// makes: a priority strategy's change points are drawn over a multiple of it, since a
+    /// change point where only one task is ready changes nothing then. The harness sets the
+    /// baseline's ([`RunResult::choices`]); 0 (the default): use `horizon`.
+    pub choices: u64,
     /// Whether a seeded run places the scenario's externals (the baseline does not).
     pub place_externals: bool,
     /// Whether a seeded run first draws its [`Swarm`] configuration (which faults, sites,
@@ -79,6 +84,18 @@ pub struct RunConfig {
     pub pictures: bool,
 }
 
+impl RunConfig {
+    /// The length a swarm's priority strategy draws its change points over: `choices`, or
+    /// `horizon` when that is unknown.
+    pub fn change_point_horizon(&self) -> u64 {
+        if self.choices > 0 {
+            self.choices
+        } else {
+            self.horizon
+        }
+    }
+}
+
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
@@ -90,6 +107,7 @@ impl Default for RunConfig {
             keep_trace: false,
             record_sites: false,
             horizon: 64,
+            choices: 0,
             place_externals: true,
             swarm: true,
             spec: None,
@@ -120,6 +138,9 @@ pub struct RunResult {
     pub marks: BTreeMap<String, u64>,
     /// Scheduling points taken.
     pub steps: u64,
+    /// Task choices made: scheduling points where two or more tasks were ready (what
+    /// [`RunConfig::choices`] takes from the baseline).
+    pub choices: u64,
     /// Virtual time at the end.
     pub end_ns: Nanos,
     /// The run's swarm configuration: drawn by a seeded run with `RunConfig::swarm`, or read
@@ -351,7 +372,12 @@ fn run_once(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     if let (Source::Seeded(seed), true) = (&config.source, config.swarm) {
         // Its faults part is in force from the start (a setup may cross a fault site); the
         // externals part is drawn once the setup has declared them (see `record_swarm`).
-        decide.swarm = Some(Swarm::draw(*seed, &config.fault_set, &[], config.horizon));
+        decide.swarm = Some(Swarm::draw(
+            *seed,
+            &config.fault_set,
+            &[],
+            config.change_point_horizon(),
+        ));
     }
     if let Source::Seeded(_) = &config.source {
         decide.forced = config.strategy;
@@ -457,7 +483,12 @@ fn record_swarm(sim: &Sim) {
         } else {
             Vec::new()
         };
-        let mut swarm = Swarm::draw(seed, &sim.config.fault_set, &names, sim.config.horizon);
+        let mut swarm = Swarm::draw(
+            seed,
+            &sim.config.fault_set,
+            &names,
+            sim.config.change_point_horizon(),
+        );
         if let Some(s) = sim.config.strategy {
             swarm.schedule = s;
         }
@@ -843,6 +874,7 @@ fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
         sites: std::mem::take(&mut core.sites),
         marks: std::mem::take(&mut core.marks),
         steps,
+        choices: core.decide.task_choices,
         end_ns: now,
         swarm: core.decide.swarm.clone(),
         state,

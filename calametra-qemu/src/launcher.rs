@@ -12,6 +12,7 @@
 
 use crate::bridge::{Bridge, BridgeError, BridgeOptions, Stats};
 use crate::guest::{self, marker, GuestImage, Probe};
+use crate::watchdog::{self, GuestWatch};
 use calametra_core::host::DeviceHost;
 use calametra_core::trace::TraceHash;
 use calametra_core::usb::Device;
@@ -92,10 +93,15 @@ pub struct QemuConfig {
     pub icount_shift: u8,
     /// `-rtc base=...`.
     pub rtc_base: String,
-    /// The watchdog: wall time without console output or USB traffic before the run ends as
-    /// `emulator_blocked`.
+    /// The watchdog: guest time (instructions executed, times 2^`icount_shift` ns) without
+    /// console output or USB traffic before the run ends as `emulator_blocked`. Guest time,
+    /// not wall time: a loaded host slows the guest and this clock alike.
     pub no_progress: Duration,
-    /// The whole run's wall-time budget (also `emulator_blocked` when it runs out).
+    /// The watchdog: wall time without a single guest instruction (QEMU stuck) before the run
+    /// ends as `emulator_blocked`.
+    pub stalled: Duration,
+    /// The whole run's wall-time budget (also `emulator_blocked` when it runs out): a last
+    /// resort, generous because a loaded host slows a guest down.
     pub budget: Duration,
     /// Extra kernel command-line words.
     pub extra_append: String,
@@ -108,7 +114,8 @@ pub struct QemuConfig {
 
 impl QemuConfig {
     /// Defaults for `guest`: `qemu-system-x86_64` from `PATH`, 512 MiB, shift 5, the fixed RTC,
-    /// a 60 s watchdog and a 300 s budget.
+    /// a watchdog of 600 s of guest time without progress or 30 s of wall time without an
+    /// instruction, and a 600 s wall budget.
     pub fn new(guest: GuestImage) -> QemuConfig {
         QemuConfig {
             qemu: PathBuf::from("qemu-system-x86_64"),
@@ -116,8 +123,11 @@ impl QemuConfig {
             memory_mib: 512,
             icount_shift: 5,
             rtc_base: "2026-01-01T00:00:00".into(),
-            no_progress: Duration::from_secs(60),
-            budget: Duration::from_secs(300),
+            // A boot runs ~205 s of guest time with nothing on the console (SeaBIOS, then a
+            // quiet kernel at 2^5 ns an instruction).
+            no_progress: Duration::from_secs(600),
+            stalled: Duration::from_secs(30),
+            budget: Duration::from_secs(600),
             extra_append: String::new(),
             bridge: BridgeOptions {
                 defer_connect: true,
@@ -451,7 +461,11 @@ pub fn run_with_host<D: Device>(
         probe.name(),
         qemu.extra_append
     );
-    let mut q = start_qemu(qemu.command(&socket, &initrd, append.trim()), &qemu.qemu)?;
+    let qmp_path = dir.join("qmp.sock");
+    let mut cmd = qemu.command(&socket, &initrd, append.trim());
+    cmd.arg("-qmp").arg(watchdog::qmp_arg(&qmp_path));
+    let mut q = start_qemu(cmd, &qemu.qemu)?;
+    let qmp = watchdog::open_qmp(&qmp_path, &mut q);
     let command = q.command.clone();
     bridge.host_mut().record("emulator", "qemu", false, |r| {
         r.str("event", "start").str("command", &command);
@@ -465,7 +479,15 @@ pub fn run_with_host<D: Device>(
         mut guard,
         ..
     } = q;
-    let outcome = serve(&mut bridge, stream, &mut guard, console_rx, qemu, start);
+    let watch = GuestWatch::new(qemu, qmp, start);
+    let outcome = serve(
+        &mut bridge,
+        stream,
+        &mut guard,
+        console_rx,
+        (watch, qemu.idle_after),
+        start,
+    );
     let (outcome_kind, console, timings, exit) = outcome;
     let stderr: Vec<String> = stderr_rx.iter().flat_map(|r| r.try_iter()).collect();
     drop(scratch);
@@ -526,7 +548,7 @@ fn serve(
     mut stream: UnixStream,
     guard: &mut Guard,
     console_rx: Option<Receiver<String>>,
-    qemu: &QemuConfig,
+    (mut watch, idle_after): (GuestWatch, Duration),
     start: Instant,
 ) -> Served {
     let _ = stream.set_read_timeout(Some(Duration::from_millis(2)));
@@ -538,7 +560,6 @@ fn serve(
     let mut probe_rc: Option<i32> = None;
     let mut ended_at: Option<Instant> = None;
     let mut socket_open = true;
-    let mut last_progress = Instant::now();
     let mut last_traffic = Instant::now();
     let mut last_activity = bridge.activity();
     let mut buf = vec![0u8; 256 * 1024];
@@ -561,7 +582,7 @@ fn serve(
                     }
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if last_traffic.elapsed() >= qemu.idle_after && bridge.wants_tick() {
+                    if last_traffic.elapsed() >= idle_after && bridge.wants_tick() {
                         bridge.idle_tick();
                         last_traffic = Instant::now();
                     }
@@ -578,12 +599,12 @@ fn serve(
         }
         if bridge.activity() != last_activity {
             last_activity = bridge.activity();
-            last_progress = Instant::now();
+            watch.progress();
         }
         // Console lines.
         if let Some(rx) = &console_rx {
             for line in rx.try_iter() {
-                last_progress = Instant::now();
+                watch.progress();
                 bridge.host_mut().record("guest", "guest", false, |r| {
                     r.str("line", &line);
                 });
@@ -660,18 +681,11 @@ fn serve(
             continue;
         }
         // The watchdog.
-        if last_progress.elapsed() > qemu.no_progress {
+        if let Some(why) = watch.check() {
             blocked = Some(format!(
-                "no console output and no USB traffic for {:?} (last line: {:?}; usbredir {:?})",
-                qemu.no_progress,
+                "{why} (last line: {:?}; usbredir {:?})",
                 console.last().cloned().unwrap_or_default(),
                 bridge.stats()
-            ));
-        } else if start.elapsed() > qemu.budget {
-            blocked = Some(format!(
-                "the run's budget of {:?} ran out (last line: {:?})",
-                qemu.budget,
-                console.last().cloned().unwrap_or_default()
             ));
         }
         if let Some(reason) = blocked.take() {

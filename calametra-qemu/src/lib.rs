@@ -49,6 +49,7 @@ pub mod proto;
 pub mod qmp;
 pub mod scenario;
 pub mod snapshot;
+pub mod watchdog;
 
 pub use bridge::{Bridge, BridgeError, BridgeOptions};
 pub use guest::{GuestImage, Probe};

@@ -66,6 +66,7 @@ use crate::launcher::{
     accept_qemu, io, start_qemu, Guard, Outcome, QemuConfig, QemuError, Started, Timings,
 };
 use crate::snapshot;
+use crate::watchdog::{self, GuestWatch};
 use calametra_core::choices::{self, Event, Source, StreamName};
 use calametra_core::clock::Nanos;
 use calametra_core::explore;
@@ -1479,9 +1480,13 @@ pub fn run_with_extras<D: Device>(
     let mut timings = Timings::default();
     let (q, stream, qmp, stopped) = match &lock.start {
         Start::ColdBoot => {
-            let mut q = start_qemu(lock.command(&socket, &initrd, append), &lock.qemu.qemu)?;
+            let qmp_path = dir.join("qmp.sock");
+            let mut cmd = lock.command(&socket, &initrd, append);
+            cmd.arg("-qmp").arg(watchdog::qmp_arg(&qmp_path));
+            let mut q = start_qemu(cmd, &lock.qemu.qemu)?;
+            let qmp = watchdog::open_qmp(&qmp_path, &mut q);
             let stream = accept_qemu(&listener, &mut q, start, "lockstep")?;
-            (q, stream, None, false)
+            (q, stream, qmp, false)
         }
         Start::Snapshot { cache } => {
             let snap = snapshot::ensure(lock, cache, &initrd, append)?;
@@ -1523,11 +1528,10 @@ pub fn run_with_extras<D: Device>(
         stream,
         &mut guard,
         console_rx,
-        &lock.qemu,
+        GuestWatch::new(&lock.qemu, qmp, start),
         start,
         stopped,
     );
-    drop(qmp);
     let served = ServeEnd {
         timings: Timings {
             snapshot: timings.snapshot,
@@ -1638,7 +1642,7 @@ fn serve(
     mut stream: UnixStream,
     guard: &mut Guard,
     console_rx: Option<Receiver<String>>,
-    qemu: &QemuConfig,
+    mut watch: GuestWatch,
     start: Instant,
     stopped_on_hello: bool,
 ) -> ServeEnd {
@@ -1650,7 +1654,6 @@ fn serve(
     let mut timings = Timings::default();
     let mut enumerated_at = None;
     let mut probe_rc: Option<i32> = None;
-    let mut last_progress = Instant::now();
     let mut buf = vec![0u8; 64 * 1024];
     let mut socket_open = true;
     let mut lost: Option<String> = None;
@@ -1678,7 +1681,7 @@ fn serve(
             match stream.read(&mut buf) {
                 Ok(0) => socket_open = false,
                 Ok(n) => {
-                    last_progress = Instant::now();
+                    watch.progress();
                     reader.push(&buf[..n]);
                     while let Some(r) = reader.next_request() {
                         let served = r.and_then(|req| server.serve(&req));
@@ -1710,7 +1713,7 @@ fn serve(
         }
         if let Some(rx) = &console_rx {
             for line in rx.try_iter() {
-                last_progress = Instant::now();
+                watch.progress();
                 on_line(
                     line,
                     &mut console,
@@ -1786,22 +1789,13 @@ fn serve(
                 deterministic_end: lost.is_none(),
             };
         }
-        let blocked = if last_progress.elapsed() > qemu.no_progress {
-            Some(format!(
-                "no console output and no frames for {:?} (last line: {:?}; {} frames)",
-                qemu.no_progress,
+        let blocked = watch.check().map(|why| {
+            format!(
+                "{why} (last line: {:?}; {} frames)",
                 console.last().cloned().unwrap_or_default(),
                 server.frames()
-            ))
-        } else if start.elapsed() > qemu.budget {
-            Some(format!(
-                "the run's budget of {:?} ran out (last line: {:?})",
-                qemu.budget,
-                console.last().cloned().unwrap_or_default()
-            ))
-        } else {
-            None
-        };
+            )
+        });
         if let Some(reason) = blocked {
             let r = reason.clone();
             server

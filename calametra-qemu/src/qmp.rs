@@ -18,12 +18,44 @@ pub struct Qmp {
     stream: UnixStream,
     buf: Vec<u8>,
     events: Vec<String>,
+    phase: Phase,
+}
+
+/// Where a connection is in [`Qmp::poll_icount`]'s exchange.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for QEMU's greeting.
+    Greeting,
+    /// `qmp_capabilities` sent.
+    Capabilities,
+    /// Nothing asked.
+    Ready,
+    /// `query-replay` sent.
+    Asked,
 }
 
 impl Qmp {
     /// Connects to the QMP socket at `path` (QEMU creates it as it starts: retried until
     /// `deadline`, or until `exited` says QEMU is gone) and negotiates capabilities.
     pub fn connect(
+        path: &Path,
+        deadline: Instant,
+        exited: &mut dyn FnMut() -> bool,
+    ) -> Result<Qmp, String> {
+        let mut q = Qmp::open(path, deadline, exited)?;
+        let greeting = q.next_message(deadline)?;
+        if greeting.get("QMP").is_none() {
+            return Err(format!("QMP: expected the greeting, found {greeting}"));
+        }
+        q.execute("qmp_capabilities", json!({}), deadline)?;
+        q.phase = Phase::Ready;
+        Ok(q)
+    }
+
+    /// Connects to the QMP socket at `path` without waiting for QEMU to greet (a QEMU whose
+    /// vCPU waits on the lockstep socket answers nothing until that is served; see
+    /// [`Qmp::poll_icount`]).
+    pub fn open(
         path: &Path,
         deadline: Instant,
         exited: &mut dyn FnMut() -> bool,
@@ -49,19 +81,42 @@ impl Qmp {
             }
         };
         stream
-            .set_read_timeout(Some(Duration::from_millis(50)))
+            .set_nonblocking(true)
             .map_err(|e| format!("QMP socket: {e}"))?;
-        let mut q = Qmp {
+        Ok(Qmp {
             stream,
             buf: Vec::new(),
             events: Vec::new(),
-        };
-        let greeting = q.next_message(deadline)?;
-        if greeting.get("QMP").is_none() {
-            return Err(format!("QMP: expected the greeting, found {greeting}"));
+            phase: Phase::Greeting,
+        })
+    }
+
+    /// Moves the instruction-count exchange on without waiting: greets, negotiates, asks
+    /// `query-replay` and returns its `icount` when an answer has arrived (`None` meanwhile).
+    pub fn poll_icount(&mut self) -> Result<Option<u64>, String> {
+        while let Some(m) = self.try_message()? {
+            match self.phase {
+                Phase::Greeting if m.get("QMP").is_some() => {
+                    self.send("qmp_capabilities", json!({}))?;
+                    self.phase = Phase::Capabilities;
+                }
+                Phase::Capabilities if m.get("return").is_some() => self.phase = Phase::Ready,
+                Phase::Asked if m.get("return").is_some() => {
+                    self.phase = Phase::Ready;
+                    let n = m["return"].get("icount").and_then(Value::as_u64);
+                    return n
+                        .map(Some)
+                        .ok_or_else(|| format!("QMP query-replay: no icount in {m}"));
+                }
+                _ if m.get("error").is_some() => return Err(format!("QMP: {m}")),
+                _ => {}
+            }
         }
-        q.execute("qmp_capabilities", json!({}), deadline)?;
-        Ok(q)
+        if self.phase == Phase::Ready {
+            self.send("query-replay", json!({}))?;
+            self.phase = Phase::Asked;
+        }
+        Ok(None)
     }
 
     /// Sends a command without waiting for its answer (see [`Qmp::answer`]).
@@ -160,8 +215,22 @@ impl Qmp {
         }
     }
 
-    /// The next message (an answer, or an event, which is also recorded).
+    /// The next message (an answer, or an event, which is also recorded), waiting until
+    /// `deadline`.
     fn next_message(&mut self, deadline: Instant) -> Result<Value, String> {
+        loop {
+            if let Some(m) = self.try_message()? {
+                return Ok(m);
+            }
+            if Instant::now() > deadline {
+                return Err(format!("{TIMED_OUT} waiting for QEMU"));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// The next message if one has arrived.
+    fn try_message(&mut self) -> Result<Option<Value>, String> {
         loop {
             if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = self.buf.drain(..=i).collect();
@@ -174,16 +243,14 @@ impl Qmp {
                 if let Some(name) = v.get("event").and_then(Value::as_str) {
                     self.events.push(name.to_string());
                 }
-                return Ok(v);
+                return Ok(Some(v));
             }
             let mut chunk = [0u8; 4096];
             match self.stream.read(&mut chunk) {
                 Ok(0) => return Err("QMP: QEMU closed the connection".into()),
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if Instant::now() > deadline {
-                        return Err(format!("{TIMED_OUT} waiting for QEMU"));
-                    }
+                    return Ok(None)
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(format!("QMP: {e}")),
@@ -261,5 +328,43 @@ mod tests {
         .err()
         .unwrap();
         assert!(e.contains("exited"), "{e}");
+    }
+
+    #[test]
+    fn the_instruction_count_is_polled_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("qmp.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let mut q = Qmp::open(&path, Instant::now() + Duration::from_secs(10), &mut || {
+            false
+        })
+        .unwrap();
+        let (mut s, _) = listener.accept().unwrap();
+        // Nothing from QEMU yet (its vCPU may wait on the lockstep socket): no answer, no wait.
+        assert_eq!(q.poll_icount().unwrap(), None);
+        s.write_all(b"{\"QMP\": {}}\n").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut replies = 0;
+        let n = loop {
+            if let Some(n) = q.poll_icount().unwrap() {
+                break n;
+            }
+            assert!(Instant::now() < deadline, "no icount");
+            // Answer each command QEMU would have received.
+            let mut b = [0u8; 256];
+            s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+            if let Ok(k) = s.read(&mut b) {
+                for _ in b[..k].iter().filter(|&&c| c == b'\n') {
+                    replies += 1;
+                    let r: &[u8] = if replies == 1 {
+                        b"{\"return\": {}}\n"
+                    } else {
+                        b"{\"return\": {\"icount\": 99, \"mode\": \"none\"}}\n"
+                    };
+                    s.write_all(r).unwrap();
+                }
+            }
+        };
+        assert_eq!((n, replies), (99, 2), "capabilities, then query-replay");
     }
 }

@@ -102,8 +102,10 @@ fn a_device_that_stops_answering_is_emulator_blocked_not_a_verdict() {
                 .insert(format!("ctrl.{name}#{n}"), Fault::Timeout);
         }
     }
-    qemu.no_progress = Duration::from_secs(30);
-    qemu.budget = Duration::from_secs(150);
+    // The guest does not stop: it waits for a device that never enumerates. Its console and
+    // the socket go quiet; the watchdog ends the run on guest time without progress or, at the
+    // latest, on the wall budget. Neither is hastened by a busy host: a slow boot is not blocked.
+    qemu.budget = Duration::from_secs(120);
     let started = std::time::Instant::now();
     let run = calametra_qemu::run(
         Gadget::default(),

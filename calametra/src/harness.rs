@@ -791,12 +791,7 @@ impl Scenario {
             report::note_failure(&self.path, sig, trial, &shrunk.events, fail.is_model_gap());
         }
         let replay_trial = self.trial(&format!("regression::{}", h.case.id));
-        let scanout = self
-            .env
-            .scanout
-            .as_ref()
-            .map(|dir| self.failure_pictures(runner, &shrunk.events, &dir.join(&h.case.id)));
-        let screen = Screen {
+        let mut screen = Screen {
             failure: &h.case.failure,
             signature: sig,
             model_gap: fail.is_model_gap(),
@@ -810,7 +805,7 @@ impl Scenario {
             regression,
             trace,
             replay: self.replay_command(&replay_trial),
-            scanout,
+            scanout: None,
         };
         // One full screen per signature per test binary; the others say where it is.
         if unexpected {
@@ -827,6 +822,12 @@ impl Scenario {
                 return (line, h);
             }
         }
+        // Only a full screen shows pictures: taking them replays the minimal run once more.
+        screen.scanout = self
+            .env
+            .scanout
+            .as_ref()
+            .map(|dir| self.failure_pictures(runner, &shrunk.events, &dir.join(&h.case.id)));
         (format!("{}{note}", screen.render()), h)
     }
 
@@ -1457,6 +1458,7 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
             let sites = explore::site_probes(&disc.sites, &s.base.fault_set);
             let mut s_h = (*s).clone_shallow();
             s_h.base.horizon = disc.steps.max(1);
+            s_h.base.choices = explore::change_point_horizon(&s.base, &disc, func);
             (sites, Arc::new(s_h))
         }
         // Listing does not boot a guest to find sites; a site trial asked for by its name

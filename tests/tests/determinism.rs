@@ -5,68 +5,15 @@
 //! are deleted; the summary's counts and run list match the directories present, and
 //! `--check` notices when they stop matching.
 //!
-//! The `calametra` tool is built once with `cargo build --message-format=json`, as
-//! `saved_cases.rs` does.
+//! The `calametra` tool is built once with `cargo build --message-format=json`
+//! (`support::calametra_tool`).
+
+mod support;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_path_buf()
-}
-
-fn cargo() -> Command {
-    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    c.current_dir(root());
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("CALAMETRA_") {
-            c.env_remove(k);
-        }
-    }
-    c
-}
-
-/// The `calametra` tool, built once.
-fn tool() -> &'static Path {
-    static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let out = cargo()
-            .args([
-                "build",
-                "-p",
-                "calametra-cli",
-                "--bin",
-                "calametra",
-                "--message-format=json",
-            ])
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run cargo");
-        assert!(out.status.success(), "cargo build -p calametra-cli failed");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|v| v["target"]["name"] == "calametra")
-            .find_map(|v| v["executable"].as_str().map(PathBuf::from))
-            .expect("cargo built the calametra binary")
-    })
-}
-
-fn run(c: &mut Command) -> (i32, String) {
-    let out = c.output().expect("run calametra");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!text.contains("panicked"), "{text}");
-    (out.status.code().unwrap_or(-1), text)
-}
+use std::path::Path;
+use std::process::Command;
+use support::{calametra_tool as tool, root, run_code as run};
 
 fn json(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()

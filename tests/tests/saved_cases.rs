@@ -11,9 +11,9 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
-use support::{calametra_tool, cargo, cargo_path, clean, executables, root};
+use support::{calametra_tool, cargo, cargo_path, clean, executables, root, run};
 
 /// The fixture targets' test executables, built once.
 fn fixtures() -> &'static BTreeMap<String, PathBuf> {
@@ -44,22 +44,6 @@ fn fixture(target: &str, regs: &Path) -> Command {
     let mut c = clean(Command::new(&fixtures()[target]));
     c.env("CALAMETRA_REGRESSIONS", regs);
     c
-}
-
-/// Runs `c`: whether it succeeded, and its standard output and error together.
-fn run(c: &mut Command) -> (bool, String) {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = c.output().expect("run the test binary");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&stdout),
-        String::from_utf8_lossy(&stderr)
-    );
-    assert!(!text.contains("panicked"), "{text}");
-    (status.success(), text)
 }
 
 /// Every file under `dir` with its bytes (a FIFO or other special file: a marker, unread), by

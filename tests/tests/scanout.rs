@@ -23,7 +23,7 @@ use calametra_models::trigger6::scanout::decode_png;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::{calametra_tool, clean};
+use support::{calametra_tool, clean, run, run_code};
 
 /// SHA-256 of the colour bars' pixels at 1920x1080, as examples/trigger6/tests/trigger6.rs
 /// pins them.
@@ -34,17 +34,6 @@ fn scanout_bin(regs: &Path) -> Command {
     c.env("CALAMETRA_REGRESSIONS", regs)
         .args(["--exact", "bars_on_output_1::baseline"]);
     c
-}
-
-fn run(c: &mut Command) -> (bool, String) {
-    let out = c.output().expect("run");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!text.contains("panicked"), "{text}");
-    (out.status.success(), text)
 }
 
 /// The value of the screen's line `head`, first match.
@@ -162,17 +151,7 @@ fn fake_cargo(dir: &Path) -> PathBuf {
 }
 
 fn tool(args: &[&std::ffi::OsStr]) -> (i32, String) {
-    let out = clean(Command::new(calametra_tool()))
-        .args(args)
-        .output()
-        .expect("run calametra");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!text.contains("panicked"), "{text}");
-    (out.status.code().unwrap_or(-1), text)
+    run_code(clean(Command::new(calametra_tool())).args(args))
 }
 
 /// The passing scenario's trace (`CALAMETRA_TRACE_OUT`) and the pictures its replay trial
@@ -249,6 +228,11 @@ fn the_tool_writes_the_scanout_at_a_step_and_after_a_replay_and_the_timeline_emb
             std::fs::read_dir(&out).unwrap().count(),
             1,
             "one output shows a frame"
+        );
+        // The scripted dock describes its model in the state printed.
+        assert!(
+            text.contains("out1.mode") && text.contains("1920x1080@60"),
+            "{text}"
         );
     }
     // Before the first flip: nothing on show, nothing written.

@@ -404,6 +404,7 @@ fn watching_the_second_output_sees_each_flip_as_the_colour_bars() {
     let watched = run(
         RunConfig {
             pictures: true,
+            keep_trace: true,
             ..RunConfig::default()
         },
         &|sim| {
@@ -444,18 +445,7 @@ fn watching_the_second_output_sees_each_flip_as_the_colour_bars() {
         "the last flip is on show"
     );
     // The flip's transition record comes just before the picture was seen.
-    let recs = calametra_core::trace::parse_kept(&{
-        let r = run(
-            RunConfig {
-                keep_trace: true,
-                ..RunConfig::default()
-            },
-            &|sim| {
-                build_second_output(sim);
-            },
-        );
-        r.lines
-    });
+    let recs = calametra_core::trace::parse_kept(&watched.lines);
     let first = &log.shown[0];
     let flip = recs
         .iter()

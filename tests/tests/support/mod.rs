@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 /// The workspace root (the replay command a failure prints runs from there).
@@ -71,4 +71,34 @@ pub fn calametra_tool() -> &'static Path {
             .remove("calametra")
             .expect("cargo built the calametra binary")
     })
+}
+
+/// Runs `c`: its standard output and error together (a panic in them fails the test), and its
+/// exit status.
+fn output(c: &mut Command) -> (std::process::ExitStatus, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = c.output().unwrap_or_else(|e| panic!("run {c:?}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr)
+    );
+    assert!(!text.contains("panicked"), "{text}");
+    (status, text)
+}
+
+/// Runs `c`: whether it succeeded, and its standard output and error together.
+pub fn run(c: &mut Command) -> (bool, String) {
+    let (status, text) = output(c);
+    (status.success(), text)
+}
+
+/// Runs `c`: its exit code (-1 when a signal ended it), and its standard output and error
+/// together.
+pub fn run_code(c: &mut Command) -> (i32, String) {
+    let (status, text) = output(c);
+    (status.code().unwrap_or(-1), text)
 }

@@ -559,9 +559,11 @@ fn run_replay_trial(
 /// summary's hash.
 fn replay(a: &ReplayArgs) -> Result<(), CliError> {
     use calametra_core::divergence::{analyse, from_records, read, Options};
-    use calametra_core::trace::hash_lines;
+    use calametra_core::trace::hash_records;
     let file = a.file.clone();
-    let (events, hash, recorded) = load_replayable(&file).map_err(fail)?;
+    let loaded = calametra_core::tracefile::load_replay_file(&file).map_err(fail)?;
+    let hash_version = loaded.hash_version;
+    let (events, hash, recorded) = (loaded.events, loaded.hash, loaded.records);
     let cargo = cargo_or_default(&a.cargo);
     if let Some(at) = &a.at {
         return state_at(&file, &cargo, at, a.scanout.as_deref());
@@ -593,7 +595,11 @@ fn replay(a: &ReplayArgs) -> Result<(), CliError> {
         pictures::copy_on_show(&pictures, out, &file, "at the end of the replay")?;
     }
     // The file's own records: what its summary's hash must cover.
-    let own = recorded.as_ref().map(|r| hash_lines(r).to_string());
+    // (under the hash version the file records)
+    let own = recorded
+        .as_ref()
+        .and_then(|r| hash_records(r, hash_version))
+        .map(|h| h.to_string());
     let replayed = trace_out
         .exists()
         .then(|| read(&trace_out, None))

@@ -35,6 +35,23 @@ fn scenario(sim: &mut Sim) {
     sim.invariant("never_stalls_twice", |w| w.step() < 6);
 }
 
+/// Writes run `r` of [`scenario`] as trace file `name` in `dir`.
+fn write_run(dir: &std::path::Path, name: &str, r: &calametra::RunResult) -> std::path::PathBuf {
+    let trace = dir.join(name);
+    write_trace(
+        &trace,
+        &r.lines,
+        "export_browser::scenario",
+        "calametra-cli",
+        "export_browser",
+        &r.events,
+        &r.hash.to_string(),
+        None,
+    )
+    .unwrap();
+    trace
+}
+
 fn chromium(args: &[&str], profile: &std::path::Path) -> std::process::Output {
     Command::new("chromium")
         .args([
@@ -68,18 +85,7 @@ fn the_html_timeline_renders_in_headless_chromium() {
         "the run ends at the failing invariant, which the page marks"
     );
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("export-test.jsonl");
-    write_trace(
-        &trace,
-        &r.lines,
-        "export_browser::scenario",
-        "calametra-cli",
-        "export_browser",
-        &r.events,
-        &r.hash.to_string(),
-        None,
-    )
-    .unwrap();
+    let trace = write_run(dir.path(), "export-test.jsonl", &r);
     // The page draws every record but the file's closing `summary`.
     let recs: Vec<_> = read_jsonl(&trace)
         .unwrap()
@@ -158,18 +164,7 @@ fn the_html_timeline_with_frames_renders_in_headless_chromium() {
     };
     let r = run(cfg, &scenario);
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("frames.jsonl");
-    write_trace(
-        &trace,
-        &r.lines,
-        "export_browser::scenario",
-        "calametra-cli",
-        "export_browser",
-        &r.events,
-        &r.hash.to_string(),
-        None,
-    )
-    .unwrap();
+    let trace = write_run(dir.path(), "frames.jsonl", &r);
     let recs = read_jsonl(&trace).unwrap();
     // The pictures' device is the actor of the transfers (the loopback writes no records of
     // its own here); each picture is seen just after one of its records.

@@ -1,6 +1,13 @@
 //! `cargo bench -p calametra-core --bench core`: runs/s and records/s of a ~100-record scenario
-//! with hashing, the trace hash's cost per record, exploration of 24 fault sites + 48 seeds, and
-//! minimization of a 48-event failure. Wall-clock timing lives here, never in tests.
+//! with hashing, its heap allocations per run (a counting allocator) and, where valgrind is
+//! installed, its instructions per run under callgrind (a figure that does not move with the
+//! machine's load); the trace record's cost (encoding + hash, JSON formatting); exploration of 24
+//! fault sites + 48 seeds; and minimization of a 48-event failure. Wall-clock timing lives here,
+//! never in tests.
+//!
+//! Environment: `CALAMETRA_BENCH_RUNS_ONLY=1` stops after the runs/s figures;
+//! `CALAMETRA_BENCH_NO_CALLGRIND=1` skips callgrind; `CALAMETRA_BENCH_CALLGRIND_RUNS=<n>` (set by
+//! the bench for its child under callgrind) makes only `n` runs of the scenario and exits.
 
 use calametra_core::choices::{Event, Source};
 use calametra_core::exec::{client_choose, sleep};
@@ -10,9 +17,73 @@ use calametra_core::shrink::minimize;
 use calametra_core::trace::Trace;
 use calametra_core::usb::{ControlIn, ControlOut, ControlType, Loopback, Recipient};
 use calametra_core::{run, RunConfig, Sim};
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// The system allocator, counting allocations (the bench's allocation counter).
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards every call to `System` unchanged; the counter is only a relaxed atomic.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Instructions one run of the scenario executes under callgrind: the bench itself, run twice
+/// under `valgrind --tool=callgrind` (0 runs and `n` runs), the difference over `n`. `None`
+/// where valgrind is missing or fails.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a benchmark runs valgrind, outside any simulated run"
+)]
+fn callgrind_per_run(n: u64) -> Option<(f64, u64)> {
+    let exe = std::env::current_exe().ok()?;
+    let total = |runs: u64| -> Option<u64> {
+        let out = std::process::Command::new("valgrind")
+            .args([
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                "--dump-instr=no",
+            ])
+            .arg(&exe)
+            .env("CALAMETRA_BENCH_CALLGRIND_RUNS", runs.to_string())
+            .output()
+            .ok()?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        // `==123== Collected : 123456789`
+        err.lines()
+            .find_map(|l| l.split("Collected :").nth(1))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let base = total(0)?;
+    let with = total(n)?;
+    Some((with.saturating_sub(base) as f64 / n as f64, with))
+}
 
 const T: Duration = Duration::from_millis(10);
 
@@ -96,6 +167,17 @@ fn main() {
         source: Source::Seeded(1),
         ..RunConfig::default()
     };
+    if let Some(n) = std::env::var("CALAMETRA_BENCH_CALLGRIND_RUNS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        // The child under callgrind: the first run's one-time costs stay in both counts.
+        let _ = std::hint::black_box(run(cfg.clone(), &hundred_records).hash);
+        for _ in 0..n {
+            let _ = std::hint::black_box(run(cfg.clone(), &hundred_records).hash);
+        }
+        return;
+    }
     let probe = run(cfg.clone(), &hundred_records);
     assert!(probe.failure.is_none(), "{:?}", probe.failure);
     let records = probe.records;
@@ -109,43 +191,65 @@ fn main() {
     println!("scenario: {records} deterministic records per run");
     println!("runs/s (hash included, median of 5 x {iters}): {runs_per_s:.0}");
     println!("records/s: {:.0}", runs_per_s * records as f64);
+    let before = ALLOCS.load(Ordering::Relaxed);
+    let n = 1000u64;
+    for _ in 0..n {
+        let _ = std::hint::black_box(run(cfg.clone(), &hundred_records).hash);
+    }
+    let allocs = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / n as f64;
+    println!(
+        "allocations per run: {allocs:.1} ({:.2} per record)",
+        allocs / records as f64
+    );
+    if std::env::var_os("CALAMETRA_BENCH_NO_CALLGRIND").is_none() {
+        match callgrind_per_run(200) {
+            Some((per_run, _)) => println!(
+                "instructions per run (callgrind, 200 runs less 0): {per_run:.0} ({:.0} per record)",
+                per_run / records as f64
+            ),
+            None => println!("instructions per run: (valgrind not found or failed)"),
+        }
+    }
     if std::env::var_os("CALAMETRA_BENCH_RUNS_ONLY").is_some() {
         return;
     }
 
-    // 2. The hash's cost per record: emit+hash vs emit into a trace that keeps nothing.
+    // 2. A record's cost: encoding + hash (what every run pays), and JSON formatting (what a
+    // kept or written trace adds), each per record.
     let n = 1_000_000u64;
-    let (secs, _) = time(
+    let emit = |t: &mut Trace, i: u64, deterministic: bool| {
+        t.emit(i, "transfer", "driver", deterministic, |d| {
+            d.str("site", "ctrl.load#1")
+                .hex("setup", &[0xc0, 2, 0, 0, 0, 0, 2, 0])
+                .str("status", "ok")
+                .u64("len", 2);
+        });
+    };
+    let (secs_hash, _) = time(
         || {
             let mut t = Trace::new(false);
             for i in 0..n {
-                t.emit(i, "transfer", "driver", true, |d| {
-                    d.str("site", "ctrl.load#1")
-                        .hex("setup", &[0xc0, 2, 0, 0, 0, 0, 2, 0])
-                        .str("status", "ok")
-                        .u64("len", 2);
-                });
+                emit(&mut t, i, true);
             }
             t.hash()
         },
         1,
     );
-    let (secs_nohash, _) = time(
+    let (secs_json, _) = time(
         || {
-            let mut t = Trace::new(false);
+            let mut t = Trace::new(true);
             for i in 0..n {
-                t.emit(i, "transfer", "driver", false, |d| {
-                    d.str("site", "ctrl.load#1")
-                        .hex("setup", &[0xc0, 2, 0, 0, 0, 0, 2, 0])
-                        .str("status", "ok")
-                        .u64("len", 2);
-                });
+                emit(&mut t, i, false);
             }
             t.total_records()
         },
         1,
     );
-    println!("record formatting + hash: {:.0} ns/record; formatting only: {:.0} ns/record; hash: {:.0} ns/record", secs / n as f64 * 1e9, secs_nohash / n as f64 * 1e9, (secs - secs_nohash).max(0.0) / n as f64 * 1e9);
+    println!(
+        "record encoding + hash: {:.0} ns/record; JSON formatting (kept lines): {:.0} ns/record",
+        secs_hash / n as f64 * 1e9,
+        secs_json / n as f64 * 1e9
+    );
 
     // 3. Exploration: 24 fault sites + 48 seeds of a small scenario.
     let sites: Vec<Site> = (1..=4)

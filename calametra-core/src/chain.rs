@@ -54,23 +54,34 @@ pub fn replay(
     runner.run(c)
 }
 
-/// Replays `events` and compares the run with a recorded `signature` and trace `hash`.
+/// Replays `events` and compares the run with a recorded `signature` and trace `hash` of
+/// encoding `hash_version`. A hash of an older version ([`crate::trace::HASH_VERSIONS`]) is
+/// checked against the replay's records hashed under that version (the replay keeps its trace
+/// for it), so a case recorded before an encoding change still replays byte-exactly; the
+/// replay's own `hash` is always the current version's.
 pub fn compare(
     runner: &dyn Runner,
     base: &RunConfig,
     events: &[Event],
     signature: &str,
-    hash: &str,
+    (hash, hash_version): (&str, u64),
     keep: bool,
 ) -> Replay {
-    let r = match replay(runner, base, events, keep) {
+    let old = hash_version != crate::trace::HASH_VERSION;
+    let r = match replay(runner, base, events, keep || old) {
         Ok(r) => r,
         Err(e) => return Replay::NoVerdict(e),
+    };
+    let exact = if old {
+        crate::trace::hash_records(&parse_kept(&r.lines), hash_version)
+            .is_some_and(|h| h.to_string() == hash)
+    } else {
+        r.hash.to_string() == hash
     };
     match r.failure.clone() {
         None => Replay::Passes(r),
         Some(f) if f.signature() != signature => Replay::Different(r, f),
-        Some(_) if r.hash.to_string() == hash => Replay::Exact(r),
+        Some(_) if exact => Replay::Exact(r),
         Some(_) => Replay::OtherHash(r),
     }
 }
@@ -187,6 +198,7 @@ pub fn handle(
         story: story(&shrunk.events),
         run_aloud: read_aloud(&parse_kept(&fin.lines), 14),
         trace_hash: fin.hash.to_string(),
+        hash_version: crate::trace::HASH_VERSION,
         swarm: r.swarm.clone(),
         package: owner.package.clone(),
         target: owner.target.clone(),
@@ -233,7 +245,7 @@ pub fn verify(runner: &dyn Runner, base: &RunConfig, handled: &Handled) -> Resul
         base,
         &reg.events,
         &reg.signature,
-        &reg.trace_hash,
+        (&reg.trace_hash, reg.hash_version),
         false,
     ) {
         Replay::Exact(_) => Ok(()),
@@ -379,7 +391,7 @@ pub fn check_case(
         base,
         &case.events,
         &case.signature,
-        &case.trace_hash,
+        (&case.trace_hash, case.hash_version),
         keep,
     );
     match replayed {

@@ -533,6 +533,8 @@ pub(crate) struct Decider {
     pub(crate) log: Vec<Event>,
     /// A priority-scheduled run's task priorities and change points.
     priorities: Priorities,
+    /// Task choices so far: scheduling points where two or more tasks were ready.
+    pub(crate) task_choices: u64,
     /// `RunConfig::strategy`: a seeded run's strategy, whatever its swarm says.
     pub(crate) forced: Option<Strategy>,
 }
@@ -560,6 +562,7 @@ impl Decider {
             replay_data: Default::default(),
             log: Vec::new(),
             priorities: Priorities::default(),
+            task_choices: 0,
             forced: None,
         };
         match source {
@@ -652,6 +655,9 @@ impl Decider {
         if n <= 1 {
             return 0;
         }
+        if id_of.is_some() {
+            self.task_choices += 1;
+        }
         let strategy = match (&self.swarm, self.forced) {
             (_, Some(s)) => s,
             (Some(s), None) if self.seed.is_some() => s.schedule,
@@ -669,7 +675,7 @@ impl Decider {
                     Some(id_of),
                 ) => self
                     .priorities
-                    .pick(rng, (depth, horizon, spawn_order), point, n, id_of),
+                    .pick(rng, (depth, horizon, spawn_order), n, id_of),
                 _ => strategy.pick(rng, n),
             },
             None => match self.replay_schedule.get(&point) {

@@ -1,205 +1,20 @@
-//! The single-threaded executor: named tasks, wakers, virtual-time sleep and timeouts, join,
-//! and the task-side API (`spawn`, `sleep`, `timeout`, `yield_now`, client and data draws, marks).
+//! The task-side API of the single-threaded executor: `spawn`, `sleep`, `timeout`,
+//! `yield_now`, client and data draws, marks. Each reaches the current world through the
+//! thread-local context ([`crate::context`]); the task table itself is [`crate::tasks`].
 //!
-//! Tasks live in the [`World`]; the run loop in `sim` picks which ready task runs next (a traced
-//! choice) and polls it with no borrow of the world held, so a task may touch the world freely.
-//! No std thread, no wall clock and no OS randomness is used here. Wakers may be sent anywhere,
-//! but a wake only marks the task ready for the next scheduling decision.
+//! The run loop in `sim` picks which ready task runs next (a traced choice) and polls it with no
+//! borrow of the world held, so a task may touch the world freely. No std thread, no wall clock
+//! and no OS randomness is used here.
 
+use crate::bus::Ev;
 use crate::clock::{nanos, Nanos};
-use crate::world::{self, Ev};
-use std::cell::RefCell;
-use std::collections::BTreeSet;
+use crate::context;
+use crate::tasks::wrap;
 use std::future::{poll_fn, Future};
-use std::pin::Pin;
-use std::rc::Rc;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
-/// How a task ended, derived from its output.
-pub enum TaskExit {
-    /// It finished.
-    Ok,
-    /// It returned an error; the run fails with this message.
-    Err(String),
-}
-
-/// Outputs a task may return: `()`, a plain value, or a `Result`. A task that returns `Err`
-/// fails the run (``task `name` returned an error: <the error's Debug>``), as a panic does, so
-/// a task returns `Err` only for what the scenario counts as a failure. An outcome the driver
-/// handles (a stall it retried, a timeout or an unplug it reported to its caller) is `Ok` or
-/// `()`; the scenario's invariants then check what the driver reported.
-pub trait TaskOutput: 'static {
-    /// Whether this output means the task failed.
-    fn exit(&self) -> TaskExit;
-}
-
-impl TaskOutput for () {
-    fn exit(&self) -> TaskExit {
-        TaskExit::Ok
-    }
-}
-
-impl<T: 'static, E: std::fmt::Debug + 'static> TaskOutput for Result<T, E> {
-    fn exit(&self) -> TaskExit {
-        match self {
-            Ok(_) => TaskExit::Ok,
-            Err(e) => TaskExit::Err(format!("{e:?}")),
-        }
-    }
-}
-
-macro_rules! plain_output {
-    ($($t:ty),*) => {$(
-        impl TaskOutput for $t {
-            fn exit(&self) -> TaskExit { TaskExit::Ok }
-        }
-    )*};
-}
-plain_output!(bool, u8, u16, u32, u64, usize, i32, i64, String, Vec<u8>);
-
-pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = TaskExit>>>;
-
-pub(crate) struct TaskSlot {
-    pub(crate) name: Rc<str>,
-    pub(crate) fut: Option<BoxFuture>,
-    pub(crate) daemon: bool,
-    pub(crate) done: bool,
-    pub(crate) waker: Waker,
-}
-
-struct WakeQueue(Mutex<Vec<usize>>);
-
-struct TaskWaker {
-    id: usize,
-    queue: Arc<WakeQueue>,
-}
-
-impl Wake for TaskWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        if let Ok(mut q) = self.queue.0.lock() {
-            q.push(self.id);
-        }
-    }
-}
-
-/// The task table of one run.
-pub(crate) struct Tasks {
-    pub(crate) slots: Vec<TaskSlot>,
-    pub(crate) ready: BTreeSet<usize>,
-    queue: Arc<WakeQueue>,
-    scratch: Vec<usize>,
-}
-
-impl Tasks {
-    pub(crate) fn new() -> Self {
-        Tasks {
-            slots: Vec::new(),
-            ready: BTreeSet::new(),
-            queue: Arc::new(WakeQueue(Mutex::new(Vec::new()))),
-            scratch: Vec::new(),
-        }
-    }
-
-    pub(crate) fn add(&mut self, name: &str, daemon: bool, fut: BoxFuture) -> usize {
-        let id = self.slots.len();
-        let waker = Waker::from(Arc::new(TaskWaker {
-            id,
-            queue: self.queue.clone(),
-        }));
-        self.slots.push(TaskSlot {
-            name: Rc::from(name),
-            fut: Some(fut),
-            daemon,
-            done: false,
-            waker,
-        });
-        self.ready.insert(id);
-        id
-    }
-
-    /// Moves woken tasks into the ready set (finished tasks are ignored).
-    pub(crate) fn drain_wakes(&mut self) {
-        // Swap buffers so neither side reallocates on every step.
-        if let Ok(mut q) = self.queue.0.lock() {
-            if q.is_empty() {
-                return;
-            }
-            std::mem::swap(&mut *q, &mut self.scratch);
-        }
-        for i in 0..self.scratch.len() {
-            let id = self.scratch[i];
-            if self.slots.get(id).is_some_and(|s| !s.done) {
-                self.ready.insert(id);
-            }
-        }
-        self.scratch.clear();
-    }
-
-    pub(crate) fn all_required_done(&self) -> bool {
-        self.slots.iter().all(|s| s.done || s.daemon)
-    }
-
-    pub(crate) fn unfinished(&self) -> Vec<String> {
-        self.slots
-            .iter()
-            .filter(|s| !s.done && !s.daemon)
-            .map(|s| s.name.to_string())
-            .collect()
-    }
-}
-
-/// Awaits a spawned task's output.
-pub struct JoinHandle<T> {
-    slot: Rc<RefCell<JoinSlot<T>>>,
-}
-
-struct JoinSlot<T> {
-    value: Option<T>,
-    waker: Option<Waker>,
-}
-
-impl<T> Future for JoinHandle<T> {
-    type Output = T;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        let mut s = self.slot.borrow_mut();
-        match s.value.take() {
-            Some(v) => Poll::Ready(v),
-            None => {
-                s.waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        }
-    }
-}
-
-/// Wraps a user future so its output is kept for a [`JoinHandle`] and judged by [`TaskOutput`].
-pub(crate) fn wrap<F>(fut: F) -> (BoxFuture, JoinHandle<F::Output>)
-where
-    F: Future + 'static,
-    F::Output: TaskOutput,
-{
-    let slot = Rc::new(RefCell::new(JoinSlot {
-        value: None,
-        waker: None,
-    }));
-    let s2 = slot.clone();
-    let boxed: BoxFuture = Box::pin(async move {
-        let out = fut.await;
-        let exit = out.exit();
-        let mut s = s2.borrow_mut();
-        s.value = Some(out);
-        if let Some(w) = s.waker.take() {
-            w.wake();
-        }
-        exit
-    });
-    (boxed, JoinHandle { slot })
-}
+pub use crate::tasks::{JoinHandle, TaskExit, TaskOutput};
 
 /// Spawns a task that the scenario waits for: the run passes only when it finishes, and does
 /// not return `Err` (see [`TaskOutput`]).
@@ -209,7 +24,7 @@ where
     F::Output: TaskOutput,
 {
     let (boxed, handle) = wrap(fut);
-    world::with(|w| w.tasks.add(name, false, boxed));
+    context::with(|w| w.tasks.add(name, false, boxed));
     handle
 }
 
@@ -221,20 +36,20 @@ where
     F::Output: TaskOutput,
 {
     let (boxed, handle) = wrap(fut);
-    world::with(|w| w.tasks.add(name, true, boxed));
+    context::with(|w| w.tasks.add(name, true, boxed));
     handle
 }
 
 /// Virtual time now.
 pub fn now() -> Nanos {
-    world::with(|w| w.core.now)
+    context::with(|w| w.core.now)
 }
 
 /// Waits until `deadline` (virtual nanoseconds).
 pub async fn sleep_until(deadline: Nanos) {
     let mut registered = false;
     poll_fn(|cx| {
-        world::with(|w| {
+        context::with(|w| {
             if w.core.now >= deadline {
                 Poll::Ready(())
             } else {
@@ -291,7 +106,7 @@ pub async fn timeout<F: Future>(d: Duration, fut: F) -> Result<F::Output, Elapse
         if let Poll::Ready(v) = fut.as_mut().poll(cx) {
             return Poll::Ready(Ok(v));
         }
-        world::with(|w| {
+        context::with(|w| {
             if w.core.now >= deadline {
                 Poll::Ready(Err(Elapsed))
             } else {
@@ -312,7 +127,7 @@ pub fn client_choose(labels: &[&str]) -> Option<usize> {
     if labels.is_empty() {
         return None;
     }
-    world::with(|w| {
+    context::with(|w| {
         w.core
             .decide
             .client(labels.len() as u64, |v| {
@@ -325,7 +140,7 @@ pub fn client_choose(labels: &[&str]) -> Option<usize> {
 /// Draws a client value in `0..n` from the `client` stream (in the baseline trial, seed 0's
 /// draws); `None` when a replayed run has no more actions, and always for the default source.
 pub fn client_below(n: u64) -> Option<u64> {
-    world::with(|w| w.core.decide.client(n, |_| None))
+    context::with(|w| w.core.decide.client(n, |_| None))
 }
 
 /// Draws a value in `0..n` from the calling task's data stream (`data/<task name>`; `data/sim`
@@ -333,7 +148,7 @@ pub fn client_below(n: u64) -> Option<u64> {
 /// unchanged: in the baseline trial, seed 0's draws (not 0); on replay, the recorded values; 0
 /// only for the default source (`RunConfig::default()`).
 pub fn data_below(n: u64) -> u64 {
-    world::with(|w| {
+    context::with(|w| {
         let actor = w.core.actor.clone();
         w.core.decide.data(&actor, n)
     })
@@ -344,13 +159,13 @@ pub fn data_below(n: u64) -> u64 {
 /// stream; recorded as an event and replayed like a data draw (0 for the default source and
 /// past the end of a replayed stream). Tasks and models drawing from the same name share it.
 pub fn draw_below(stream: &str, n: u64) -> u64 {
-    world::with(|w| w.core.decide.user(stream, n))
+    context::with(|w| w.core.decide.user(stream, n))
 }
 
 /// Records a coverage mark from a task.
 pub fn mark(name: &str) {
-    world::with(|w| {
+    context::with(|w| {
         let actor = w.core.actor.clone();
-        world::mark(&mut w.core, &actor, name)
+        crate::bus::mark(&mut w.core, &actor, name)
     })
 }

@@ -129,6 +129,23 @@ pub fn discover(base: &RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     run(c, scenario)
 }
 
+/// The task choices over which a seeded run's priority strategy draws its change points
+/// (`RunConfig::choices`), given the baseline `discovered`: the most of the baseline's and the
+/// default order's (the first option everywhere, which runs each task as far as it goes
+/// before the next). The baseline is one uniformly random order, which can end a race early
+/// (the peers' workload A makes 5 task choices in its baseline and 8 or 12 in the default
+/// order); a change point past the run's choices is wasted, one drawn over too few never
+/// reaches the later choices.
+pub fn change_point_horizon(
+    base: &RunConfig,
+    discovered: &RunResult,
+    scenario: &dyn Fn(&mut Sim),
+) -> u64 {
+    let mut c = Probe::Baseline.config(base);
+    c.source = Source::Default;
+    discovered.choices.max(run(c, scenario).choices).max(1)
+}
+
 /// Runs probes in order with `runner` until `wanted` accepts a failure; returns the probe and
 /// its run (`None` when the probes ran out), or the first run that gave no verdict.
 pub fn find(

@@ -2,8 +2,13 @@
 //!
 //! A fault site is a named point of a run: a transfer crossing the bus (`ctrl.get_edid#2`,
 //! `bulk.out#5`, `intr.in#1`) or a model transition (`flip.pending->shown#1`). `#n` counts the
-//! site's occurrences in the run, from 1. The bus applies a fault where the transfer crosses it
-//! (see `usb`); a transition fault is answered by the model through `DevCtx::transition`.
+//! site's occurrences in the run, from 1.
+//!
+//! How each primitive acts is defined here and nowhere else ([`Fault::on_arrival`],
+//! [`Fault::latency`], [`Fault::bend`], [`Fault::at_transition`]): the world applies a transfer's
+//! fault where the transfer crosses the bus, for in-process runs and for `DeviceHost` (which the
+//! usb-redir and lockstep bridges drive) alike; a transition fault is answered by the model
+//! through `DevCtx::transition`.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -91,7 +96,91 @@ impl FaultKind {
     }
 }
 
+/// What a transfer's fault does when the transfer first reaches its device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// The transfer reaches the device (its bytes may still be bent, its completion delayed).
+    Deliver,
+    /// It completes with a STALL without reaching the device.
+    Stall,
+    /// It is swallowed: it never completes, until the host's own timeout gives up.
+    Swallow,
+    /// The device drops off the bus.
+    Disconnect,
+}
+
+/// What a fault at a transition site does to the device call in progress.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AtTransition {
+    /// The transition is refused (the device must not change state) and the request in
+    /// progress stalls.
+    pub refused: bool,
+    /// The device drops off the bus after the call.
+    pub disconnect: bool,
+    /// The request in progress completes this much later.
+    pub delay: u64,
+}
+
 impl Fault {
+    /// What this fault does when its transfer first reaches the device: `stall`, `timeout`
+    /// and `disconnect` stop it there; the others let it through.
+    pub fn on_arrival(&self) -> Arrival {
+        match self {
+            Fault::Stall => Arrival::Stall,
+            Fault::Timeout => Arrival::Swallow,
+            Fault::Disconnect => Arrival::Disconnect,
+            Fault::Short(_) | Fault::Delay(_) | Fault::Corrupt { .. } => Arrival::Deliver,
+        }
+    }
+
+    /// The extra time its transfer takes to cross the bus (`delay`; 0 for the others).
+    pub fn latency(&self) -> u64 {
+        match self {
+            Fault::Delay(d) => *d,
+            _ => 0,
+        }
+    }
+
+    /// Whether it changes the bytes that cross (`short`, `corrupt`).
+    pub fn bends(&self) -> bool {
+        matches!(self, Fault::Short(_) | Fault::Corrupt { .. })
+    }
+
+    /// Bends bytes crossing the bus: `short(n)` keeps the first `n`, `corrupt(offset, xor)`
+    /// XORs the byte at `offset` (wrapped to the length; nothing to corrupt when empty); the
+    /// others leave them.
+    pub fn bend(&self, data: &mut Vec<u8>) {
+        match *self {
+            Fault::Short(n) => data.truncate(n as usize),
+            Fault::Corrupt { offset, xor } if !data.is_empty() => {
+                let i = offset as usize % data.len();
+                data[i] ^= xor;
+            }
+            _ => {}
+        }
+    }
+
+    /// What it does at a transition site: `stall` refuses the transition, `disconnect` drops
+    /// the device after the call, `delay` delays the request in progress; the others do
+    /// nothing there.
+    pub fn at_transition(&self) -> AtTransition {
+        match self {
+            Fault::Stall => AtTransition {
+                refused: true,
+                ..AtTransition::default()
+            },
+            Fault::Disconnect => AtTransition {
+                disconnect: true,
+                ..AtTransition::default()
+            },
+            Fault::Delay(d) => AtTransition {
+                delay: *d,
+                ..AtTransition::default()
+            },
+            _ => AtTransition::default(),
+        }
+    }
+
     /// The fault's kind.
     pub fn kind(&self) -> FaultKind {
         match self {
@@ -459,6 +548,66 @@ impl FaultPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_primitive_acts_as_documented_where_it_applies() {
+        let arrival: Vec<Arrival> = [
+            Fault::Stall,
+            Fault::Timeout,
+            Fault::Disconnect,
+            Fault::Short(1),
+            Fault::Delay(5),
+            Fault::Corrupt { offset: 0, xor: 1 },
+        ]
+        .iter()
+        .map(Fault::on_arrival)
+        .collect();
+        use Arrival::*;
+        assert_eq!(
+            arrival,
+            [Stall, Swallow, Disconnect, Deliver, Deliver, Deliver]
+        );
+        assert_eq!(Fault::Delay(7).latency(), 7);
+        assert_eq!(Fault::Stall.latency(), 0);
+        let bent = |f: Fault, mut d: Vec<u8>| {
+            assert_eq!(
+                f.bends(),
+                matches!(f, Fault::Short(_) | Fault::Corrupt { .. })
+            );
+            f.bend(&mut d);
+            d
+        };
+        assert_eq!(bent(Fault::Short(2), vec![1, 2, 3]), [1, 2]);
+        assert_eq!(bent(Fault::Short(9), vec![1, 2, 3]), [1, 2, 3]);
+        // The offset wraps to the payload's length; an empty payload has nothing to corrupt.
+        assert_eq!(
+            bent(
+                Fault::Corrupt {
+                    offset: 4,
+                    xor: 0xff
+                },
+                vec![1, 2, 3]
+            ),
+            [1, 0xfd, 3]
+        );
+        assert_eq!(
+            bent(
+                Fault::Corrupt {
+                    offset: 4,
+                    xor: 0xff
+                },
+                vec![]
+            ),
+            [] as [u8; 0]
+        );
+        assert_eq!(bent(Fault::Delay(1), vec![1]), [1]);
+        let stall = Fault::Stall.at_transition();
+        assert!(stall.refused && !stall.disconnect && stall.delay == 0);
+        let gone = Fault::Disconnect.at_transition();
+        assert!(!gone.refused && gone.disconnect);
+        assert_eq!(Fault::Delay(3).at_transition().delay, 3);
+        assert_eq!(Fault::Short(1).at_transition(), AtTransition::default());
+    }
 
     #[test]
     fn display_and_parse_round_trip() {

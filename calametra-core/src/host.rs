@@ -6,12 +6,14 @@
 //! trace records are exactly those of an in-process run. Virtual time moves only through those
 //! events and [`DeviceHost::advance_to`] (a lockstep bridge passes the guest's clock there).
 
+use crate::bus::{Core, XKind};
 use crate::choices::Decider;
 use crate::clock::Nanos;
+use crate::device::Device;
 use crate::sim::RunConfig;
 use crate::trace::TraceHash;
-use crate::usb::{Device, Setup, TransferError};
-use crate::world::{Core, World, XKind};
+use crate::world::World;
+use calametra_usb::{Setup, TransferError};
 use std::any::Any;
 
 /// The result of an IN poll: data, an error, or nothing yet (NAK).
@@ -55,7 +57,7 @@ impl DeviceHost {
     /// transfers waiting on it are offered again afterwards. `None` if `D` is not its type.
     pub fn with_device<D: Device, R>(
         &mut self,
-        f: impl FnOnce(&mut D, &mut crate::usb::DevCtx<'_>) -> R,
+        f: impl FnOnce(&mut D, &mut crate::device::DevCtx<'_>) -> R,
     ) -> Option<R> {
         self.device::<D>()?;
         let h = crate::world::DeviceHandle::<D>::new(self.dev);
@@ -159,7 +161,7 @@ impl DeviceHost {
             data: data.to_vec(),
         })
         .unwrap_or(Err(TransferError::Timeout))
-        .map(|v| crate::world::out_len(&v))
+        .map(|v| crate::bus::out_len(&v))
     }
 
     /// One IN poll of up to `len` bytes on `ep` (`interrupt` picks the site name); `None` = NAK.

@@ -15,7 +15,7 @@
 //! Nothing here reads the wall clock, and the PNG bytes come from the model: the core encodes
 //! no image.
 
-use crate::usb::Device;
+use crate::device::Device;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 
@@ -230,7 +230,8 @@ pub fn file_stem(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::usb::{DevCtx, Reply, Setup};
+    use crate::device::{DevCtx, Reply};
+    use calametra_usb::Setup;
     use std::cell::Cell;
 
     /// Shows `frame` as `f<frame>` when it is not 0.

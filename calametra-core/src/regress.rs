@@ -57,6 +57,12 @@ pub struct Regression {
     pub run_aloud: String,
     /// The trace hash of the minimal run.
     pub trace_hash: String,
+    /// The encoding version of `trace_hash` ([`crate::trace::HASH_VERSION`] when this build
+    /// wrote it). A file without the field predates it: version 1. A case of an older version
+    /// is replayed by its events, checked against its hash under its own version, and
+    /// re-hashed ([`Regression::rehashed`]).
+    #[serde(default = "hash_version_one")]
+    pub hash_version: u64,
     /// The swarm configuration of the run that found it (its seed drew it: which faults,
     /// sites, density, externals and scheduling strategy were on), for people; replay uses the
     /// events.
@@ -66,6 +72,11 @@ pub struct Regression {
     pub package: String,
     /// The test target.
     pub target: String,
+}
+
+/// The hash version of a saved case written before cases recorded it.
+fn hash_version_one() -> u64 {
+    1
 }
 
 /// The id of a signature in a scenario.
@@ -133,6 +144,20 @@ impl Regression {
                     format!("expected {VERSION}, found {other:?}; this file was written by another Calametra version"),
                 ))
             }
+        }
+        let hash_version = match v.get("hash_version") {
+            None => 1,
+            Some(h) => h.as_u64().unwrap_or(0),
+        };
+        if !crate::trace::HASH_VERSIONS.contains(&hash_version) {
+            return Err(err(
+                "hash_version",
+                format!(
+                    "expected one of {:?}, found {}; this file was written by another Calametra version",
+                    crate::trace::HASH_VERSIONS,
+                    v["hash_version"]
+                ),
+            ));
         }
         let e = match serde_json::from_str::<Regression>(text) {
             Ok(r) => return Ok(r),
@@ -381,6 +406,40 @@ impl Regression {
     }
 }
 
+impl Regression {
+    /// This case with its trace hash in the current encoding ([`crate::trace::HASH_VERSION`]):
+    /// `hash` is the hash of a replay of its events that reproduced its recorded hash under the
+    /// case's own version. Everything else is kept.
+    pub fn rehashed(&self, hash: crate::trace::TraceHash) -> Regression {
+        Regression {
+            trace_hash: hash.to_string(),
+            hash_version: crate::trace::HASH_VERSION,
+            ..self.clone()
+        }
+    }
+
+    /// Replaces the case file at `path` with `self` if it still holds `old` (under its
+    /// directory's lock, atomically), so a better case another writer saved meanwhile is kept.
+    /// `Ok(true)` when written.
+    pub fn replace(&self, path: &Path, old: &Regression) -> Result<bool, Error> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let _lock = DirLock::take(dir)?;
+        let text = crate::input::read_regular(path, crate::input::MAX_DOCUMENT_BYTES, "saved case")
+            .map_err(|message| Error::Input {
+                path: path.to_path_buf(),
+                message,
+            })?;
+        if Regression::parse(path, &text)? != *old {
+            return Ok(false);
+        }
+        write_atomic(path, self.to_json().as_bytes())?;
+        Ok(true)
+    }
+}
+
 /// Removes `.calametra-*.tmp` files left by a writer that died between creating and renaming
 /// them. Called with the directory's lock held, when no writer of ours is mid-write.
 fn remove_orphans(dir: &Path) {
@@ -527,6 +586,7 @@ mod tests {
             run_aloud: String::new(),
             swarm: None,
             trace_hash: "sha256:00".into(),
+            hash_version: crate::trace::HASH_VERSION,
             package: "p".into(),
             target: "t".into(),
         }

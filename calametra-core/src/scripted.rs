@@ -3,7 +3,8 @@
 //! shows happening outside the bus; a scenario scripts a hot-plug with it.
 
 use crate::clock::Nanos;
-use crate::usb::{DevCtx, Device, Reply, Setup};
+use crate::device::{DevCtx, Device, Reply};
+use calametra_usb::Setup;
 
 /// An event off the bus that a capture shows (a monitor plugged in): applied to the model
 /// through its context at a virtual time.

@@ -7,252 +7,26 @@
 //! too), and checks every invariant. The run ends when the required tasks are done, or at the
 //! first failure. Nothing here reads the wall clock, spawns a thread or uses OS randomness.
 
+use crate::bus::Core;
 use crate::choices::{anchored, unapplied, Anchor, Decider, Event, Source};
-use crate::clock::{format_ns, Nanos};
+use crate::clock::format_ns;
+use crate::device::Device;
 use crate::exec::{self, JoinHandle, TaskExit, TaskOutput};
-use crate::fault::{FaultPlan, FaultSet, Site};
 use crate::picture::PictureLog;
 use crate::spec::Spec;
 use crate::state::StateDump;
-use crate::swarm::{Strategy, Swarm};
-use crate::trace::TraceHash;
-use crate::usb::Device;
-use crate::world::{self, Core, DeviceHandle, World};
+use crate::swarm::Swarm;
+use crate::world::{self, DeviceHandle, World};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
-/// What one run is: where its choices come from, its faults, its limits.
-#[derive(Clone, Debug)]
-pub struct RunConfig {
-    /// Default (first option everywhere), seeded (the baseline trial is seed 0), or replayed
-    /// choices.
-    pub source: Source,
-    /// Faults pinned to sites.
-    pub faults: FaultPlan,
-    /// Faults a seeded schedule may draw.
-    pub fault_set: FaultSet,
-    /// Step limit (a livelock guard).
-    pub max_steps: u64,
-    /// Virtual time limit.
-    pub virtual_timeout: Nanos,
-    /// Keep the trace lines (for files and divergence reports).
-    pub keep_trace: bool,
-    /// Record every fault site the run crosses (site discovery).
-    pub record_sites: bool,
-    /// Scheduling points over which a seeded run places externals.
-    pub horizon: u64,
-    /// Whether a seeded run places the scenario's externals (the baseline does not).
-    pub place_externals: bool,
-    /// Whether a seeded run first draws its [`Swarm`] configuration (which faults, sites,
-    /// density, externals and scheduling strategy it explores) from its `swarm` stream. On by
-    /// default; the baseline and `site::` probes turn it off (`Seeded(0)` then runs as it
-    /// always did: uniform schedule, no faults, no externals). Without a swarm a seeded run
-    /// schedules uniformly, may place every external and faults one crossing in 24.
-    pub swarm: bool,
-    /// The scenario's spec.
-    pub spec: Option<Arc<Spec>>,
-    /// Stop the run as it reaches this scheduling point, before anything of it happens (the
-    /// externals placed at it included), and return the world then in [`RunResult::state`]
-    /// (`calametra replay FILE --at STEP`). A stopped run writes a `stop` record and ends with
-    /// outcome `stopped`; one that ends first returns its state at the end.
-    pub stop_at: Option<u64>,
-    /// The scheduling strategy of a seeded run, instead of the one its swarm draws (with a
-    /// swarm, the swarm's `schedule` reads this one, so the `config` record shows it; without
-    /// one, it replaces the uniform default). `None` (the default): the swarm's, or uniform.
-    /// For benchmarks and for pinning a strategy; replays ignore it (their picks are events).
-    pub strategy: Option<Strategy>,
-    /// Record what the run reached for a guided sweep ([`take_coverage`]): marks, faults by
-    /// site and primitive, outcomes (transfers that failed, by request and status; USB
-    /// transitions; externals), pairs of consecutive transitions, each device's end state.
-    pub coverage: bool,
-    /// Watch the pictures devices show ([`crate::picture`]): each one that appears is rendered
-    /// and the log left for [`crate::picture::take_pictures`]. Changes no record and no hash.
-    pub pictures: bool,
-}
-
-impl Default for RunConfig {
-    fn default() -> Self {
-        RunConfig {
-            source: Source::Default,
-            faults: FaultPlan::default(),
-            fault_set: FaultSet::None,
-            max_steps: 100_000,
-            virtual_timeout: 60_000_000_000,
-            keep_trace: false,
-            record_sites: false,
-            horizon: 64,
-            place_externals: true,
-            swarm: true,
-            spec: None,
-            stop_at: None,
-            strategy: None,
-            coverage: false,
-            pictures: false,
-        }
-    }
-}
-
-/// Why a run failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// An invariant broke.
-    Invariant {
-        /// Its name.
-        name: String,
-        /// Its message.
-        message: String,
-    },
-    /// A task (or the scenario's setup, an external or an invariant) panicked.
-    Panic {
-        /// Who panicked.
-        task: String,
-        /// The panic message and location.
-        message: String,
-    },
-    /// A task returned an error.
-    TaskError {
-        /// The task.
-        task: String,
-        /// The error.
-        message: String,
-    },
-    /// No task could run and nothing was scheduled, but required tasks were unfinished.
-    Deadlock {
-        /// The unfinished tasks.
-        blocked: Vec<String>,
-    },
-    /// Virtual time passed the scenario's limit.
-    VirtualTimeout {
-        /// The limit.
-        limit: Nanos,
-        /// The unfinished tasks.
-        pending: Vec<String>,
-    },
-    /// The step limit was reached.
-    StepLimit {
-        /// The limit.
-        steps: u64,
-    },
-    /// A device was asked something it has no evidence for.
-    ModelGap(world::ModelGap),
-}
-
-impl Failure {
-    /// The invariant's name, for invariant failures.
-    pub fn invariant(&self) -> Option<&str> {
-        match self {
-            Failure::Invariant { name, .. } => Some(name),
-            _ => None,
-        }
-    }
-
-    /// Whether this is a model gap (its own outcome, never a pass, not a driver failure).
-    pub fn is_model_gap(&self) -> bool {
-        matches!(self, Failure::ModelGap(_))
-    }
-
-    /// The failure signature: what failed and its message with the numbers taken out, so runs
-    /// that fail the same way group together.
-    pub fn signature(&self) -> String {
-        strip_numbers(&self.to_string())
-    }
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Invariant { name, message } => {
-                write!(f, "invariant `{name}` broke: {message}")
-            }
-            Failure::Panic { task, message } => write!(f, "`{task}` panicked: {message}"),
-            Failure::TaskError { task, message } => {
-                write!(f, "task `{task}` returned an error: {message}")
-            }
-            Failure::Deadlock { blocked } => write!(
-                f,
-                "deadlock: nothing can run and nothing is scheduled; blocked: {}",
-                blocked.join(", ")
-            ),
-            Failure::VirtualTimeout { limit, pending } => write!(
-                f,
-                "virtual timeout after {}: still running: {}",
-                format_ns(*limit),
-                pending.join(", ")
-            ),
-            Failure::StepLimit { steps } => {
-                write!(f, "step limit of {steps} reached (a livelock?)")
-            }
-            Failure::ModelGap(g) => write!(
-                f,
-                "model gap: `{}` was asked `{}` in state `{}` and has no evidence for it",
-                g.device, g.request, g.state
-            ),
-        }
-    }
-}
-
-/// Replaces every run of digits (and `0x` hex numbers) with `N`.
-pub fn strip_numbers(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i].is_ascii_digit() {
-            let hex = b[i] == b'0' && i + 1 < b.len() && b[i + 1] == b'x';
-            i += if hex { 2 } else { 0 };
-            while i < b.len() && (b[i].is_ascii_digit() || (hex && b[i].is_ascii_hexdigit())) {
-                i += 1;
-            }
-            out.push('N');
-        } else {
-            let c = s[i..].chars().next().unwrap_or(' ');
-            out.push(c);
-            i += c.len_utf8();
-        }
-    }
-    out
-}
-
-/// What a run produced.
-#[derive(Clone, Debug)]
-pub struct RunResult {
-    /// The trace hash.
-    pub hash: TraceHash,
-    /// Deterministic records written.
-    pub records: u64,
-    /// The events the run took (replaying them reproduces it).
-    pub events: Vec<Event>,
-    /// The failure, if any.
-    pub failure: Option<Failure>,
-    /// The kept trace lines (when asked).
-    pub lines: Vec<String>,
-    /// Sites crossed (when asked).
-    pub sites: Vec<Site>,
-    /// Coverage marks reached, with counts.
-    pub marks: BTreeMap<String, u64>,
-    /// Scheduling points taken.
-    pub steps: u64,
-    /// Virtual time at the end.
-    pub end_ns: Nanos,
-    /// The run's swarm configuration: drawn by a seeded run with `RunConfig::swarm`, or read
-    /// from a replayed event list that records one; `None` otherwise (the baseline, `site::`
-    /// probes, replays without one). Its `Display` is one line for a failure screen
-    /// (`swarm: faults [stall] at ctrl; 1 in 32 crossings; externals [unplug]; schedule
-    /// uniform`); it serializes as JSON.
-    pub swarm: Option<Swarm>,
-    /// The world at [`RunConfig::stop_at`] (or at the end of a run that ended before it);
-    /// `None` when no stop was asked for.
-    pub state: Option<StateDump>,
-    /// The names of the externals the scenario declared (`Sim::external`), in declaration
-    /// order: what a replayed event may name. `None` when the runner does not say (a guest
-    /// run).
-    pub externals: Option<Vec<String>>,
-}
+mod config;
+mod failure;
+pub use config::{RunConfig, RunResult};
+pub use failure::{strip_numbers, Failure};
 
 type ExternalFn = Box<dyn FnMut(&mut World)>;
 type InvariantFn = Box<dyn Fn(&World) -> Result<(), String>>;
@@ -379,7 +153,7 @@ fn install_panic_hook() {
     ONCE.call_once(|| {
         let prev = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if world::in_simulation() {
+            if crate::context::in_simulation() {
                 let msg = if let Some(s) = info.payload().downcast_ref::<&str>() {
                     s.to_string()
                 } else if let Some(s) = info.payload().downcast_ref::<String>() {
@@ -410,7 +184,7 @@ struct Current(Option<Rc<RefCell<World>>>);
 
 impl Drop for Current {
     fn drop(&mut self) {
-        world::set_current(self.0.take());
+        crate::context::set_current(self.0.take());
     }
 }
 
@@ -468,7 +242,12 @@ fn run_once(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     if let (Source::Seeded(seed), true) = (&config.source, config.swarm) {
         // Its faults part is in force from the start (a setup may cross a fault site); the
         // externals part is drawn once the setup has declared them (see `record_swarm`).
-        decide.swarm = Some(Swarm::draw(*seed, &config.fault_set, &[], config.horizon));
+        decide.swarm = Some(Swarm::draw(
+            *seed,
+            &config.fault_set,
+            &[],
+            config.change_point_horizon(),
+        ));
     }
     if let Source::Seeded(_) = &config.source {
         decide.forced = config.strategy;
@@ -484,7 +263,7 @@ fn run_once(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
         core.coverage = Some(Default::default());
     }
     let world = Rc::new(RefCell::new(World::new(core)));
-    let _restore = Current(world::set_current(Some(world.clone())));
+    let _restore = Current(crate::context::set_current(Some(world.clone())));
     let mut sim = Sim {
         world: world.clone(),
         externals: Vec::new(),
@@ -574,7 +353,12 @@ fn record_swarm(sim: &Sim) {
         } else {
             Vec::new()
         };
-        let mut swarm = Swarm::draw(seed, &sim.config.fault_set, &names, sim.config.horizon);
+        let mut swarm = Swarm::draw(
+            seed,
+            &sim.config.fault_set,
+            &names,
+            sim.config.change_point_horizon(),
+        );
         if let Some(s) = sim.config.strategy {
             swarm.schedule = s;
         }
@@ -960,6 +744,7 @@ fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
         sites: std::mem::take(&mut core.sites),
         marks: std::mem::take(&mut core.marks),
         steps,
+        choices: core.decide.task_choices,
         end_ns: now,
         swarm: core.decide.swarm.clone(),
         state,

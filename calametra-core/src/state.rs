@@ -5,18 +5,21 @@
 //! at it included: an unplug at step 70 has not happened at 70 and has at 71), and returns a
 //! [`StateDump`] in [`RunResult::state`](crate::sim::RunResult::state): virtual time, each task
 //! and what it waits on, the transfers in flight, each device model's state (through
-//! [`Device::describe`](crate::usb::Device::describe), or a [`describe_model!`] registration),
+//! [`Device::describe`](crate::device::Device::describe), or a [`describe_model!`] registration),
 //! the choice streams' positions and the marks reached so far. A run that ends before STEP
 //! returns the state at its end, saying so. The dump serializes as JSON (what a test binary
 //! writes for `CALAMETRA_STATE_OUT`) and renders as text.
 
+use crate::bus::{Core, Ev, XState};
 use crate::choices::{Event, Source};
 use crate::clock::format_ns;
-use crate::world::World;
+use crate::clock::Nanos;
+use crate::world::{DeviceSlot, World};
 use serde::{Deserialize, Serialize};
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::task::Waker;
 
 #[doc(hidden)]
 pub use inventory;
@@ -59,7 +62,7 @@ pub struct DeviceState {
     pub attached: bool,
     /// How many times it was (re)attached before this one.
     pub generation: u32,
-    /// What the model says of itself ([`crate::usb::Device::describe`]).
+    /// What the model says of itself ([`crate::device::Device::describe`]).
     pub fields: Vec<(String, String)>,
 }
 
@@ -108,7 +111,7 @@ pub struct StateDump {
 
 /// A model's description given from outside its `Device` impl (when that impl lives in a file
 /// one cannot touch): registered with [`describe_model!`], used when
-/// [`Device::describe`](crate::usb::Device::describe) returns nothing.
+/// [`Device::describe`](crate::device::Device::describe) returns nothing.
 pub struct Describer(pub DescribeFn);
 
 /// A description by a model's type: `None` when `&dyn Any` is not that type.
@@ -117,7 +120,7 @@ pub type DescribeFn = fn(&dyn Any) -> Option<Vec<(String, String)>>;
 inventory::collect!(Describer);
 
 /// Registers `$f: fn(&$ty) -> Vec<(String, String)>` as the description of model `$ty` in
-/// state dumps, for a model whose [`Device`](crate::usb::Device) impl does not override
+/// state dumps, for a model whose [`Device`](crate::device::Device) impl does not override
 /// `describe`: `calametra_core::describe_model!(Trigger6, Trigger6::describe_fields);`.
 #[macro_export]
 macro_rules! describe_model {
@@ -129,7 +132,7 @@ macro_rules! describe_model {
 }
 
 /// What a device says of itself: its `describe`, else a registered [`Describer`].
-pub(crate) fn describe_device(dev: &dyn crate::usb::Device) -> Vec<(String, String)> {
+pub(crate) fn describe_device(dev: &dyn crate::device::Device) -> Vec<(String, String)> {
     let own = dev.describe();
     if !own.is_empty() {
         return own;
@@ -154,7 +157,7 @@ impl World {
     /// The world now, as [`StateDump`] says (`asked` is the step a stop was asked for).
     pub fn state_dump(&self, asked: u64) -> StateDump {
         let core = &self.core;
-        let (transfers, timers) = core.state_parts(&self.devices);
+        let (transfers, timers) = bus_parts(core, &self.devices);
         let tasks = self
             .tasks
             .slots
@@ -441,4 +444,57 @@ impl StateDump {
         }
         s
     }
+}
+
+/// What a state dump reads of the bus: the transfers not yet collected (each with the waker of
+/// the task awaiting it) and the timers queued (each with the waker it wakes).
+#[allow(clippy::type_complexity)]
+fn bus_parts<'a>(
+    core: &'a Core,
+    devices: &[DeviceSlot],
+) -> (
+    Vec<(TransferState, Option<&'a Waker>)>,
+    Vec<(Nanos, &'a Waker)>,
+) {
+    let due = |xid: u64| {
+        core.queue
+            .iter()
+            .find(|(_, ev)| matches!(ev, Ev::Arrive(x) | Ev::Complete(x) if *x == xid))
+            .map(|((t, _), _)| *t)
+    };
+    let transfers = core
+        .transfers
+        .iter()
+        .map(|(xid, x)| {
+            let state = match &x.state {
+                XState::InFlight => "on the bus".to_string(),
+                XState::Waiting => "waiting for the device (NAK)".to_string(),
+                XState::Swallowed => "swallowed by a fault".to_string(),
+                XState::Delayed(_) => "answered, completion delayed".to_string(),
+                XState::Done(Ok(_)) => "completed ok, not yet collected".to_string(),
+                XState::Done(Err(e)) => format!("completed {e}, not yet collected"),
+            };
+            let t = TransferState {
+                site: x.site.clone(),
+                actor: x.actor.to_string(),
+                device: devices
+                    .get(x.dev)
+                    .map(|d| d.name.clone())
+                    .unwrap_or_default(),
+                state,
+                fault: x.fault.as_ref().map(|f| f.to_string()),
+                due_ns: due(*xid),
+            };
+            (t, x.waker.as_ref())
+        })
+        .collect();
+    let timers = core
+        .queue
+        .iter()
+        .filter_map(|((t, _), ev)| match ev {
+            Ev::Wake(w) => Some((*t, w)),
+            _ => None,
+        })
+        .collect();
+    (transfers, timers)
 }

@@ -55,13 +55,16 @@ pub const DENSITIES: [u32; 5] = [32, 48, 64, 96, 128];
 /// The odds (in percent) with which a sticky schedule keeps the first option.
 pub const STICKY_PERCENTS: [u8; 3] = [50, 75, 90];
 
-/// The depths a swarm's priority strategy aims at (one or two change points).
-pub const PRIORITY_DEPTHS: [u8; 3] = [2, 2, 3];
+/// The depths a swarm's priority strategy aims at (one or two change points): mostly one, as
+/// in preemption-bounded search, where most bugs need a single preemption (see
+/// [`STRATEGY_MENU`] for the measurements).
+pub const PRIORITY_DEPTHS: [u8; 4] = [2, 2, 2, 3];
 
-/// The multiples of the scenario's length (`RunConfig::horizon`) over which a swarm's priority
+/// The multiples of the scenario's length in task choices
+/// ([`RunConfig::change_point_horizon`](crate::RunConfig::change_point_horizon)) over which a swarm's priority
 /// strategy draws its change points: mostly the length itself (a change point anywhere in a
-/// run like the baseline), sometimes past it (runs that faults or externals make longer).
-pub const PRIORITY_SCALES: [u64; 4] = [1, 1, 2, 4];
+/// run like the baseline), sometimes twice it (runs that faults or externals make longer).
+pub const PRIORITY_SCALES: [u64; 4] = [1, 1, 1, 2];
 
 /// A strategy's kind in the swarm's menu; its parameters come from one more draw.
 #[derive(Clone, Copy)]
@@ -71,17 +74,34 @@ enum Kind {
     Priority { spawn_order: bool },
 }
 
-/// The swarm's menu of strategies, one draw: uniform 2/8, sticky 1/8, priority 5/8 (random
-/// initial priorities 2/8, spawn order 3/8). Measured on the peers' workload A (4,000 seeds
-/// each, `calametra-core/tests/priority.rs`'s probe): a run finds the race with odds 3.7%
-/// uniform (1.7% with yields), 0.1% sticky, 6.1% (10.5%) priority over the baseline's length
-/// with random priorities and 12.6% (24.7%) in spawn order.
-const STRATEGY_MENU: [Kind; 8] = [
+/// The swarm's menu of strategies, one draw: uniform 2/16, sticky 1/16, priority 13/16
+/// (random initial priorities 3/16, spawn order 10/16).
+///
+/// Measured on the peers' workload A (`calametra-core/tests/priority.rs`'s probe, 4,000 seeds
+/// each, change points over the baseline's task choices: 8 without yields, 12 with), a run
+/// finds the race with odds, without yields (with them): uniform 3.7% (1.7%), sticky 4.9%,
+/// 1.6%, 0.1% at 50/75/90 (2.7%, 1.4%, 0.1%), priority with random initial priorities 6.1%
+/// (8.6%) at depth 2 and 5.0% (6.7%) at depth 3 over the baseline's length, half that over
+/// twice it, and in spawn order 12.6% (16.6%) at depth 2 and 7.6% (10.0%) at depth 3. Spawn
+/// order with one change point is the default run with one preemption, where most
+/// concurrency bugs need no more (as preemption-bounded search found), so most of the menu is
+/// there; uniform, sticky and random priorities keep runs far from the default order coming.
+/// The whole menu finds the race with odds 8.9% (10.0%), where shuttle's uniformly random
+/// scheduler does with 6.4% (2.2%) on the same workload.
+const STRATEGY_MENU: [Kind; 16] = [
     Kind::Uniform,
     Kind::Uniform,
     Kind::Sticky,
     Kind::Priority { spawn_order: false },
     Kind::Priority { spawn_order: false },
+    Kind::Priority { spawn_order: false },
+    Kind::Priority { spawn_order: true },
+    Kind::Priority { spawn_order: true },
+    Kind::Priority { spawn_order: true },
+    Kind::Priority { spawn_order: true },
+    Kind::Priority { spawn_order: true },
+    Kind::Priority { spawn_order: true },
+    Kind::Priority { spawn_order: true },
     Kind::Priority { spawn_order: true },
     Kind::Priority { spawn_order: true },
     Kind::Priority { spawn_order: true },
@@ -117,9 +137,9 @@ pub enum Strategy {
     Priority {
         /// The bug depth aimed at: `depth - 1` change points (1..=8).
         depth: u8,
-        /// The scheduling points (steps) over which the change points are drawn. A swarm
-        /// draws it as a multiple of the scenario's length (`RunConfig::horizon`, the
-        /// baseline's steps under the harness).
+        /// The task choices over which the change points are drawn. A swarm draws it as a
+        /// multiple of the scenario's length (`RunConfig::change_point_horizon`: the
+        /// baseline's task choices under the harness).
         horizon: u32,
         /// Initial priorities in spawn order (the first-spawned task highest: the default
         /// run's order, with `depth - 1` preemptions at random points, as preemption-bounded
@@ -148,8 +168,8 @@ impl Strategy {
 
 impl Strategy {
     /// The priority strategy a swarm draws from one 64-bit `param` for a scenario about
-    /// `horizon` steps long: a depth from [`PRIORITY_DEPTHS`], change points over a multiple of
-    /// the horizon from [`PRIORITY_SCALES`] (at least 2 steps).
+    /// `horizon` task choices long: a depth from [`PRIORITY_DEPTHS`], change points over a
+    /// multiple of the horizon from [`PRIORITY_SCALES`] (at least 2 choices).
     pub fn priority_from(param: u64, horizon: u64, spawn_order: bool) -> Strategy {
         let depth = PRIORITY_DEPTHS[(param % PRIORITY_DEPTHS.len() as u64) as usize];
         let scale = PRIORITY_SCALES[((param >> 16) % PRIORITY_SCALES.len() as u64) as usize];
@@ -258,26 +278,31 @@ impl TryFrom<String> for Strategy {
 /// first). So the run is a pure function of its seed; its picks are logged and replayed as
 /// every strategy's are.
 ///
-/// A change point is a scheduling point (step) in `0..horizon`, as PCT's are steps; it takes
-/// effect at the first task choice at or after it: the task that would run there is lowered
-/// below every other (the `j`th change point's task to priority `j + 1`).
+/// A change point is the index of a task choice (a scheduling point where two or more tasks
+/// are ready) in `0..horizon`: PCT draws its change points over steps, but one at a step where
+/// a single task is ready changes nothing there, so counting only the choices spends every
+/// change point where it can reorder something (the workload A race of `benches/peers` makes 8
+/// task choices in 10 steps). At its choice, the task that would run is lowered below every
+/// other (the `j`th change point's task to priority `j + 1`).
 #[derive(Clone, Debug, Default)]
 pub struct Priorities {
     /// Each task's priority by task id (`None`: not yet drawn). Drawn priorities lie in
     /// `2^32..2^33`, above every change point's.
     prio: Vec<Option<u64>>,
-    /// The change points (steps) not yet taken, with their index; drawn at the first choice.
+    /// The change points (task choice indices) not yet taken, with their index; drawn at the
+    /// first choice.
     changes: Option<Vec<(u64, u64)>>,
+    /// Task choices made so far (the index of the next one).
+    made: u64,
 }
 
 impl Priorities {
-    /// Picks one of `n` (> 1) ready tasks at step `point`; `id_of(i)` is the task id of option
-    /// `i`.
+    /// Picks one of `n` (> 1) ready tasks at the run's next task choice; `id_of(i)` is the
+    /// task id of option `i`.
     pub fn pick(
         &mut self,
         rng: &mut ChaCha8Rng,
         (depth, horizon, spawn_order): (u8, u32, bool),
-        point: u64,
         n: usize,
         id_of: &dyn Fn(usize) -> usize,
     ) -> usize {
@@ -311,9 +336,11 @@ impl Priorities {
             }
             best
         };
+        let choice = self.made;
+        self.made += 1;
         let mut k = 0;
         while k < changes.len() {
-            if changes[k].0 <= point {
+            if changes[k].0 <= choice {
                 let (_, j) = changes.remove(k);
                 let t = id_of(top(&self.prio));
                 self.prio[t] = Some(j);
@@ -373,9 +400,9 @@ fn subset<T: Copy + PartialEq>(
 
 impl Swarm {
     /// The swarm of `seed` for a scenario exploring `fault_set` with these externals (names in
-    /// declaration order) whose runs are about `horizon` steps long (`RunConfig::horizon`: the
-    /// harness sets the baseline's steps; a priority strategy's change points are drawn over a
-    /// multiple of it). A pure function: the same arguments give the same swarm.
+    /// declaration order) whose runs make about `horizon` task choices
+    /// (`RunConfig::change_point_horizon`: the harness sets the baseline's; a priority
+    /// strategy's change points are drawn over a multiple of it). A pure function: the same arguments give the same swarm.
     pub fn draw(seed: u64, fault_set: &FaultSet, externals: &[&str], horizon: u64) -> Swarm {
         let mut rng = stream(seed, StreamName::Swarm);
         let faults = subset(&mut rng, &FaultKind::ALL, &fault_set.kinds(), 2);
@@ -529,18 +556,18 @@ mod tests {
             densities.into_iter().collect::<Vec<_>>(),
             DENSITIES.to_vec()
         );
-        // Uniform, three sticky odds, and priorities of two depths (2 and 3), four horizons
-        // (1, 2 and 4 times 64) and two initial orders.
+        // Uniform, three sticky odds, and priorities of two depths (2 and 3), two horizons
+        // (1 and 2 times 64) and two initial orders.
         assert_eq!(
             strategies.len(),
-            1 + STICKY_PERCENTS.len() + 2 * 3 * 2,
+            1 + STICKY_PERCENTS.len() + 2 * 2 * 2,
             "{strategies:?}"
         );
         assert!(
             strategies.contains("priority(d=2,h=64,spawn)"),
             "{strategies:?}"
         );
-        assert!(strategies.contains("priority(d=3,h=256)"), "{strategies:?}");
+        assert!(strategies.contains("priority(d=3,h=128)"), "{strategies:?}");
         assert!(ext_on > 50 && ext_off > 50, "{ext_on} on, {ext_off} off");
     }
 
@@ -655,7 +682,7 @@ mod tests {
         let mut rng = stream(3, StreamName::Schedule);
         let mut p = Priorities::default();
         let picks: Vec<usize> = (0..20)
-            .map(|pt| p.pick(&mut rng, (1, 20, false), pt, 3, &ids))
+            .map(|_| p.pick(&mut rng, (1, 20, false), 3, &ids))
             .collect();
         assert!(picks.iter().all(|&x| x == picks[0]), "{picks:?}");
         let mut switched = 0;
@@ -663,9 +690,9 @@ mod tests {
             let mut rng = stream(seed, StreamName::Schedule);
             let mut p = Priorities::default();
             let picks: Vec<usize> = (0..20)
-                .map(|pt| p.pick(&mut rng, (2, 20, true), pt, 3, &ids))
+                .map(|_| p.pick(&mut rng, (2, 20, true), 3, &ids))
                 .collect();
-            // Spawn order: the first task first, unless the change point is the first step.
+            // Spawn order: the first task first, unless the change point is the first choice.
             assert!(picks[0] == 0 || picks.iter().all(|&x| x == 1), "{picks:?}");
             let changes = picks.windows(2).filter(|w| w[0] != w[1]).count();
             assert!(changes <= 1, "{picks:?}");
@@ -673,7 +700,7 @@ mod tests {
         }
         assert!(
             switched > 40,
-            "most change points fall inside 20 steps: {switched}"
+            "most change points fall inside 20 choices: {switched}"
         );
     }
 

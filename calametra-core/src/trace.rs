@@ -1,19 +1,46 @@
-//! The trace: one JSON Lines record per step, and the `sha256:` hash over the deterministic ones.
+//! The trace: one record per step, the `sha256:` hash over the deterministic ones, and the
+//! record's two forms: the canonical binary encoding that is hashed, and the JSON Lines text
+//! that is written out or kept.
 //!
 //! Every record shares one envelope:
 //! `{"seq":12,"t_ns":250000,"kind":"transfer","actor":"driver","deterministic":true,"data":{...}}`.
-//! The canonical bytes of a record are exactly the line this module writes (keys in this order,
-//! no spaces, a trailing `\n`); the trace hash is SHA-256 over the canonical bytes of the
-//! deterministic records, fed incrementally so a run need not keep its records.
+//!
+//! # The hash (version [`HASH_VERSION`] = 2)
+//!
+//! The trace hash is SHA-256 over the canonical binary encoding of the deterministic records, in
+//! order, fed as they are produced (a run need not keep its records, and JSON is formatted only
+//! when records are kept or written). Integers are unsigned LEB128 varints (7 bits a byte, low
+//! bits first, the high bit set on every byte but the last; the shortest form). One record
+//! encodes as
+//!
+//! | part | bytes |
+//! |---|---|
+//! | `seq` | varint |
+//! | `t_ns` | varint |
+//! | `kind` | string |
+//! | `actor` | string |
+//! | `data` | value (always an object) |
+//!
+//! where a *string* is its UTF-8 byte length as a varint, then its bytes, and a *value* is one
+//! tag byte and its body: `0x01` string; `0x02` unsigned integer (varint); `0x03` negative
+//! integer (varint of its magnitude); `0x04` false; `0x05` true; `0x06` null; `0x07` other number
+//! (f64 bits, 8 bytes little-endian); `0x08` array (count as a varint, then the values); `0x09`
+//! object (each field, in the order written, as its key's byte length plus one as a varint, the
+//! key's bytes and the value; then a `0x00` byte). The encoding is a function of the record's
+//! JSON value (hex bytes are their hex string; `deterministic` is not encoded, only
+//! deterministic records are), so a record read back from a JSONL file hashes exactly as it did
+//! when produced ([`hash_lines`]); every part is length-prefixed or terminated, so two record
+//! sequences encode alike only if their JSON values are alike, key order included.
+//!
+//! Version 1 (before) hashed the JSON lines themselves; [`hash_records`] still computes it, so a
+//! saved case of version 1 can be checked byte-exactly and migrated.
 //!
 //! `seq` counts deterministic records only; a record with `deterministic:false` (a wall-clock
 //! reading, a host timing) carries the `seq` of the next deterministic record and is never hashed
-//! or compared. This is the only place that formats a record or hashes trace bytes.
+//! or compared. This is the only place that formats or encodes a record or hashes trace bytes.
 
 use sha2::{Digest, Sha256};
 use std::fmt;
-use std::io::BufReader;
-use std::path::{Path, PathBuf};
 
 /// A finished trace hash, printed as `sha256:<64 hex digits>`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -54,56 +81,139 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     crate::hex::encode(&Sha256::digest(bytes))
 }
 
-/// The builder for a record's `data` object. Keys are written in the order they are added.
+/// The version of the trace hash's encoding this build produces (see the module docs).
+pub const HASH_VERSION: u64 = 2;
+
+/// The trace hash versions this build can compute: 1 (JSON lines) and 2 (binary encoding).
+pub const HASH_VERSIONS: &[u64] = &[1, 2];
+
+/// Value tags of the binary encoding (module docs).
+mod tag {
+    pub const STR: u8 = 0x01;
+    pub const UINT: u8 = 0x02;
+    pub const NEG: u8 = 0x03;
+    pub const FALSE: u8 = 0x04;
+    pub const TRUE: u8 = 0x05;
+    pub const NULL: u8 = 0x06;
+    pub const FLOAT: u8 = 0x07;
+    pub const ARRAY: u8 = 0x08;
+    pub const OBJECT: u8 = 0x09;
+}
+
+/// Appends `v` as an unsigned LEB128 varint.
+fn enc_uint(buf: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        buf.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
+}
+
+/// Appends a length-prefixed string of the binary encoding.
+fn enc_str(buf: &mut Vec<u8>, s: &str) {
+    enc_uint(buf, s.len() as u64);
+    buf.extend_from_slice(s.as_bytes());
+}
+
+/// Appends an object field's key (length plus one: 0 ends the object).
+fn enc_key(buf: &mut Vec<u8>, k: &str) {
+    enc_uint(buf, k.len() as u64 + 1);
+    buf.extend_from_slice(k.as_bytes());
+}
+
+/// The byte that ends an object.
+const END: u8 = 0x00;
+
+/// The builder for a record's `data` object. Keys are written in the order they are added, to
+/// the binary encoding (when the record is hashed) and the JSON text (when it is kept).
 pub struct Data<'a> {
-    buf: &'a mut Vec<u8>,
+    bin: Option<&'a mut Vec<u8>>,
+    json: Option<&'a mut Vec<u8>>,
     first: bool,
 }
 
 impl<'a> Data<'a> {
     fn key(&mut self, k: &str) {
-        if !self.first {
-            self.buf.push(b',');
+        if let Some(json) = self.json.as_deref_mut() {
+            if !self.first {
+                json.push(b',');
+            }
+            push_json_bytes(json, k);
+            json.push(b':');
+        }
+        if let Some(bin) = self.bin.as_deref_mut() {
+            enc_key(bin, k);
         }
         self.first = false;
-        push_json_bytes(self.buf, k);
-        self.buf.push(b':');
     }
     /// A string field.
     pub fn str(&mut self, k: &str, v: &str) -> &mut Self {
         self.key(k);
-        push_json_bytes(self.buf, v);
+        if let Some(json) = self.json.as_deref_mut() {
+            push_json_bytes(json, v);
+        }
+        if let Some(bin) = self.bin.as_deref_mut() {
+            bin.push(tag::STR);
+            enc_str(bin, v);
+        }
         self
     }
     /// An unsigned integer field.
     pub fn u64(&mut self, k: &str, v: u64) -> &mut Self {
         self.key(k);
-        push_u64(self.buf, v);
+        if let Some(json) = self.json.as_deref_mut() {
+            push_u64(json, v);
+        }
+        if let Some(bin) = self.bin.as_deref_mut() {
+            bin.push(tag::UINT);
+            enc_uint(bin, v);
+        }
         self
     }
     /// A signed integer field.
     pub fn i64(&mut self, k: &str, v: i64) -> &mut Self {
         self.key(k);
-        if v < 0 {
-            self.buf.push(b'-');
+        if let Some(json) = self.json.as_deref_mut() {
+            if v < 0 {
+                json.push(b'-');
+            }
+            push_u64(json, v.unsigned_abs());
         }
-        push_u64(self.buf, v.unsigned_abs());
+        if let Some(bin) = self.bin.as_deref_mut() {
+            // A non-negative i64 is the same JSON as a u64, so it encodes as one.
+            bin.push(if v < 0 { tag::NEG } else { tag::UINT });
+            enc_uint(bin, v.unsigned_abs());
+        }
         self
     }
     /// A boolean field.
     pub fn bool(&mut self, k: &str, v: bool) -> &mut Self {
         self.key(k);
-        self.buf
-            .extend_from_slice(if v { b"true" } else { b"false" });
+        if let Some(json) = self.json.as_deref_mut() {
+            json.extend_from_slice(if v { b"true" } else { b"false" });
+        }
+        if let Some(bin) = self.bin.as_deref_mut() {
+            bin.push(if v { tag::TRUE } else { tag::FALSE });
+        }
         self
     }
     /// Bytes as lowercase hex.
     pub fn hex(&mut self, k: &str, v: &[u8]) -> &mut Self {
         self.key(k);
-        self.buf.push(b'"');
-        push_hex(self.buf, v);
-        self.buf.push(b'"');
+        self.hex_value(v);
         self
+    }
+    fn hex_value(&mut self, v: &[u8]) {
+        if let Some(json) = self.json.as_deref_mut() {
+            json.push(b'"');
+            push_hex(json, v);
+            json.push(b'"');
+        }
+        if let Some(bin) = self.bin.as_deref_mut() {
+            bin.push(tag::STR);
+            enc_uint(bin, v.len() as u64 * 2);
+            push_hex(bin, v);
+        }
     }
     /// Bytes of a payload: hex when short, else length, head and a digest so the hash still
     /// covers every byte without putting megabytes in a line.
@@ -112,32 +222,195 @@ impl<'a> Data<'a> {
             return self.hex(k, v);
         }
         self.key(k);
-        self.buf.extend_from_slice(b"{\"head\":\"");
-        push_hex(self.buf, &v[..32]);
-        self.buf.extend_from_slice(b"\",\"sha256\":\"");
-        push_hex(self.buf, &Sha256::digest(v)[..16]);
-        self.buf.extend_from_slice(b"\"}");
+        let digest = Sha256::digest(v);
+        if let Some(json) = self.json.as_deref_mut() {
+            json.extend_from_slice(b"{\"head\":");
+        }
+        if let Some(bin) = self.bin.as_deref_mut() {
+            bin.push(tag::OBJECT);
+            enc_key(bin, "head");
+        }
+        self.hex_value(&v[..32]);
+        if let Some(json) = self.json.as_deref_mut() {
+            json.extend_from_slice(b",\"sha256\":");
+        }
+        if let Some(bin) = self.bin.as_deref_mut() {
+            enc_key(bin, "sha256");
+        }
+        self.hex_value(&digest[..16]);
+        if let Some(json) = self.json.as_deref_mut() {
+            json.push(b'}');
+        }
+        if let Some(bin) = self.bin.as_deref_mut() {
+            bin.push(END);
+        }
         self
     }
     /// A list of strings.
     pub fn strs<S: AsRef<str>>(&mut self, k: &str, v: &[S]) -> &mut Self {
         self.key(k);
-        self.buf.push(b'[');
-        for (i, s) in v.iter().enumerate() {
-            if i > 0 {
-                self.buf.push(b',');
+        if let Some(json) = self.json.as_deref_mut() {
+            json.push(b'[');
+            for (i, s) in v.iter().enumerate() {
+                if i > 0 {
+                    json.push(b',');
+                }
+                push_json_bytes(json, s.as_ref());
             }
-            push_json_bytes(self.buf, s.as_ref());
+            json.push(b']');
         }
-        self.buf.push(b']');
+        if let Some(bin) = self.bin.as_deref_mut() {
+            bin.push(tag::ARRAY);
+            enc_uint(bin, v.len() as u64);
+            for s in v {
+                bin.push(tag::STR);
+                enc_str(bin, s.as_ref());
+            }
+        }
         self
     }
     /// A field whose value is already valid JSON (for example from `serde_json::to_string`).
+    /// Text that is not JSON is written as a string instead, so the record stays valid.
     pub fn raw_json(&mut self, k: &str, json: &str) -> &mut Self {
+        let node = match serde_json::from_str::<Node>(json) {
+            Ok(n) => n,
+            Err(_) => return self.str(k, json),
+        };
         self.key(k);
-        self.buf.extend_from_slice(json.as_bytes());
+        if let Some(out) = self.json.as_deref_mut() {
+            out.extend_from_slice(json.trim().as_bytes());
+        }
+        if let Some(bin) = self.bin.as_deref_mut() {
+            node.encode(bin);
+        }
         self
     }
+}
+
+/// A JSON value with its object keys in document order (what the binary encoding needs;
+/// `serde_json::Value` sorts keys).
+#[derive(Debug, Clone, PartialEq)]
+enum Node {
+    Null,
+    Bool(bool),
+    UInt(u64),
+    Neg(i64),
+    Float(f64),
+    Str(String),
+    Array(Vec<Node>),
+    Object(Vec<(String, Node)>),
+}
+
+impl Node {
+    fn encode(&self, buf: &mut Vec<u8>) {
+        match self {
+            Node::Null => buf.push(tag::NULL),
+            Node::Bool(false) => buf.push(tag::FALSE),
+            Node::Bool(true) => buf.push(tag::TRUE),
+            Node::UInt(v) => {
+                buf.push(tag::UINT);
+                enc_uint(buf, *v);
+            }
+            Node::Neg(v) => {
+                buf.push(tag::NEG);
+                enc_uint(buf, v.unsigned_abs());
+            }
+            Node::Float(v) => {
+                buf.push(tag::FLOAT);
+                buf.extend_from_slice(&v.to_bits().to_le_bytes());
+            }
+            Node::Str(s) => {
+                buf.push(tag::STR);
+                enc_str(buf, s);
+            }
+            Node::Array(items) => {
+                buf.push(tag::ARRAY);
+                enc_uint(buf, items.len() as u64);
+                for i in items {
+                    i.encode(buf);
+                }
+            }
+            Node::Object(fields) => {
+                buf.push(tag::OBJECT);
+                for (k, v) in fields {
+                    enc_key(buf, k);
+                    v.encode(buf);
+                }
+                buf.push(END);
+            }
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Node {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Node, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Node;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Node, E> {
+                Ok(Node::Null)
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Node, E> {
+                Ok(Node::Bool(v))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Node, E> {
+                Ok(Node::UInt(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Node, E> {
+                Ok(if v < 0 {
+                    Node::Neg(v)
+                } else {
+                    Node::UInt(v as u64)
+                })
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Node, E> {
+                Ok(Node::Float(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Node, E> {
+                Ok(Node::Str(v.to_owned()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Node, E> {
+                Ok(Node::Str(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
+                let mut v = Vec::new();
+                while let Some(x) = a.next_element()? {
+                    v.push(x);
+                }
+                Ok(Node::Array(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
+                let mut v = Vec::new();
+                while let Some((k, x)) = a.next_entry::<String, Node>()? {
+                    v.push((k, x));
+                }
+                Ok(Node::Object(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The canonical binary encoding (module docs) of a record read back from JSON Lines; `None`
+/// when its line is not a JSON object with a `data` object.
+pub fn encode_record(r: &Record) -> Option<Vec<u8>> {
+    let data = match serde_json::from_str::<Node>(&r.line).ok()? {
+        Node::Object(fields) => fields.into_iter().find(|(k, _)| k == "data")?.1,
+        _ => return None,
+    };
+    if !matches!(data, Node::Object(_)) {
+        return None;
+    }
+    let mut buf = Vec::with_capacity(r.line.len());
+    enc_uint(&mut buf, r.seq);
+    enc_uint(&mut buf, r.t_ns);
+    enc_str(&mut buf, &r.kind);
+    enc_str(&mut buf, &r.actor);
+    data.encode(&mut buf);
+    Some(buf)
 }
 
 fn push_hex(buf: &mut Vec<u8>, bytes: &[u8]) {
@@ -182,8 +455,13 @@ pub fn push_json_str(buf: &mut String, v: &str) {
     buf.push('"');
 }
 
-fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
-    let mut tmp = [0u8; 20];
+fn push_u64(buf: &mut Vec<u8>, v: u64) {
+    buf.extend_from_slice(decimal(v, &mut [0; 20]));
+}
+
+/// The decimal digits of `v` (ASCII), written into `tmp`, without the formatting machinery:
+/// the one decimal formatter of the hot paths (records, site names).
+pub(crate) fn decimal(mut v: u64, tmp: &mut [u8; 20]) -> &[u8] {
     let mut i = tmp.len();
     loop {
         i -= 1;
@@ -193,13 +471,18 @@ fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
             break;
         }
     }
-    buf.extend_from_slice(&tmp[i..]);
+    &tmp[i..]
 }
+
+/// Encoded bytes gathered before they are handed to SHA-256 (fewer, larger updates).
+const HASH_CHUNK: usize = 4096;
 
 /// The trace of one run: numbering, hashing, and (on request) the kept lines.
 pub struct Trace {
     seq: u64,
     hasher: Sha256,
+    /// Encoded deterministic records not yet fed to `hasher`.
+    pending: Vec<u8>,
     line: Vec<u8>,
     kept: Option<Vec<String>>,
     records: u64,
@@ -211,13 +494,22 @@ impl Trace {
         Trace {
             seq: 0,
             hasher: Sha256::new(),
-            line: Vec::with_capacity(256),
+            pending: Vec::with_capacity(HASH_CHUNK + 512),
+            line: Vec::with_capacity(if keep { 256 } else { 0 }),
             kept: keep.then(Vec::new),
             records: 0,
         }
     }
 
-    /// Appends one record. `fill` writes the `data` object's fields.
+    /// Whether records are kept as JSON lines (and so whether `fill` of a non-deterministic
+    /// record runs at all).
+    pub fn keeps(&self) -> bool {
+        self.kept.is_some()
+    }
+
+    /// Appends one record. `fill` writes the `data` object's fields: to the binary encoding
+    /// when the record is deterministic, to its JSON line when lines are kept; it is not called
+    /// when neither is wanted.
     pub fn emit(
         &mut self,
         t_ns: u64,
@@ -226,35 +518,52 @@ impl Trace {
         deterministic: bool,
         fill: impl FnOnce(&mut Data<'_>),
     ) {
-        let line = &mut self.line;
-        line.clear();
-        line.extend_from_slice(b"{\"seq\":");
-        push_u64(line, self.seq);
-        line.extend_from_slice(b",\"t_ns\":");
-        push_u64(line, t_ns);
-        line.extend_from_slice(b",\"kind\":");
-        push_json_bytes(line, kind);
-        line.extend_from_slice(b",\"actor\":");
-        push_json_bytes(line, actor);
-        line.extend_from_slice(if deterministic {
-            b",\"deterministic\":true,\"data\":{"
-        } else {
-            b",\"deterministic\":false,\"data\":{"
-        });
-        {
-            let mut d = Data {
-                buf: line,
-                first: true,
-            };
-            fill(&mut d);
-        }
-        line.extend_from_slice(b"}}\n");
-        if deterministic {
-            self.hasher.update(&line[..]);
-            self.seq += 1;
-        }
         self.records += 1;
+        let keep = self.kept.is_some();
+        if !deterministic && !keep {
+            return;
+        }
+        if deterministic {
+            let bin = &mut self.pending;
+            enc_uint(bin, self.seq);
+            enc_uint(bin, t_ns);
+            enc_str(bin, kind);
+            enc_str(bin, actor);
+            bin.push(tag::OBJECT);
+        }
+        if keep {
+            let line = &mut self.line;
+            line.clear();
+            line.extend_from_slice(b"{\"seq\":");
+            push_u64(line, self.seq);
+            line.extend_from_slice(b",\"t_ns\":");
+            push_u64(line, t_ns);
+            line.extend_from_slice(b",\"kind\":");
+            push_json_bytes(line, kind);
+            line.extend_from_slice(b",\"actor\":");
+            push_json_bytes(line, actor);
+            line.extend_from_slice(if deterministic {
+                b",\"deterministic\":true,\"data\":{"
+            } else {
+                b",\"deterministic\":false,\"data\":{"
+            });
+        }
+        fill(&mut Data {
+            bin: deterministic.then_some(&mut self.pending),
+            json: keep.then_some(&mut self.line),
+            first: true,
+        });
+        if deterministic {
+            self.pending.push(END);
+            self.seq += 1;
+            if self.pending.len() >= HASH_CHUNK {
+                self.hasher.update(&self.pending);
+                self.pending.clear();
+            }
+        }
         if let Some(kept) = &mut self.kept {
+            let line = &mut self.line;
+            line.extend_from_slice(b"}}\n");
             // Valid UTF-8 by construction: only &str pieces and ASCII were written.
             kept.push(String::from_utf8_lossy(line).into_owned());
         }
@@ -275,9 +584,12 @@ impl Trace {
         self.records
     }
 
-    /// The hash of the deterministic records so far (the trace goes on).
+    /// The hash (version [`HASH_VERSION`]) of the deterministic records so far (the trace goes
+    /// on).
     pub fn hash(&self) -> TraceHash {
-        TraceHash(self.hasher.clone().finalize().into())
+        let mut h = self.hasher.clone();
+        h.update(&self.pending);
+        TraceHash(h.finalize().into())
     }
 
     /// The kept lines, each ending in `\n` (empty unless the trace was made with `keep`).
@@ -291,292 +603,41 @@ impl Trace {
     }
 }
 
-/// Hash of a sequence of already-canonical lines (as written by [`Trace`]), deterministic only.
+/// The trace hash (version [`HASH_VERSION`]) of records read back from JSON Lines: their
+/// canonical binary encodings, deterministic records only, so it equals the hash [`Trace`]
+/// computed when it wrote them. A record whose line does not parse contributes its bytes as
+/// written (so an edited file still hashes differently from the original).
 pub fn hash_lines<'a>(lines: impl IntoIterator<Item = &'a Record>) -> TraceHash {
+    hash_with(lines, HASH_VERSION)
+}
+
+/// The trace hash of `records` under encoding `version` (1: the JSON lines themselves, each
+/// followed by `\n`; 2: the binary encoding), or `None` for a version this build does not know.
+pub fn hash_records<'a>(
+    records: impl IntoIterator<Item = &'a Record>,
+    version: u64,
+) -> Option<TraceHash> {
+    HASH_VERSIONS
+        .contains(&version)
+        .then(|| hash_with(records, version))
+}
+
+fn hash_with<'a>(records: impl IntoIterator<Item = &'a Record>, version: u64) -> TraceHash {
     let mut h = Sha256::new();
-    for r in lines {
-        if r.deterministic {
-            h.update(r.line.as_bytes());
-            h.update(b"\n");
+    for r in records.into_iter().filter(|r| r.deterministic) {
+        match (version, encode_record(r)) {
+            (2, Some(bin)) => h.update(&bin),
+            _ => {
+                h.update(r.line.as_bytes());
+                h.update(b"\n");
+            }
         }
     }
     TraceHash(h.finalize().into())
 }
 
-/// One record read back from a JSONL file.
-#[derive(Clone, Debug)]
-pub struct Record {
-    /// The `seq` field.
-    pub seq: u64,
-    /// Virtual time in nanoseconds.
-    pub t_ns: u64,
-    /// The record kind (`transfer`, `task`, ...).
-    pub kind: String,
-    /// Who acted.
-    pub actor: String,
-    /// Whether the record is compared and hashed.
-    pub deterministic: bool,
-    /// The `data` object.
-    pub data: serde_json::Value,
-    /// The line as read, without its newline (its canonical bytes when written by [`Trace`]).
-    pub line: String,
-    /// 1-based line number in its file.
-    pub line_no: usize,
-}
-
-/// A trace file that could not be read.
-#[derive(Debug)]
-pub struct TraceFileError {
-    /// The file.
-    pub path: PathBuf,
-    /// 1-based line, or 0 for the whole file.
-    pub line: usize,
-    /// What was wrong and what was expected.
-    pub message: String,
-}
-
-impl fmt::Display for TraceFileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
-            write!(f, "{}: {}", self.path.display(), self.message)
-        } else {
-            write!(f, "{}:{}: {}", self.path.display(), self.line, self.message)
-        }
-    }
-}
-
-impl std::error::Error for TraceFileError {}
-
-/// Parses one JSONL line into a [`Record`], naming the field that is wrong.
-pub fn parse_record(line: &str, line_no: usize) -> Result<Record, String> {
-    let v: serde_json::Value = serde_json::from_str(line)
-        .map_err(|e| format!("not a JSON object: {}", crate::input::json_error_words(&e)))?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| "expected a JSON object with the trace envelope".to_string())?;
-    let num = |k: &str| -> Result<u64, String> {
-        obj.get(k)
-            .and_then(|x| x.as_u64())
-            .ok_or_else(|| format!("field `{k}`: expected an unsigned integer"))
-    };
-    let text = |k: &str| -> Result<String, String> {
-        obj.get(k)
-            .and_then(|x| x.as_str())
-            .map(str::to_owned)
-            .ok_or_else(|| format!("field `{k}`: expected a string"))
-    };
-    Ok(Record {
-        seq: num("seq")?,
-        t_ns: num("t_ns")?,
-        kind: text("kind")?,
-        actor: text("actor")?,
-        deterministic: obj
-            .get("deterministic")
-            .and_then(|x| x.as_bool())
-            .ok_or_else(|| "field `deterministic`: expected true or false".to_string())?,
-        data: obj
-            .get("data")
-            .filter(|d| d.is_object())
-            .cloned()
-            .ok_or_else(|| "field `data`: expected an object".to_string())?,
-        line: line.to_string(),
-        line_no,
-    })
-}
-
-/// Reads a JSONL trace. An empty file, a truncated last line or a malformed record is an error
-/// naming the file and line. Only a regular file of at most [`crate::input::MAX_TRACE_BYTES`]
-/// is read, in lines of at most [`crate::input::MAX_LINE_BYTES`] (a FIFO, `/dev/zero` or a
-/// huge file is refused before it is read).
-pub fn read_jsonl(path: &Path) -> Result<Vec<Record>, TraceFileError> {
-    let mut out = Vec::new();
-    for_each_record(path, |r| {
-        out.push(r);
-        Ok(())
-    })?;
-    Ok(out)
-}
-
-/// Reads a JSONL trace record by record, as [`read_jsonl`] does, handing each to `f` (which
-/// may stop the reading with an error message for that record's line) instead of keeping them.
-pub fn for_each_record(
-    path: &Path,
-    mut f: impl FnMut(Record) -> Result<(), String>,
-) -> Result<(), TraceFileError> {
-    use crate::input::{open_regular, Line, Lines, MAX_LINE_BYTES, MAX_TRACE_BYTES};
-    let err = |line: usize, message: String| TraceFileError {
-        path: path.to_path_buf(),
-        line,
-        message,
-    };
-    let file = open_regular(path, MAX_TRACE_BYTES, "trace").map_err(|e| err(0, e))?;
-    let mut lines = Lines::new(BufReader::new(file), MAX_LINE_BYTES, MAX_TRACE_BYTES);
-    let mut any = false;
-    while let Some(line) = lines.next().map_err(|(n, m)| err(n, m))? {
-        let (text, line_no) = match line {
-            Line::Text(t, n) => (t, n),
-            Line::Unterminated(t, n) => {
-                // A line that does not parse says why; one that does was cut at its newline.
-                let why = match serde_json::from_str::<serde_json::Value>(t) {
-                    Ok(_) => "truncated record: the last line has no newline (was the writer killed?)".to_string(),
-                    Err(e) if e.classify() == serde_json::error::Category::Eof => format!(
-                        "truncated record: the last line has no newline and its JSON ends early (was the writer killed?): {e}"
-                    ),
-                    Err(_) if n == 1 && t.trim() == "{" => document_instead(path),
-                    Err(e) => format!(
-                        "the last line has no newline, and it is not a record: {}",
-                        crate::input::json_error_words(&e)
-                    ),
-                };
-                return Err(err(n, why));
-            }
-        };
-        if text.is_empty() {
-            return Err(err(line_no, "empty line; expected a JSON record".into()));
-        }
-        let r = match parse_record(text, line_no) {
-            Ok(r) => r,
-            // A JSON document spread over lines (a saved case) is not JSON Lines: say what the
-            // document as a whole is, with its own line and column.
-            Err(_) if line_no == 1 && text.trim() == "{" => {
-                return Err(err(1, document_instead(path)));
-            }
-            Err(m) => return Err(err(line_no, m)),
-        };
-        any = true;
-        f(r).map_err(|m| err(line_no, m))?;
-    }
-    if !any {
-        return Err(err(0, "empty trace; expected JSON Lines records".into()));
-    }
-    Ok(())
-}
-
-/// The error for a file whose first line is a lone `{`: a JSON document over several lines.
-pub(crate) fn document_instead(path: &Path) -> String {
-    use crate::input::{read_regular, MAX_DOCUMENT_BYTES};
-    let what = "not a JSON Lines trace: a JSON document spread over several lines (a saved case?)";
-    match read_regular(path, MAX_DOCUMENT_BYTES, "document") {
-        Err(e) => format!("{what}; {e}"),
-        Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
-            Err(e) => format!(
-                "{what}, and as a document it is {}",
-                crate::input::json_error_words(&e)
-            ),
-            Ok(_) => what.to_string(),
-        },
-    }
-}
-
-/// Where two traces first part ways.
-#[derive(Debug, Clone)]
-pub struct Divergence {
-    /// Index among deterministic records.
-    pub index: usize,
-    /// The record of the first trace there (None when it ended first).
-    pub left: Option<Record>,
-    /// The record of the second trace there (None when it ended first).
-    pub right: Option<Record>,
-    /// The top-level and `data.` fields that differ.
-    pub fields: Vec<String>,
-}
-
-/// The first deterministic record at which `a` and `b` differ, or None when they are the same.
-pub fn first_divergence(a: &[Record], b: &[Record]) -> Option<Divergence> {
-    let da: Vec<&Record> = a.iter().filter(|r| r.deterministic).collect();
-    let db: Vec<&Record> = b.iter().filter(|r| r.deterministic).collect();
-    let n = da.len().max(db.len());
-    for i in 0..n {
-        match (da.get(i), db.get(i)) {
-            (Some(x), Some(y)) if x.line == y.line => continue,
-            (x, y) => {
-                let fields = match (x, y) {
-                    (Some(x), Some(y)) => differing_fields(x, y),
-                    _ => vec!["(one trace ended)".to_string()],
-                };
-                return Some(Divergence {
-                    index: i,
-                    left: x.map(|r| (*r).clone()),
-                    right: y.map(|r| (*r).clone()),
-                    fields,
-                });
-            }
-        }
-    }
-    None
-}
-
-fn differing_fields(x: &Record, y: &Record) -> Vec<String> {
-    let mut out = Vec::new();
-    if x.seq != y.seq {
-        out.push("seq".into());
-    }
-    if x.t_ns != y.t_ns {
-        out.push("t_ns".into());
-    }
-    if x.kind != y.kind {
-        out.push("kind".into());
-    }
-    if x.actor != y.actor {
-        out.push("actor".into());
-    }
-    let empty = serde_json::Map::new();
-    let ox = x.data.as_object().unwrap_or(&empty);
-    let oy = y.data.as_object().unwrap_or(&empty);
-    let mut keys: Vec<&String> = ox.keys().chain(oy.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    for k in keys {
-        if ox.get(k) != oy.get(k) {
-            out.push(format!("data.{k}"));
-        }
-    }
-    if out.is_empty() {
-        out.push("(formatting)".into());
-    }
-    out
-}
-
-/// Renders a divergence with `context` deterministic records before it, for people.
-pub fn render_divergence(a: &[Record], d: &Divergence, context: usize) -> String {
-    let da: Vec<&Record> = a.iter().filter(|r| r.deterministic).collect();
-    let mut s = String::new();
-    let start = d.index.saturating_sub(context);
-    s.push_str(&format!(
-        "first divergent record: #{} (deterministic index), fields that differ: {}\n",
-        d.index,
-        d.fields.join(", ")
-    ));
-    if start < d.index {
-        s.push_str(&format!(
-            "context ({} records both runs share):\n",
-            d.index - start
-        ));
-        for r in &da[start..d.index] {
-            s.push_str("    ");
-            s.push_str(&r.line);
-            s.push('\n');
-        }
-    }
-    match &d.left {
-        Some(r) => s.push_str(&format!("  - {}\n", r.line)),
-        None => s.push_str("  - (first run ended here)\n"),
-    }
-    match &d.right {
-        Some(r) => s.push_str(&format!("  + {}\n", r.line)),
-        None => s.push_str("  + (second run ended here)\n"),
-    }
-    s
-}
-
-/// Parses lines kept by a [`Trace`] into records (they are valid by construction).
-pub fn parse_kept(lines: &[String]) -> Vec<Record> {
-    lines
-        .iter()
-        .enumerate()
-        .filter_map(|(i, l)| parse_record(l.trim_end_matches('\n'), i + 1).ok())
-        .collect()
-}
+mod read;
+pub use read::*;
 
 #[cfg(test)]
 mod tests {
@@ -640,6 +701,154 @@ mod tests {
         let text = render_divergence(&ra, &d, 2);
         assert!(text.contains("context (2 records"), "{text}");
         assert!(first_divergence(&ra, &ra).is_none());
+    }
+
+    /// The bytes of three records, pinned: a change here is a new [`HASH_VERSION`].
+    #[test]
+    fn binary_encoding_is_pinned() {
+        let mut t = Trace::new(false);
+        t.emit(250_000, "transfer", "driver", true, |d| {
+            d.str("site", "ctrl#1")
+                .u64("len", 300)
+                .hex("data", &[1, 0xab]);
+        });
+        #[rustfmt::skip]
+        let first: &[u8] = &[
+            0, // seq 0
+            0x90, 0xa1, 0x0f, // t_ns 250000 = 0x3d090
+            8, b't', b'r', b'a', b'n', b's', b'f', b'e', b'r',
+            6, b'd', b'r', b'i', b'v', b'e', b'r',
+            0x09, // data: an object
+            5, b's', b'i', b't', b'e', 0x01, 6, b'c', b't', b'r', b'l', b'#', b'1',
+            4, b'l', b'e', b'n', 0x02, 0xac, 0x02, // 300 = 0b10_0101100
+            5, b'd', b'a', b't', b'a', 0x01, 4, b'0', b'1', b'a', b'b',
+            0x00, // end of data
+        ];
+        assert_eq!(t.pending, first);
+        t.emit(1, "mark", "host", false, |d| {
+            d.u64("wall_ns", 5);
+        });
+        assert_eq!(
+            t.pending.len(),
+            first.len(),
+            "a non-deterministic record is not encoded"
+        );
+        t.emit(2, "k", "a", true, |d| {
+            d.i64("n", -2).i64("p", 3).bool("b", true).strs("l", &["x"]);
+        });
+        #[rustfmt::skip]
+        let second: &[u8] = &[
+            1, 2, 1, b'k', 1, b'a', 0x09,
+            2, b'n', 0x03, 2,
+            2, b'p', 0x02, 3,
+            2, b'b', 0x05,
+            2, b'l', 0x08, 1, 0x01, 1, b'x',
+            0x00,
+        ];
+        assert_eq!(&t.pending[first.len()..], second);
+        t.emit(3, "k", "a", true, |d| {
+            d.payload("p", &[7; 65]);
+        });
+        let third = &t.pending[first.len() + second.len()..];
+        let digest = crate::hex::encode(&Sha256::digest([7u8; 65])[..16]);
+        let mut want = vec![2, 3, 1, b'k', 1, b'a', 0x09];
+        want.extend_from_slice(&[2, b'p', 0x09, 5, b'h', b'e', b'a', b'd', 0x01, 64]);
+        want.extend_from_slice("07".repeat(32).as_bytes());
+        want.extend_from_slice(&[7, b's', b'h', b'a', b'2', b'5', b'6', 0x01, 32]);
+        want.extend_from_slice(digest.as_bytes());
+        want.extend_from_slice(&[0x00, 0x00]);
+        assert_eq!(third, &want[..]);
+        let all: Vec<u8> = t.pending.clone();
+        assert_eq!(t.hash(), TraceHash(Sha256::digest(&all).into()));
+    }
+
+    /// A record drawn from `rng`: fields of every kind, strings with escapes and non-ASCII.
+    fn random_record(rng: &mut rand_chacha::ChaCha8Rng, t: &mut Trace) {
+        use rand_core::RngCore;
+        let words = ["a", "b", "site", "", "q\"x", "\n", "é", "01ab", "5", "true"];
+        let pick = |rng: &mut rand_chacha::ChaCha8Rng, n: usize| (rng.next_u32() as usize) % n;
+        let kind = words[pick(rng, 4)];
+        let actor = words[pick(rng, words.len())];
+        let t_ns = u64::from(rng.next_u32() % 3);
+        let n = pick(rng, 4);
+        let fields: Vec<(usize, &str, u32)> = (0..n)
+            .map(|_| (pick(rng, 8), words[pick(rng, words.len())], rng.next_u32()))
+            .collect();
+        t.emit(t_ns, kind, actor, true, |d| {
+            for (how, w, x) in &fields {
+                let k = w.char_indices().nth(1).map_or(*w, |(i, _)| &w[..i]);
+                match how {
+                    0 => d.str(k, w),
+                    1 => d.u64(k, u64::from(x % 3)),
+                    2 => d.i64(k, i64::from(x % 5) - 2),
+                    3 => d.bool(k, x % 2 == 0),
+                    4 => d.hex(k, &x.to_le_bytes()[..(*x as usize % 3)]),
+                    5 => d.strs(k, &words[..(*x as usize % 3)]),
+                    6 => d.payload(k, &vec![(*x % 2) as u8; 60 + (*x as usize % 10)]),
+                    _ => d.raw_json(
+                        k,
+                        ["5", "\"5\"", "[1,-1]", "{\"b\":1,\"a\":null}", "1.5"][*x as usize % 5],
+                    ),
+                };
+            }
+        });
+    }
+
+    /// Over many random record pairs (often equal, often near misses): two records hash alike
+    /// only if they encode alike, encode alike only if their JSON values are alike, and a record
+    /// read back from its JSON line encodes to exactly the bytes that were hashed.
+    #[test]
+    fn records_hash_alike_only_if_they_encode_alike() {
+        use rand_chacha::rand_core::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(20);
+        let (mut same, mut differ) = (0, 0);
+        for _ in 0..4000 {
+            // Each record comes from one of 32 small seeds, so pairs are often equal.
+            let one = |rng: &mut rand_chacha::ChaCha8Rng| {
+                use rand_core::RngCore;
+                let mut t = Trace::new(true);
+                let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(u64::from(rng.next_u32() % 32));
+                random_record(&mut r, &mut t);
+                let line = t.lines()[0].clone();
+                let rec = parse_record(line.trim_end(), 1).expect("a kept line parses");
+                let read_back = encode_record(&rec).expect("a kept line encodes");
+                assert_eq!(read_back, t.pending, "{line}");
+                assert_eq!(hash_lines([&rec]), t.hash(), "{line}");
+                let value: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+                (t.hash(), t.pending.clone(), value, line)
+            };
+            let (ha, ea, va, la) = one(&mut rng);
+            let (hb, eb, vb, lb) = one(&mut rng);
+            assert_eq!(ha == hb, ea == eb, "{la}{lb}");
+            // serde_json::Value sorts keys, so equal values with other key orders may encode
+            // apart; equal encodings always mean equal values and equal lines.
+            if ea == eb {
+                assert_eq!(va, vb, "{la}{lb}");
+                assert_eq!(la, lb);
+                same += 1;
+            } else {
+                assert_ne!(la, lb);
+                differ += 1;
+            }
+        }
+        assert!(same > 50 && differ > 1000, "same {same}, differ {differ}");
+    }
+
+    #[test]
+    fn version_one_hashes_the_json_lines() {
+        let mut t = Trace::new(true);
+        t.emit(0, "task", "t", true, |d| {
+            d.u64("i", 1);
+        });
+        let recs = parse_kept(t.lines());
+        let v1 = hash_records(&recs, 1).unwrap();
+        assert_eq!(
+            v1,
+            TraceHash(Sha256::digest(t.lines()[0].as_bytes()).into())
+        );
+        assert_eq!(hash_records(&recs, 2), Some(t.hash()));
+        assert_ne!(v1, t.hash());
+        assert_eq!(hash_records(&recs, 3), None);
     }
 
     #[test]

@@ -132,6 +132,7 @@ pub fn write_trace_summary(path: &Path, lines: &[String], s: &TraceSummary) -> R
     push_json_str(&mut out, s.target);
     out.push_str(",\"hash\":");
     push_json_str(&mut out, s.hash);
+    out.push_str(&format!(",\"hash_version\":{}", crate::trace::HASH_VERSION));
     if let Some(f) = s.failure {
         out.push_str(",\"failure\":");
         push_json_str(&mut out, f);
@@ -159,6 +160,8 @@ pub struct Replayable {
     pub events: Vec<Event>,
     /// The trace hash recorded.
     pub hash: String,
+    /// The encoding version of `hash` (a file that does not record it predates versions: 1).
+    pub hash_version: u64,
     /// The scenario path the file names.
     pub scenario: String,
     /// The Cargo package it names (empty when a trace's summary does not say).
@@ -207,6 +210,7 @@ pub fn load_replay_file(path: &Path) -> Result<Replayable, String> {
             path: path.to_path_buf(),
             events: reg.events.clone(),
             hash: reg.trace_hash.clone(),
+            hash_version: reg.hash_version,
             scenario: reg.scenario.clone(),
             package: reg.package.clone(),
             target: reg.target.clone(),
@@ -255,9 +259,25 @@ pub fn load_replay_file(path: &Path) -> Result<Replayable, String> {
             ))
         }
     };
+    let hash_version = match summary.data.get("hash_version") {
+        None => 1,
+        Some(v) => v
+            .as_u64()
+            .filter(|v| crate::trace::HASH_VERSIONS.contains(v))
+            .ok_or_else(|| {
+                at(
+                    "hash_version",
+                    format!(
+                        "expected one of {:?}, found {v}; this trace was written by another Calametra version",
+                        crate::trace::HASH_VERSIONS
+                    ),
+                )
+            })?,
+    };
     Ok(Replayable {
         path: path.to_path_buf(),
         hash: text("hash", true)?,
+        hash_version,
         scenario: text("scenario", true)?,
         package: text("package", false)?,
         target: text("target", false)?,

@@ -80,13 +80,15 @@ fn noyield_variant(sim: &mut Sim) {
     stale_status(sim, false)
 }
 
-/// A seeded run as the harness makes it: `horizon` is the baseline's steps (11 in both
-/// variants).
-fn config(seed: u64, strategy: Option<Strategy>) -> RunConfig {
+/// A seeded run as the harness makes it: `horizon` and `choices` are the baseline's steps and
+/// task choices (10 and 8 without yields, 14 and 12 with them).
+fn config(f: fn(&mut Sim), seed: u64, strategy: Option<Strategy>) -> RunConfig {
+    let base = run(RunConfig::default(), &f);
     RunConfig {
         source: Source::Seeded(seed),
         strategy,
-        horizon: 11,
+        horizon: base.steps,
+        choices: base.choices,
         ..RunConfig::default()
     }
 }
@@ -95,7 +97,7 @@ fn config(seed: u64, strategy: Option<Strategy>) -> RunConfig {
 fn hits(f: fn(&mut Sim), strategy: Option<Strategy>, n: u64) -> u64 {
     (0..n)
         .filter(|&i| {
-            run(config(derive_seed(7, "priority", i), strategy), &f)
+            run(config(f, derive_seed(7, "priority", i), strategy), &f)
                 .failure
                 .is_some()
         })
@@ -110,18 +112,19 @@ fn probe_hit_rates() {
         ("noyield", noyield_variant as fn(&mut Sim)),
         ("yield", yield_variant),
     ] {
+        let choices = run(RunConfig::default(), &f).choices as u32;
         let mut line = format!("{name}: swarm {}", hits(f, None, n));
         line += &format!(" uniform {}", hits(f, Some(Strategy::Uniform), n));
-        line += &format!(
-            " sticky90 {}",
-            hits(f, Some(Strategy::Sticky { keep_percent: 90 }), n)
-        );
+        for keep_percent in [50, 75, 90] {
+            let st = Strategy::Sticky { keep_percent };
+            line += &format!(" {st} {}", hits(f, Some(st), n));
+        }
         for spawn_order in [false, true] {
             for depth in [2u8, 3] {
-                for horizon in [8u32, 16, 32] {
+                for scale in [1u32, 2, 4] {
                     let st = Strategy::Priority {
                         depth,
-                        horizon,
+                        horizon: choices * scale,
                         spawn_order,
                     };
                     line += &format!(" {st} {}", hits(f, Some(st), n));
@@ -142,7 +145,7 @@ fn the_yield_variant_is_found_by_the_priority_strategy_and_replays() {
     let found = (0..200)
         .map(|i| {
             run(
-                config(derive_seed(1, "a-yield", i), strategy),
+                config(yield_variant, derive_seed(1, "a-yield", i), strategy),
                 &yield_variant,
             )
         })

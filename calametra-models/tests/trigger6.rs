@@ -3,9 +3,9 @@
 //! (its table, monitor, hot-plug and flips), malformed specs and each invariant's sabotage test.
 //! The coverage marks over a fixed set of seeds are the framework's floor, in `tests/marks.rs`.
 
+use calametra_core::interface::Interface;
 use calametra_core::spec::Spec;
 use calametra_core::usb::{ControlIn, ControlType, Recipient, TransferError};
-use calametra_core::world::Interface;
 use calametra_core::{run, Failure, RunConfig, Sim};
 use calametra_models::trigger6::bulk::{
     DmaHeader, VideoHeader, CMD_FLIP_PRIMARY, CMD_FLIP_SECONDARY, FLAG_CONTINUE, VIDEO_HEADER_LEN,

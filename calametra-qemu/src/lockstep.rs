@@ -1892,6 +1892,7 @@ impl<D: Device> Scenario<D> {
             run_aloud: String::new(),
             swarm: None,
             trace_hash: run.hash.to_string(),
+            hash_version: calametra_core::trace::HASH_VERSION,
             package: "calametra-qemu".into(),
             target: "lockstep".into(),
         })

@@ -197,6 +197,7 @@ impl Runner for GuestRunner {
             sites: Vec::new(),
             marks: BTreeMap::new(),
             steps: run.frames,
+            choices: 0,
             end_ns: run.end_clock_ns,
             // Guest runs draw no swarm yet: their faults follow the fault set at the fixed
             // density and their externals are placed by the lockstep loop.

@@ -3,7 +3,7 @@
 //! [`ControlType`], [`Recipient`], [`Setup`], [`TransferError`]).
 //!
 //! A driver written against [`UsbInterface`] runs unchanged on hardware and under Calametra's
-//! simulator (`calametra_core::world::Interface`, in the crate's tests). This crate is what the
+//! simulator (`calametra_core::interface::Interface`, in the crate's tests). This crate is what the
 //! driver depends on at run time: it has no dependency by default, and the feature `nusb` adds
 //! [`nusb::NusbInterface`], the trait over a claimed `nusb::Interface`.
 //!
@@ -274,7 +274,7 @@ impl std::error::Error for TransferError {}
 
 /// A driver's view of a claimed USB interface: the shape it has on hardware.
 ///
-/// Implemented by the simulator's interface (`calametra_core::world::Interface`) and, with the
+/// Implemented by the simulator's interface (`calametra_core::interface::Interface`) and, with the
 /// feature `nusb`, by [`nusb::NusbInterface`] over a real device. `sleep` is the platform's
 /// timer: virtual time in the simulator, real time on hardware.
 pub trait UsbInterface {

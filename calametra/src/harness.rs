@@ -977,6 +977,7 @@ impl Scenario {
         };
         let trial = self.trial(&format!("regression::{}", reg.id));
         let state = chain::check_case(runner, &self.base, &self.owner(), &reg, true);
+        let rehashed = self.rehash(path, &reg, &state, &trial);
         let retire = format!(
             "retire it with `calametra review --prune {}` (or delete {})",
             state.word(),
@@ -1010,16 +1011,16 @@ impl Scenario {
                 (!expected_here, text)
             }
             CaseState::Fails { exact: true, .. } if self.def.expect.is_some() || self.env.strict => {
-                (true, "fails as recorded, byte-exactly".to_string())
+                (true, format!("fails as recorded, byte-exactly{rehashed}"))
             }
             CaseState::Fails { exact, run } => {
                 let f = run.failure.clone();
                 let how = if *exact {
-                    "reproduced byte-exactly".to_string()
+                    format!("reproduced byte-exactly{rehashed}")
                 } else {
                     format!(
-                        "same signature, but the trace hash is {} (recorded {}); replay is not byte-exact",
-                        run.hash, reg.trace_hash
+                        "same signature, but the trace hash is {} (recorded {}, hash version {}); replay is not byte-exact",
+                        run.hash, reg.trace_hash, reg.hash_version
                     )
                 };
                 if let Some(f) = &f {
@@ -1064,6 +1065,34 @@ impl Scenario {
         } else {
             Err(detail)
         }
+    }
+
+    /// A saved case of an older trace-hash version that replayed byte-exactly under it is
+    /// re-hashed: the file is rewritten with the replay's hash of the current version (unless
+    /// another writer changed it meanwhile), with a note on stderr. Returns the note for the
+    /// trial's message (empty when nothing was to do).
+    fn rehash(&self, path: &Path, reg: &Regression, state: &CaseState, trial: &str) -> String {
+        let CaseState::Fails { exact: true, run } = state else {
+            return String::new();
+        };
+        if reg.hash_version == calametra_core::trace::HASH_VERSION {
+            return String::new();
+        }
+        let new = reg.rehashed(run.hash);
+        let what = match new.replace(path, reg) {
+            Ok(true) => "file rewritten".to_string(),
+            Ok(false) => "file not rewritten: another writer changed it meanwhile".to_string(),
+            Err(e) => format!("file not rewritten: {e}"),
+        };
+        let note = format!(
+            "saved with trace-hash version {} ({}), which this replay reproduced byte-exactly; re-hashed to version {}: {} ({what})",
+            reg.hash_version,
+            reg.trace_hash,
+            new.hash_version,
+            new.trace_hash
+        );
+        eprintln!("calametra: {trial}: {}: {note}", path.display());
+        format!("; {note}")
     }
 
     /// `CALAMETRA_REPLAY_FILE`: replays a regression file or a trace file byte-exactly.
@@ -1117,13 +1146,30 @@ impl Scenario {
         self.write_scanout()?;
         self.write_trace_out(&r)?;
         let hash = &file.hash;
-        if r.hash.to_string() == *hash {
+        // A file of an older hash version is checked under that version (the replay kept its
+        // lines); the replay's own hash is the current version's.
+        let replayed = if file.hash_version == calametra_core::trace::HASH_VERSION {
+            Some(r.hash)
+        } else {
+            calametra_core::trace::hash_records(&parse_kept(&r.lines), file.hash_version)
+        };
+        if replayed.is_some_and(|h| h.to_string() == *hash) {
+            if file.hash_version != calametra_core::trace::HASH_VERSION {
+                eprintln!(
+                    "calametra: {}: recorded with trace-hash version {} and reproduced byte-exactly under it; under version {} its hash is {}",
+                    path.display(),
+                    file.hash_version,
+                    calametra_core::trace::HASH_VERSION,
+                    r.hash
+                );
+            }
             return Ok(());
         }
         let mut msg = format!(
-            "replay of {} is not byte-exact\n  recorded: {hash}\n  replayed: {}\n",
+            "replay of {} is not byte-exact\n  recorded: {hash} (hash version {})\n  replayed: {}\n",
             path.display(),
-            r.hash
+            file.hash_version,
+            replayed.map_or_else(|| "(no hash of that version)".to_string(), |h| h.to_string())
         );
         // An event that did not apply (an unknown external, a step past the run's end) is
         // the likeliest reason: say which.
@@ -1412,6 +1458,7 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
             let sites = explore::site_probes(&disc.sites, &s.base.fault_set);
             let mut s_h = (*s).clone_shallow();
             s_h.base.horizon = disc.steps.max(1);
+            s_h.base.choices = explore::change_point_horizon(&s.base, &disc, func);
             (sites, Arc::new(s_h))
         }
         // Listing does not boot a guest to find sites; a site trial asked for by its name

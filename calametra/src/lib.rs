@@ -91,11 +91,11 @@ pub mod prelude {
         client_below, client_choose, data_below, mark, now, sleep, spawn, spawn_daemon, timeout,
         yield_now, JoinHandle,
     };
+    pub use calametra_core::interface::Interface;
     pub use calametra_core::usb::{
         ControlIn, ControlOut, ControlType, DevCtx, Device, Loopback, Recipient, Reply, Setup,
         TransferError, UsbInterface,
     };
-    pub use calametra_core::world::Interface;
     pub use calametra_core::{DeviceHandle, Sim, World};
 }
 

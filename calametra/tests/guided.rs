@@ -19,13 +19,15 @@ fn d(sim: &mut Sim) {
 const PATH: &str = "guided::workload_d";
 
 /// The scenario's configuration as the harness makes it: transport faults, the horizon the
-/// baseline's steps.
+/// baseline's steps and task choices.
 fn base() -> RunConfig {
     let mut c = RunConfig {
         fault_set: FaultSet::Transport,
         ..RunConfig::default()
     };
-    c.horizon = calametra_core::explore::discover(&c, &d).steps.max(1);
+    let b = calametra_core::explore::discover(&c, &d);
+    c.horizon = b.steps.max(1);
+    c.choices = calametra_core::explore::change_point_horizon(&c, &b, &d);
     c
 }
 

@@ -267,6 +267,76 @@ fn a_planted_bug_is_found_minimized_saved_and_replayed() {
         .env("CALAMETRA_REGRESSIONS", &regs)
         .env("CALAMETRA_TEST_FIXED", "1"));
     assert!(ok, "{out}");
+    // A case saved before the binary trace encoding (hash version 1: SHA-256 over the
+    // deterministic JSON lines, no `hash_version` field) replays byte-exactly under its version,
+    // strict replay included, and is re-hashed in place with a note; never stale or failed.
+    let v2_text = std::fs::read_to_string(&files[0]).unwrap();
+    let trace = tmp.path().join("case-trace.jsonl");
+    let (ok, out) = run(bin("planted")
+        .args(["--exact", "status_long::replay"])
+        .env("CALAMETRA_REPLAY_FILE", &files[0])
+        .env("CALAMETRA_TRACE_OUT", &trace));
+    assert!(ok, "{out}");
+    let mut json_lines = String::new();
+    for line in std::fs::read_to_string(&trace).unwrap().lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        if r["deterministic"] == true {
+            json_lines.push_str(line);
+            json_lines.push('\n');
+        }
+    }
+    let v1_hash = format!(
+        "sha256:{}",
+        calametra::trace::sha256_hex(json_lines.as_bytes())
+    );
+    let v2_hash = v["trace_hash"].as_str().unwrap();
+    assert_ne!(v1_hash, v2_hash);
+    // A trace file of version 1 (its summary without `hash_version`, its hash over the JSON
+    // lines) replays byte-exactly under it, with a note.
+    let trace_text = std::fs::read_to_string(&trace).unwrap();
+    assert!(trace_text.contains(&format!("\"hash\":\"{v2_hash}\",\"hash_version\":2")));
+    let v1_trace = tmp.path().join("case-trace-v1.jsonl");
+    std::fs::write(
+        &v1_trace,
+        trace_text
+            .replace(",\"hash_version\":2", "")
+            .replace(v2_hash, &v1_hash),
+    )
+    .unwrap();
+    let (ok, out) = run(bin("planted")
+        .args(["--exact", "status_long::replay"])
+        .env("CALAMETRA_REPLAY_FILE", &v1_trace));
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("recorded with trace-hash version 1 and reproduced byte-exactly under it"),
+        "{out}"
+    );
+    let v1_text = v2_text
+        .replace(v2_hash, &v1_hash)
+        .replace("  \"hash_version\": 2,\n", "");
+    assert!(!v1_text.contains("hash_version"), "{v1_text}");
+    std::fs::write(&files[0], &v1_text).unwrap();
+    let (ok, out) = run(bin("planted")
+        .args(["--exact", &reg_trial])
+        .env("CALAMETRA_REGRESSIONS", &regs)
+        .env("CALAMETRA_REPLAY", "strict"));
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!("saved with trace-hash version 1 ({v1_hash}), which this replay reproduced byte-exactly; re-hashed to version 2: {v2_hash} (file rewritten)")),
+        "{out}"
+    );
+    assert_eq!(std::fs::read_to_string(&files[0]).unwrap(), v2_text);
+    // A version-1 hash that the replay does not reproduce is not byte-exact.
+    std::fs::write(&files[0], v1_text.replace(&v1_hash, v2_hash)).unwrap();
+    let (ok, out) = run(bin("planted")
+        .args(["--exact", &reg_trial])
+        .env("CALAMETRA_REGRESSIONS", &regs));
+    assert!(
+        !ok && out.contains("hash version 1); replay is not byte-exact"),
+        "{out}"
+    );
+    std::fs::write(&files[0], &v2_text).unwrap();
+
     // A tampered hash makes strict replay fail and say so.
     let text = std::fs::read_to_string(&files[0]).unwrap();
     let hash = v["trace_hash"].as_str().unwrap();

@@ -140,6 +140,7 @@ fn regression_files_round_trip_exactly() {
             swarm: None,
             events,
             trace_hash: "sha256:00".into(),
+            hash_version: calametra::trace::HASH_VERSION,
             package: "p".into(),
             target: "t".into(),
         };

@@ -13,7 +13,7 @@ use calametra_peers::calametra_workloads::{self as cw, AVariant};
 use calametra_peers::measure::{interleaved, seconds, Row, Value};
 use calametra_peers::shuttle_a::Sched;
 use calametra_peers::{loom_a, proptest_b, shuttle_a, turmoil_c};
-use calametra_peers::{D_BUDGET, FIND_BUDGET, REPS, SEEDS, THROUGHPUT_SEED};
+use calametra_peers::{A_SEEDS, D_BUDGET, FIND_BUDGET, REPS, SEEDS, THROUGHPUT_SEED};
 
 struct Opts {
     quick: bool,
@@ -98,30 +98,46 @@ fn seeded(seed: u64) -> RunConfig {
     }
 }
 
-/// A seeded run as the harness makes it: its swarm's horizon is the baseline's steps
-/// (`explore::discover`, as the harness sets `RunConfig::horizon`).
-fn seeded_h(seed: u64, horizon: u64) -> RunConfig {
+/// A scenario's length as the harness measures it: its baseline's steps and task choices
+/// (`explore::discover`; `RunConfig::horizon` and `RunConfig::choices`).
+#[derive(Clone, Copy)]
+struct Lengths {
+    steps: u64,
+    choices: u64,
+}
+
+/// A seeded run as the harness makes it: its externals are placed over the baseline's steps,
+/// its swarm's priority strategy draws change points over the baseline's task choices.
+fn seeded_h(seed: u64, len: Lengths) -> RunConfig {
     RunConfig {
-        horizon,
+        horizon: len.steps,
+        choices: len.choices,
         ..seeded(seed)
     }
 }
 
-/// The harness's horizon for scenario `f`: the steps of its baseline.
-fn baseline_steps(f: fn(&mut Sim)) -> u64 {
-    calametra_core::explore::discover(&RunConfig::default(), &f)
-        .steps
-        .max(1)
+/// The harness's lengths for scenario `f` run from `base`.
+fn baseline_lengths(base: &RunConfig, f: fn(&mut Sim)) -> Lengths {
+    let b = calametra_core::explore::discover(base, &f);
+    Lengths {
+        steps: b.steps.max(1),
+        choices: calametra_core::explore::change_point_horizon(base, &b, &f),
+    }
+}
+
+/// The harness's lengths for scenario `f` (no faults).
+fn baseline_steps(f: fn(&mut Sim)) -> Lengths {
+    baseline_lengths(&RunConfig::default(), f)
 }
 
 /// The `i`th run of a priority-only search from `seed`: the priority strategy with the
 /// parameters a swarm would draw (depth, horizon multiple, initial order) from its own draw.
-fn priority_run(seed: u64, path: &str, i: u64, horizon: u64) -> RunConfig {
+fn priority_run(seed: u64, path: &str, i: u64, horizon: Lengths) -> RunConfig {
     let param = derive_seed(seed, &format!("{path}/priority"), i);
     RunConfig {
         strategy: Some(Strategy::priority_from(
             param,
-            horizon,
+            horizon.choices,
             param >> 40 & 1 == 1,
         )),
         ..seeded_h(derive_seed(seed, path, i), horizon)
@@ -229,7 +245,7 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
         let horizon = baseline_steps(f);
         let mut runs = Vec::new();
         let mut ms = Vec::new();
-        for &seed in &SEEDS {
+        for seed in 1..=A_SEEDS {
             let (secs, found) = seconds(|| {
                 (0..budget).position(|i| {
                     run(seeded_h(derive_seed(seed, &path, i), horizon), &f)
@@ -242,9 +258,9 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
                 ms.push(secs * 1e3);
             }
         }
-        push_find(rows, "calametra", &buggy, runs, ms, budget);
+        push_find(rows, "calametra", &buggy, (runs, ms), A_SEEDS, budget);
         let (mut runs, mut ms) = (Vec::new(), Vec::new());
-        for &seed in &SEEDS {
+        for seed in 1..=A_SEEDS {
             let (secs, found) = seconds(|| {
                 (0..budget).position(|i| {
                     run(priority_run(seed, &path, i, horizon), &f)
@@ -257,14 +273,21 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
                 ms.push(secs * 1e3);
             }
         }
-        push_find(rows, "calametra-priority", &buggy, runs, ms, budget);
+        push_find(
+            rows,
+            "calametra-priority",
+            &buggy,
+            (runs, ms),
+            A_SEEDS,
+            budget,
+        );
         for (tool, sched) in [
             ("shuttle-random", Sched::Random),
             ("shuttle-pct", Sched::Pct),
         ] {
             let mut runs = Vec::new();
             let mut ms = Vec::new();
-            for &seed in &SEEDS {
+            for seed in 1..=A_SEEDS {
                 let (secs, (failed, ran)) =
                     seconds(|| shuttle_a::explore(sched, seed, budget as usize, yields, true));
                 if failed {
@@ -272,7 +295,7 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
                     ms.push(secs * 1e3);
                 }
             }
-            push_find(rows, tool, &buggy, runs, ms, budget);
+            push_find(rows, tool, &buggy, (runs, ms), A_SEEDS, budget);
         }
         // loom has no seed: one exhaustive exploration, timed REPS times.
         let mut ms = Vec::new();
@@ -322,13 +345,20 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
     }
 }
 
-fn push_find(rows: &mut Vec<Row>, tool: &str, wl: &str, runs: Vec<f64>, ms: Vec<f64>, budget: u64) {
+fn push_find(
+    rows: &mut Vec<Row>,
+    tool: &str,
+    wl: &str,
+    (runs, ms): (Vec<f64>, Vec<f64>),
+    seeds: u64,
+    budget: u64,
+) {
     rows.push(Row::count(
         tool,
         wl,
         "found",
         runs.len() as u64,
-        SEEDS.len() as u64,
+        seeds,
         &format!("budget {budget} runs a seed"),
     ));
     if runs.is_empty() {
@@ -561,7 +591,9 @@ fn workload_d(o: &Opts, rows: &mut Vec<Row>) {
         fault_set: calametra_core::fault::FaultSet::Transport,
         ..RunConfig::default()
     };
-    base.horizon = calametra_core::explore::discover(&base, &f).steps.max(1);
+    let len = baseline_lengths(&base, f);
+    base.horizon = len.steps;
+    base.choices = len.choices;
     let wanted = |r: &calametra_core::RunResult| {
         r.failure
             .as_ref()
@@ -602,7 +634,7 @@ fn workload_d(o: &Opts, rows: &mut Vec<Row>) {
                         source: Source::Seeded(derive_seed(seed, path, i)),
                         strategy: Some(Strategy::priority_from(
                             param,
-                            base.horizon,
+                            base.change_point_horizon(),
                             param >> 40 & 1 == 1,
                         )),
                         ..base.clone()
@@ -626,7 +658,7 @@ fn workload_d(o: &Opts, rows: &mut Vec<Row>) {
             runs.len(),
             SEEDS.len()
         );
-        push_find(rows, tool, wl, runs, ms, budget);
+        push_find(rows, tool, wl, (runs, ms), SEEDS.len() as u64, budget);
         if let Some(r) = rows
             .iter_mut()
             .rev()
@@ -665,7 +697,14 @@ fn workload_d(o: &Opts, rows: &mut Vec<Row>) {
         runs.len(),
         SEEDS.len()
     );
-    push_find(rows, "calametra-guided", wl, runs, ms, budget);
+    push_find(
+        rows,
+        "calametra-guided",
+        wl,
+        (runs, ms),
+        SEEDS.len() as u64,
+        budget,
+    );
     if let Some(r) = rows
         .iter_mut()
         .rev()
@@ -760,7 +799,7 @@ fn main() {
     }
     println!("{}", calametra_peers::measure::table(&rows));
     println!(
-        "seeds (find and shrink workloads): {:?}; throughput seed {THROUGHPUT_SEED:#x} + repetition; {REPS} repetitions",
+        "seeds (find and shrink workloads): {:?} (workload A: 1..={A_SEEDS}); throughput seed {THROUGHPUT_SEED:#x} + repetition; {REPS} repetitions",
         SEEDS
     );
 }

@@ -3,9 +3,9 @@
 #![allow(dead_code)] // each test target uses its part
 
 use calametra_core::exec::{data_below, sleep};
+use calametra_core::interface::Interface;
 use calametra_core::spec::Spec;
 use calametra_core::usb::{ControlIn, ControlOut, ControlType, Recipient, TransferError};
-use calametra_core::world::Interface;
 use calametra_core::Sim;
 use calametra_models::trigger6::bulk::{
     DmaHeader, VideoHeader, CMD_FLIP_PRIMARY, FLAG_CONTINUE, VIDEO_HEADER_LEN,

@@ -10,8 +10,8 @@
 
 use crate::dfuse::DfuSe;
 use crate::image::{firmware_device, DfuFirmwareDevice};
+use calametra_core::interface::Interface;
 use calametra_core::usb::{ControlIn, ControlOut, ControlType, Recipient, TransferError};
-use calametra_core::world::Interface;
 use calametra_core::{DeviceHandle, Sim};
 use calametra_example_dfu_updater::scenario::Outcome;
 use calametra_example_dfu_updater::{new_image, update, Options, UpdateError};

@@ -82,8 +82,10 @@ pub(crate) struct Xfer {
 /// The transfers in flight by id: a short vector kept in id order (ids only grow, so a new one
 /// goes at the end). Iteration is in submission order, and once grown it allocates nothing per
 /// transfer (a `BTreeMap` allocated a node each time it went from empty to one: a hot path).
+/// The site names of removed transfers are kept as spare buffers for the names of the next
+/// ones ([`XferTable::spare_name`]), so naming a transfer allocates nothing once warm.
 #[derive(Default)]
-pub(crate) struct XferTable(Vec<(u64, Xfer)>);
+pub(crate) struct XferTable(Vec<(u64, Xfer)>, Vec<String>);
 
 impl XferTable {
     pub(crate) fn index(&self, id: u64) -> Result<usize, usize> {
@@ -105,9 +107,21 @@ impl XferTable {
         }
     }
 
+    /// Removes a transfer; its site name's buffer is kept as a spare (the returned transfer's
+    /// `site` is empty).
     pub(crate) fn remove(&mut self, id: &u64) -> Option<Xfer> {
         let i = self.index(*id).ok()?;
-        Some(self.0.remove(i).1)
+        let mut x = self.0.remove(i).1;
+        self.1.push(std::mem::take(&mut x.site));
+        Some(x)
+    }
+
+    /// An empty string to build a site name in: a spare buffer of a removed transfer's name,
+    /// or a new one.
+    pub(crate) fn spare_name(&mut self) -> String {
+        let mut s = self.1.pop().unwrap_or_default();
+        s.clear();
+        s
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&u64, &Xfer)> {
@@ -224,7 +238,8 @@ impl Core {
             trace: Trace::new(keep),
             decide,
             point: 0,
-            queue: EventQueue::default(),
+            // Room for the events a run usually has queued at once: no growth step by step.
+            queue: EventQueue(Vec::with_capacity(16)),
             next_ev: 0,
             transfers: XferTable::default(),
             next_xfer: 0,

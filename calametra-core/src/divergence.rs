@@ -132,32 +132,15 @@ fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, Value>) {
 
 /// Parses one line of a trace in `env`, naming the field that is wrong.
 pub fn parse_line(line: &str, line_no: usize, env: Envelope) -> Result<Rec, String> {
-    let v: Value = serde_json::from_str(line)
-        .map_err(|e| format!("not a JSON object: {}", crate::input::json_error_words(&e)))?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| format!("expected a JSON object with the {} envelope", env.name()))?;
-    let num = |k: &str| -> Result<u64, String> {
-        obj.get(k)
-            .and_then(|x| x.as_u64())
-            .ok_or_else(|| format!("field `{k}`: expected an unsigned integer"))
-    };
-    let text = |k: &str| -> Result<String, String> {
-        obj.get(k)
-            .and_then(|x| x.as_str())
-            .map(str::to_owned)
-            .ok_or_else(|| format!("field `{k}`: expected a string"))
-    };
-    let seq = num("seq")?;
-    let time = num(env.time_field())?;
-    let kind = text("kind")?;
+    let parsed = crate::trace::EnvelopeFields::parse(line, env.name())?;
+    let obj = &parsed.0;
+    let seq = parsed.num("seq")?;
+    let time = parsed.num(env.time_field())?;
+    let kind = parsed.text("kind")?;
     if env == Envelope::Calametra {
-        text("actor")?;
+        parsed.text("actor")?;
     }
-    let deterministic = obj
-        .get("deterministic")
-        .and_then(|x| x.as_bool())
-        .ok_or_else(|| "field `deterministic`: expected true or false".to_string())?;
+    let deterministic = parsed.deterministic()?;
     let data = obj
         .get("data")
         .ok_or_else(|| "field `data`: missing".to_string())?;

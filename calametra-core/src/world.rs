@@ -451,7 +451,7 @@ impl World {
     pub(crate) fn submit(&mut self, dev: usize, generation: u32, kind: XKind) -> u64 {
         let (base, site_kind, bytes, ctrl) = match &kind {
             XKind::Control { setup, data } => {
-                let mut name = String::with_capacity(32);
+                let mut name = self.core.transfers.spare_name();
                 name.push_str("ctrl.");
                 match self.devices[dev].dev.request_name(setup) {
                     Some(n) => name.push_str(n),
@@ -469,7 +469,11 @@ impl World {
                 (name, SiteKind::Transfer { len }, data.len(), true)
             }
             XKind::Out { data, .. } => (
-                "bulk.out".to_string(),
+                {
+                    let mut name = self.core.transfers.spare_name();
+                    name.push_str("bulk.out");
+                    name
+                },
                 SiteKind::Transfer {
                     len: data.len() as u32,
                 },
@@ -477,13 +481,9 @@ impl World {
                 false,
             ),
             XKind::In { len, intr, .. } => {
-                let base = if *intr { "intr.in" } else { "bulk.in" };
-                (
-                    base.to_string(),
-                    SiteKind::Transfer { len: *len as u32 },
-                    0,
-                    false,
-                )
+                let mut name = self.core.transfers.spare_name();
+                name.push_str(if *intr { "intr.in" } else { "bulk.in" });
+                (name, SiteKind::Transfer { len: *len as u32 }, 0, false)
             }
         };
         let site = self.core.site(base, site_kind.clone());

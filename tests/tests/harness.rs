@@ -291,6 +291,26 @@ fn a_planted_bug_is_found_minimized_saved_and_replayed() {
     );
     let v2_hash = v["trace_hash"].as_str().unwrap();
     assert_ne!(v1_hash, v2_hash);
+    // A trace file of version 1 (its summary without `hash_version`, its hash over the JSON
+    // lines) replays byte-exactly under it, with a note.
+    let trace_text = std::fs::read_to_string(&trace).unwrap();
+    assert!(trace_text.contains(&format!("\"hash\":\"{v2_hash}\",\"hash_version\":2")));
+    let v1_trace = tmp.path().join("case-trace-v1.jsonl");
+    std::fs::write(
+        &v1_trace,
+        trace_text
+            .replace(",\"hash_version\":2", "")
+            .replace(v2_hash, &v1_hash),
+    )
+    .unwrap();
+    let (ok, out) = run(bin("planted")
+        .args(["--exact", "status_long::replay"])
+        .env("CALAMETRA_REPLAY_FILE", &v1_trace));
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("recorded with trace-hash version 1 and reproduced byte-exactly under it"),
+        "{out}"
+    );
     let v1_text = v2_text
         .replace(v2_hash, &v1_hash)
         .replace("  \"hash_version\": 2,\n", "");

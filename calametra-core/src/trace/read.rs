@@ -51,33 +51,60 @@ impl fmt::Display for TraceFileError {
 
 impl std::error::Error for TraceFileError {}
 
-/// Parses one JSONL line into a [`Record`], naming the field that is wrong.
-pub fn parse_record(line: &str, line_no: usize) -> Result<Record, String> {
-    let v: serde_json::Value = serde_json::from_str(line)
-        .map_err(|e| format!("not a JSON object: {}", crate::input::json_error_words(&e)))?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| "expected a JSON object with the trace envelope".to_string())?;
-    let num = |k: &str| -> Result<u64, String> {
-        obj.get(k)
+/// One trace line as a JSON object, and readers of its envelope's fields whose errors name the
+/// field: the one way a trace line is taken apart ([`parse_record`], and
+/// [`crate::divergence`] for the envelopes it compares).
+pub(crate) struct EnvelopeFields(pub(crate) serde_json::Map<String, serde_json::Value>);
+
+impl EnvelopeFields {
+    /// Parses `line`; `what` names the envelope expected (`trace`).
+    pub(crate) fn parse(line: &str, what: &str) -> Result<EnvelopeFields, String> {
+        match serde_json::from_str(line) {
+            Ok(serde_json::Value::Object(o)) => Ok(EnvelopeFields(o)),
+            Ok(_) => Err(format!("expected a JSON object with the {what} envelope")),
+            Err(e) => Err(format!(
+                "not a JSON object: {}",
+                crate::input::json_error_words(&e)
+            )),
+        }
+    }
+
+    /// The unsigned integer field `k`.
+    pub(crate) fn num(&self, k: &str) -> Result<u64, String> {
+        self.0
+            .get(k)
             .and_then(|x| x.as_u64())
             .ok_or_else(|| format!("field `{k}`: expected an unsigned integer"))
-    };
-    let text = |k: &str| -> Result<String, String> {
-        obj.get(k)
+    }
+
+    /// The string field `k`.
+    pub(crate) fn text(&self, k: &str) -> Result<String, String> {
+        self.0
+            .get(k)
             .and_then(|x| x.as_str())
             .map(str::to_owned)
             .ok_or_else(|| format!("field `{k}`: expected a string"))
-    };
-    Ok(Record {
-        seq: num("seq")?,
-        t_ns: num("t_ns")?,
-        kind: text("kind")?,
-        actor: text("actor")?,
-        deterministic: obj
+    }
+
+    /// The `deterministic` flag.
+    pub(crate) fn deterministic(&self) -> Result<bool, String> {
+        self.0
             .get("deterministic")
             .and_then(|x| x.as_bool())
-            .ok_or_else(|| "field `deterministic`: expected true or false".to_string())?,
+            .ok_or_else(|| "field `deterministic`: expected true or false".to_string())
+    }
+}
+
+/// Parses one JSONL line into a [`Record`], naming the field that is wrong.
+pub fn parse_record(line: &str, line_no: usize) -> Result<Record, String> {
+    let env = EnvelopeFields::parse(line, "trace")?;
+    let obj = &env.0;
+    Ok(Record {
+        seq: env.num("seq")?,
+        t_ns: env.num("t_ns")?,
+        kind: env.text("kind")?,
+        actor: env.text("actor")?,
+        deterministic: env.deterministic()?,
         data: obj
             .get("data")
             .filter(|d| d.is_object())

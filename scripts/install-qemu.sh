@@ -8,8 +8,11 @@
 #
 # The backports suite is added by reusing the URI of the machine's own Debian apt source (deb822
 # files under /etc/apt/sources.list.d/ or the one-line /etc/apt/sources.list), so this script
-# names no package host. Nothing here loads kernel modules or touches USB on the host: the
-# headers are for building only.
+# names no package host, and only for this script's apt commands: a private source-parts
+# directory (links to the machine's sources and the backports stanza) removed when it exits, so
+# no apt source file is left behind (one an earlier version left, calametra-backports.sources,
+# is removed). Nothing here loads kernel modules or touches USB on the host: the headers are for
+# building only.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -63,6 +66,13 @@ install_headers() {
     log "installed: linux-headers-$kver"
 }
 
+# An apt source file an earlier version of this script left behind.
+leftover=/etc/apt/sources.list.d/calametra-backports.sources
+if [ -f "$leftover" ] && [ "$(id -u)" = 0 ]; then
+    log "removing $leftover (left by an earlier version; sources are private to the command now)"
+    rm -f "$leftover"
+fi
+
 if have_all; then
     log "already installed: $(qemu-system-x86_64 --version | head -n1)"
     install_headers
@@ -100,28 +110,37 @@ backports_configured() {
     grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null
 }
 
+# apt options for this script's commands: the machine's sources, plus bookworm-backports when
+# the machine has no such source, in a private source-parts directory removed on exit.
+apt_opts=()
 if ! backports_configured; then
     uri=$(debian_uri | head -n1)
     if [ -z "$uri" ]; then
         log "found no Debian apt source with the bookworm suite in /etc/apt/sources.list.d/*.sources or /etc/apt/sources.list"
         exit 1
     fi
-    log "adding bookworm-backports from the machine's Debian source"
-    cat > /etc/apt/sources.list.d/calametra-backports.sources <<SRC
+    parts=$(mktemp -d "${TMPDIR:-/tmp}/calametra-apt.XXXXXX")
+    trap 'rm -rf "$parts"' EXIT
+    for f in /etc/apt/sources.list.d/*; do
+        [ -e "$f" ] && ln -s "$f" "$parts/"
+    done
+    cat > "$parts/calametra-backports.sources" <<SRC
 Types: deb
 URIs: $uri
 Suites: bookworm-backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
-    apt-get update -qq
+    apt_opts=(-o "Dir::Etc::SourceParts=$parts")
+    log "using bookworm-backports from the machine's Debian source (for this command only)"
+    apt-get "${apt_opts[@]}" update -qq
 elif ! apt-cache policy qemu-system-x86 2>/dev/null | grep -q bpo; then
     apt-get update -qq
 fi
 
 export DEBIAN_FRONTEND=noninteractive
 log "installing qemu-system-x86 (backports), cpio, gzip, kmod"
-apt-get install -y -qq --no-install-recommends -t bookworm-backports qemu-system-x86 >/dev/null
+apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends -t bookworm-backports qemu-system-x86 >/dev/null
 apt-get install -y -qq --no-install-recommends cpio gzip kmod xz-utils >/dev/null
 
 if ! have_all; then

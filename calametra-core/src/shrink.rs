@@ -77,7 +77,9 @@ pub fn minimize(
             chain.push(cur.len());
         }
     };
-    // ddmin: remove chunks at growing granularity.
+    // ddmin: remove chunks at growing granularity. When it ends on a pass that removed single
+    // events and none could go, the result is already 1-minimal.
+    let mut one_minimal = false;
     let mut n = 2usize;
     while cur.len() >= 2 {
         let chunk = cur.len().div_ceil(n);
@@ -97,13 +99,15 @@ pub fn minimize(
         if reduced {
             n = (n - 1).max(2);
         } else if n >= cur.len() {
+            one_minimal = true;
             break;
         } else {
             n = (n * 2).min(cur.len());
         }
     }
-    // 1-minimality: no single event may go.
-    loop {
+    // 1-minimality: no single event may go (ddmin's last pass tried each one already unless it
+    // stopped above single events: one unit left, or a pass at a coarser granularity).
+    while !one_minimal {
         let mut removed = false;
         let mut i = 0;
         while i < cur.len() {
@@ -117,9 +121,7 @@ pub fn minimize(
                 i += 1;
             }
         }
-        if !removed {
-            break;
-        }
+        one_minimal = !removed;
     }
     Shrunk {
         events: flat(&cur),
@@ -166,6 +168,41 @@ mod tests {
             c.remove(i);
             assert!(fails(&c).is_none(), "1-minimal");
         }
+    }
+
+    #[test]
+    fn the_last_single_event_pass_is_not_replayed() {
+        // Fails when 3, 17 and 29 are present: ddmin ends on a pass that tries removing each of
+        // the three alone, which is the 1-minimality check, so none is tried twice.
+        let events: Vec<Event> = (0..48).map(ev).collect();
+        let mut tried: Vec<Vec<Event>> = Vec::new();
+        let mut fails = |c: &[Event]| {
+            tried.push(c.to_vec());
+            let has = |x| c.contains(&ev(x));
+            (has(3) && has(17) && has(29)).then(|| c.to_vec())
+        };
+        let s = minimize(events, &mut fails);
+        assert_eq!(s.events, vec![ev(3), ev(17), ev(29)]);
+        assert_eq!(s.attempts, tried.len() as u64);
+        for i in 0..3 {
+            let mut without = s.events.clone();
+            without.remove(i);
+            let times = tried.iter().filter(|c| **c == without).count();
+            assert_eq!(
+                times, 1,
+                "removing {:?} alone was tried {times} times",
+                s.events[i]
+            );
+        }
+    }
+
+    #[test]
+    fn a_single_event_left_is_still_checked_alone() {
+        // ddmin stops at one unit without trying the empty run; the 1-minimality pass does.
+        let events: Vec<Event> = (0..4).map(ev).collect();
+        let mut fails = |c: &[Event]| Some(c.to_vec());
+        let s = minimize(events, &mut fails);
+        assert!(s.events.is_empty(), "{:?}", s.events);
     }
 
     #[test]

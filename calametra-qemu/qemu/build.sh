@@ -3,9 +3,11 @@
 # device of patches/*.patch, only qemu-system-x86_64 (TCG, no default features).
 #
 # The source is Debian's repacked upstream tarball (qemu_10.0.2+ds.orig.tar.xz) from
-# bookworm-backports, fetched with `apt-get source --download-only` (a deb-src entry is added
-# by reusing the URI of the machine's own Debian apt source, so this script names no package
-# host; the .dsc and debian.tar.xz of that upload are not served, which is tolerated) and
+# bookworm-backports, fetched with `apt-get source --download-only` (a deb-src entry reusing the
+# URI of the machine's own Debian apt source, so this script names no package host, in a
+# private apt source-parts directory used by this script's apt commands and removed when it
+# exits: no apt source file is left behind; the .dsc and debian.tar.xz of that upload are not
+# served, which is tolerated) and
 # verified twice: against the SHA-256 pinned here and against the one in apt's Sources index.
 # The +ds tarball lacks the bundled meson wheels (fetched with pip, hash-pinned, into
 # python/wheels) and the firmware blobs (not installed; runs take -L to Debian's seabios and
@@ -81,7 +83,11 @@ if ! flock -n 9; then
 fi
 cached
 
-[ "$(id -u)" = 0 ] || die "needs root for apt-get (build dependencies, the deb-src entry)"
+[ "$(id -u)" = 0 ] || die "needs root for apt-get (build dependencies)"
+# apt options of the source fetch (a private source-parts directory when a deb-src is needed).
+apt_opts=()
+parts=""
+trap '[ -z "$parts" ] || rm -rf "$parts"' EXIT
 export DEBIAN_FRONTEND=noninteractive
 
 # Build dependencies, and the firmware the runs load with -L.
@@ -127,7 +133,7 @@ debian_uri() {
 index_sha256() {
     # `showsrc` lists every known source version; keep the paragraph of the pinned one.
     # (awk reads to the end: an early exit would fail the pipeline under pipefail.)
-    { apt-cache showsrc qemu 2>/dev/null || true; } | awk -v f="$orig" -v v="$debian_version" '
+    { apt-cache "${apt_opts[@]}" showsrc qemu 2>/dev/null || true; } | awk -v f="$orig" -v v="$debian_version" '
         /^$/ { ver = ""; on = 0 }
         /^Version:/ { ver = $2 }
         /^Checksums-Sha256:/ { on = 1; next }
@@ -135,21 +141,26 @@ index_sha256() {
         on && ver == v && $3 == f && !found { print $1; found = 1 }'
 }
 
+# An apt source file an earlier version of this script left behind.
+rm -f /etc/apt/sources.list.d/calametra-backports-src.sources
+
 if [ -z "$(index_sha256)" ]; then
-    src=/etc/apt/sources.list.d/calametra-backports-src.sources
-    if [ ! -f "$src" ]; then
-        uri=$(debian_uri | awk 'NR == 1')
-        [ -n "$uri" ] || die "found no Debian apt source with the bookworm suite to add deb-src $suite from"
-        log "adding deb-src $suite from the machine's Debian source"
-        cat > "$src" <<SRC
+    uri=$(debian_uri | awk 'NR == 1')
+    [ -n "$uri" ] || die "found no Debian apt source with the bookworm suite to add deb-src $suite from"
+    parts=$(mktemp -d "${TMPDIR:-/tmp}/calametra-apt.XXXXXX")
+    for f in /etc/apt/sources.list.d/*; do
+        [ -e "$f" ] && ln -s "$f" "$parts/"
+    done
+    cat > "$parts/calametra-backports-src.sources" <<SRC
 Types: deb-src
 URIs: $uri
 Suites: $suite
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
-    fi
-    apt-get update -qq
+    apt_opts=(-o "Dir::Etc::SourceParts=$parts")
+    log "using deb-src $suite from the machine's Debian source (for this command only)"
+    apt-get "${apt_opts[@]}" update -qq
 fi
 indexed=$(index_sha256)
 [ -n "$indexed" ] || die "apt's Sources index has no $orig for qemu $debian_version (has $suite moved on? update the pin)"
@@ -160,7 +171,7 @@ if [ ! -f "$base/src/$orig" ] || [ "$(sha256sum < "$base/src/$orig" | cut -d' ' 
     rm -f "$base/src/$orig"
     log "fetching $orig (apt-get source --download-only qemu=$debian_version)"
     # The upload's .dsc and debian.tar.xz answer 404; only the upstream tarball is needed.
-    (cd "$base/src" && apt-get source --download-only -qq -o APT::Sandbox::User=root "qemu=$debian_version" >/dev/null 2>&1) || true
+    (cd "$base/src" && apt-get "${apt_opts[@]}" source --download-only -qq -o APT::Sandbox::User=root "qemu=$debian_version" >/dev/null 2>&1) || true
     [ -f "$base/src/$orig" ] || die "apt-get source did not fetch $orig"
 fi
 got=$(sha256sum < "$base/src/$orig" | cut -d' ' -f1)
@@ -172,7 +183,10 @@ rm -rf "$out"
 mkdir -p "$out"
 work="$out/tree"
 mkdir -p "$work"
-cleanup() { [ "$keep_tree" = 1 ] || rm -rf "$work"; }
+cleanup() {
+    [ "$keep_tree" = 1 ] || rm -rf "$work"
+    [ -z "$parts" ] || rm -rf "$parts"
+}
 trap cleanup EXIT
 tar -xJf "$base/src/$orig" -C "$work" --strip-components=1
 for p in "${patches[@]}"; do

@@ -277,14 +277,11 @@ pub(crate) fn console_tail(s: &mut String, console: &[String], qemu_stderr: &str
     }
 }
 
-/// Writes trace lines as JSON Lines to `path` (creating its directory), atomically.
+/// Writes trace lines as JSON Lines to `path` (creating its directory), atomically, with the
+/// user's umask (the core's writer: a private temporary file beside it, renamed).
 pub(crate) fn write_trace(path: &Path, trace: &[String]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension("jsonl.tmp");
-    std::fs::write(&tmp, trace.concat())?;
-    std::fs::rename(&tmp, path)
+    calametra_core::regress::write_atomic(path, trace.concat().as_bytes())
+        .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// Console lines between `begin` and the next line starting with `end` (exclusive).

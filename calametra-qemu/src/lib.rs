@@ -5,13 +5,14 @@
 //! model to QEMU's `usb-redir` device through a [`calametra_core::host::DeviceHost`], so faults,
 //! transitions, model gaps and the trace hash are those of an in-process run; [`guest`] knows
 //! the disposable guest `guest/build.sh` builds and the probes it runs; [`launcher`] boots it
-//! under TCG with the instruction-count clock and ends a guest that makes no progress as
+//! under TCG with the instruction-count clock, and [`watchdog`] ends a guest that makes no
+//! progress (judged by its instruction count, read over [`qmp`]) as
 //! [`Outcome::EmulatorBlocked`], which is neither a pass nor a failure. [`lockstep`] is the
 //! repeatable path: a QEMU built with Calametra's `usb-calametra` device
 //! (`calametra-qemu/qemu/build.sh`) answers every USB packet synchronously over a framed
 //! socket with the guest's virtual clock in each frame, so a guest run (its console included)
 //! hashes the same on every run. Its runs restore a machine saved once after boot
-//! ([`snapshot`], driven over [`qmp`]) instead of booting.
+//! ([`snapshot`]) instead of booting.
 //!
 //! The entry point for the command line (`calametra qemu --spec ... [--probe ...]`) is
 //! [`run`] (or [`run_with_host`] to read the model afterwards):

@@ -73,7 +73,7 @@ use calametra_core::explore;
 use calametra_core::fault::Fault;
 use calametra_core::host::DeviceHost;
 use calametra_core::regress::{self, Regression};
-use calametra_core::trace::TraceHash;
+use calametra_core::trace::{parse_kept, Record, TraceHash};
 use calametra_core::usb::{Device, Setup, TransferError};
 use calametra_core::world::ModelGap;
 use calametra_core::{Failure, RunConfig};
@@ -914,6 +914,11 @@ impl Server {
             return Reply::status(Status::Nak);
         }
         match self.host.out(req.ep, &req.payload) {
+            // A short OUT (the model took fewer bytes): the count, so the guest sees it short.
+            Ok(n) if n < req.payload.len() => Reply {
+                data: (n as u32).to_le_bytes().to_vec(),
+                ..Reply::status(Status::Ok)
+            },
             Ok(_) => Reply::status(Status::Ok),
             Err(TransferError::Timeout) => {
                 self.swallowed.insert(req.ep);
@@ -1098,54 +1103,30 @@ impl Server {
     }
 }
 
-/// The string value of `"key":"..."` in a trace line (the `data` fields the core writes).
-fn json_str(line: &str, key: &str) -> Option<String> {
-    let pat = format!("\"{key}\":\"");
-    let at = line.find(&pat)? + pat.len();
-    let mut out = String::new();
-    let mut chars = line[at..].chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => return Some(out),
-            '\\' => match chars.next()? {
-                'n' => out.push('\n'),
-                't' => out.push('\t'),
-                'r' => out.push('\r'),
-                c => out.push(c),
-            },
-            c => out.push(c),
-        }
-    }
-    None
-}
-
-fn json_u64(line: &str, key: &str) -> Option<u64> {
-    let pat = format!("\"{key}\":");
-    let at = line.find(&pat)? + pat.len();
-    let digits: String = line[at..]
-        .chars()
-        .take_while(|c| c.is_ascii_digit())
-        .collect();
-    digits.parse().ok()
-}
-
-/// The events of a run read back from its trace, in order: the faults injected (`fault`
-/// records) and the externals fired (`external` records, `point` = guest clock in ns). What
-/// a replay needs; schedule picks among simultaneous model events and data draws are not in
-/// the trace, and a replay that needed them shows a different hash, never a silent pass.
+/// The events of a run read back from its trace (with the core's parser), in order: the faults
+/// injected (`fault` records) and the externals fired (`external` records, `point` = guest
+/// clock in ns). What a replay needs; schedule picks among simultaneous model events and data
+/// draws are not in the trace, and a replay that needed them shows a different hash, never a
+/// silent pass.
 pub fn events_of(lines: &[String]) -> Vec<Event> {
+    let text = |r: &Record, k: &str| r.data.get(k).and_then(|v| v.as_str()).map(str::to_owned);
     let mut out = Vec::new();
-    for l in lines {
-        if l.contains("\"kind\":\"fault\"") {
-            if let (Some(site), Some(f)) = (json_str(l, "site"), json_str(l, "fault")) {
-                if let Ok(fault) = Fault::parse(&f) {
-                    out.push(Event::Fault { site, fault });
+    for r in parse_kept(lines) {
+        match r.kind.as_str() {
+            "fault" => {
+                if let (Some(site), Some(f)) = (text(&r, "site"), text(&r, "fault")) {
+                    if let Ok(fault) = Fault::parse(&f) {
+                        out.push(Event::Fault { site, fault });
+                    }
                 }
             }
-        } else if l.contains("\"kind\":\"external\"") {
-            if let (Some(name), Some(point)) = (json_str(l, "external"), json_u64(l, "at_ns")) {
-                out.push(Event::External { name, point });
+            "external" => {
+                let at = r.data.get("at_ns").and_then(|v| v.as_u64());
+                if let (Some(name), Some(point)) = (text(&r, "external"), at) {
+                    out.push(Event::External { name, point });
+                }
             }
+            _ => {}
         }
     }
     out
@@ -1165,13 +1146,20 @@ fn run_events(host: &DeviceHost, trace: &[String]) -> Vec<Event> {
 
 /// The first model gap of a trace.
 fn model_gap(lines: &[String]) -> Option<ModelGap> {
-    let l = lines
-        .iter()
-        .find(|l| l.contains("\"kind\":\"model_gap\""))?;
+    let r = parse_kept(lines)
+        .into_iter()
+        .find(|r| r.kind == "model_gap")?;
+    let text = |k: &str| {
+        r.data
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
     Some(ModelGap {
-        device: json_str(l, "actor").unwrap_or_default(),
-        request: json_str(l, "request").unwrap_or_default(),
-        state: json_str(l, "state").unwrap_or_default(),
+        device: r.actor.clone(),
+        request: text("request"),
+        state: text("state"),
     })
 }
 
@@ -1260,36 +1248,23 @@ impl LockstepConfig {
     /// [`LockstepConfig::command`] without the lockstep device (plugged in after the restore)
     /// and with the `pvpanic` port the guest pauses on.
     pub fn snapshot_command(&self, initrd: &Path, append: &str) -> Command {
-        let mut c = self.machine();
-        c.args(["-device", "pvpanic", "-action", "panic=pause"])
-            .arg("-kernel")
-            .arg(&self.qemu.guest.kernel)
-            .arg("-initrd")
-            .arg(initrd)
-            .arg("-append")
-            .arg(append);
+        let mut c = self.machine(initrd, append);
+        c.args(["-device", "pvpanic", "-action", "panic=pause"]);
         c
     }
 
     /// The QEMU command for a run whose socket and initrd are `socket` and `initrd`.
     pub fn command(&self, socket: &Path, initrd: &Path, append: &str) -> Command {
-        let mut c = self.machine();
-        c.arg("-device")
-            .arg(format!(
-                "usb-calametra,socket={},id=calametra0,bus=xhci.0",
-                socket.display()
-            ))
-            .arg("-kernel")
-            .arg(&self.qemu.guest.kernel)
-            .arg("-initrd")
-            .arg(initrd)
-            .arg("-append")
-            .arg(append);
+        let mut c = self.machine(initrd, append);
+        c.arg("-device").arg(format!(
+            "usb-calametra,socket={},id=calametra0,bus=xhci.0",
+            socket.display()
+        ));
         c
     }
 
-    /// The machine: firmware, clock, memory, console, the xHCI controller.
-    fn machine(&self) -> Command {
+    /// The machine: firmware, clock, memory, console, the xHCI controller, the kernel.
+    fn machine(&self, initrd: &Path, append: &str) -> Command {
         let q = &self.qemu;
         let mut c = Command::new(&q.qemu);
         for dir in &self.firmware {
@@ -1303,7 +1278,13 @@ impl LockstepConfig {
             .arg("-m")
             .arg(q.memory_mib.to_string())
             .args(["-smp", "1", "-nographic", "-nodefaults", "-serial", "stdio"])
-            .args(["-no-reboot", "-device", "qemu-xhci,id=xhci"]);
+            .args(["-no-reboot", "-device", "qemu-xhci,id=xhci"])
+            .arg("-kernel")
+            .arg(&q.guest.kernel)
+            .arg("-initrd")
+            .arg(initrd)
+            .arg("-append")
+            .arg(append);
         c
     }
 }
@@ -1970,6 +1951,9 @@ mod tests {
                 _ => DevReply::Stall,
             }
         }
+        fn out(&mut self, _cx: &mut DevCtx<'_>, _ep: u8, _data: &[u8]) -> DevReply {
+            DevReply::Ack
+        }
         fn poll_in(&mut self, _cx: &mut DevCtx<'_>, _ep: u8, _max: usize) -> DevReply {
             if self.ready {
                 DevReply::Data(vec![7])
@@ -2013,6 +1997,19 @@ mod tests {
             Vec::new(),
         )
         .unwrap()
+    }
+
+    /// A server whose model takes `fault` at `site`.
+    fn server_faulted(site: &str, fault: Fault) -> Server {
+        server_with(
+            RunConfig {
+                keep_trace: true,
+                faults: calametra_core::fault::FaultPlan::single(site, fault),
+                ..RunConfig::default()
+            },
+            Vec::new(),
+            Vec::new(),
+        )
     }
 
     fn reply_of(bytes: &[u8]) -> (Header, Reply) {
@@ -2162,18 +2159,7 @@ mod tests {
 
     #[test]
     fn a_delayed_transfer_completes_later_on_the_guest_clock() {
-        let mut plan = calametra_core::fault::FaultPlan::default();
-        plan.faults
-            .insert("ctrl.get_descriptor#3".into(), Fault::Delay(3_000_000));
-        let mut s = server_with(
-            RunConfig {
-                keep_trace: true,
-                faults: plan,
-                ..RunConfig::default()
-            },
-            Vec::new(),
-            Vec::new(),
-        );
+        let mut s = server_faulted("ctrl.get_descriptor#3", Fault::Delay(3_000_000));
         serve(&mut s, req(Kind::Hello, 0, 0, 0, hello()));
         let get = vec![0x80, 6, 0, 1, 0, 0, 18, 0];
         // (get_descriptor#1 was the server's own, for the hello.) The next completes within
@@ -2190,6 +2176,23 @@ mod tests {
             .lines()
             .iter()
             .any(|l| l.contains(&format!("\"complete_ns\":{}", r.complete_ns))));
+    }
+
+    #[test]
+    fn a_short_out_reply_carries_the_count_the_model_took() {
+        let mut s = server_faulted("bulk.out#2", Fault::Short(3));
+        serve(&mut s, req(Kind::Hello, 0, 0, 0, hello()));
+        let r = serve(&mut s, req(Kind::Out, 1, 1_000, 0x01, vec![1; 8]));
+        assert_eq!(
+            (r.status, r.data.len()),
+            (Status::Ok, 0),
+            "all taken: no count"
+        );
+        let r = serve(&mut s, req(Kind::Out, 2, 2_000, 0x01, vec![2; 8]));
+        assert_eq!(
+            (r.status, r.data),
+            (Status::Ok, 3u32.to_le_bytes().to_vec())
+        );
     }
 
     #[test]
@@ -2250,6 +2253,5 @@ mod tests {
                 fault: Fault::Delay(1_000_000)
             }]
         );
-        assert_eq!(json_str(r#"{"a":"x\"y"}"#, "a").as_deref(), Some("x\"y"));
     }
 }

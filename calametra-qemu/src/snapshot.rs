@@ -250,6 +250,18 @@ fn save(q: &mut Started, qmp_path: &Path, state: &Path, deadline: Instant) -> Re
     };
     let mut qmp = Qmp::connect(qmp_path, deadline, &mut || watch().is_err())?;
     qmp.wait_event("GUEST_PANICKED", deadline, &mut watch)?;
+    // The event leaves before QEMU has stopped the machine: a migration begun in between is
+    // a live one whose saved clock depends on when it began. Wait for the stop.
+    loop {
+        let st = qmp.execute("query-status", json!({}), deadline)?;
+        if st.get("running").and_then(serde_json::Value::as_bool) == Some(false) {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the guest paused but QEMU still runs: {st}"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     qmp.execute(
         "migrate",
         json!({ "uri": format!("file:{}", state.display()) }),
@@ -316,7 +328,10 @@ pub(crate) fn restore(
         Ok(m) => m,
         Err(e) => return Err(fail(&mut q, e)),
     };
-    if let Err(e) = qmp.wait_incoming(deadline) {
+    if let Err(e) = qmp
+        .wait_incoming(deadline)
+        .and_then(|_| wait_loaded(&mut qmp, deadline))
+    {
         return Err(fail(&mut q, e));
     }
     let add = json!({
@@ -347,12 +362,31 @@ pub(crate) fn restore(
     {
         return Err(fail(&mut q, e));
     }
+
     Ok(Restored {
         started: q,
         stream,
         qmp,
         stopped,
     })
+}
+
+/// Waits until QEMU has left `inmigrate`: it reports the incoming migration completed before
+/// the bottom half that sets the saved run state has run, and a `cont` in between only marks
+/// the machine to start then, which the saved state (`guest-panicked`) overrides: the machine
+/// would never run.
+fn wait_loaded(qmp: &mut Qmp, deadline: Instant) -> Result<(), String> {
+    loop {
+        let st = qmp.execute("query-status", json!({}), deadline)?;
+        match st.get("status").and_then(serde_json::Value::as_str) {
+            Some("inmigrate") | None => {}
+            Some(_) => return Ok(()),
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the snapshot loaded but QEMU stays in {st}"));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// Reads and serves the first request (the hello `device_add` waits on). `Ok(true)` when an

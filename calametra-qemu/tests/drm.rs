@@ -1,7 +1,8 @@
 //! End-to-end: a real KMS frame. The trigger6 DRM driver (`guest/trigger6-drm`, a Linux 6.1
 //! kernel module built by `guest/build-drm.sh`) drives the Trigger 6 model served to the guest
-//! over usbredir; `t6probe` lists the two connectors, sets 1920x1080@60 on the connected one,
-//! page-flips once to the colour bars and waits for the flip event. The model's VRAM decodes to
+//! in lockstep (`usb-calametra`, from the guest snapshot), so each run is byte-exact; `t6probe`
+//! lists the two connectors, sets 1920x1080@60 on the connected one, page-flips once to the
+//! colour bars and waits for the flip event. The model's VRAM decodes to
 //! the same bars (FNV-1a checksum), and the model's mode, flip state and fences agree with what
 //! the driver logged and the probe printed (the model's own invariants, fed the guest's view).
 //! The monitor is unplugged in the model at a point the test picks, and the guest reports it.
@@ -9,7 +10,7 @@
 //! mid-frame) each end in an explained outcome in the guest, never a hung run.
 //!
 //! The tests share one lock: two TCG guests at once on a two-core machine starve each other's
-//! watchdog. Needs QEMU, the guest and linux-headers (see the ignore reason).
+//! CPU. Needs the lockstep QEMU and the guest with its DRM module (see the ignore reason).
 
 mod common;
 
@@ -21,9 +22,9 @@ use calametra_core::RunConfig;
 use calametra_models::trigger6::{
     Connection, DriverView, FlipBelief, PixelFormat, RamWrite, Trigger6,
 };
+use calametra_qemu::lockstep::{self, LockstepRun};
 use calametra_qemu::proto::speed;
-use calametra_qemu::{Outcome, Probe, QemuConfig, QemuRun};
-use common::qemu_or_skip;
+use calametra_qemu::{Outcome, Probe};
 use std::rc::Rc;
 use std::sync::Mutex;
 
@@ -179,27 +180,39 @@ echo T6PROBE-DMESG-END
     ))
 }
 
-/// Boots the guest with `dock` and `faults`, one guest at a time; the host holds the dock.
-fn boot(test: &str, dock: Dock, faults: FaultPlan, probe: &Probe) -> Option<(QemuRun, DeviceHost)> {
-    let mut qemu: QemuConfig = qemu_or_skip(test)?;
+/// Runs the guest with `dock` and `faults` over lockstep (from the guest snapshot), one guest
+/// at a time; the host holds the dock.
+fn boot(
+    test: &str,
+    dock: Dock,
+    faults: FaultPlan,
+    probe: &Probe,
+) -> Option<(LockstepRun, DeviceHost)> {
+    let mut lock = common::lockstep_or_skip(test)?;
     // The JCD543 is a SuperSpeed device (bcdUSB 3.10, bMaxPacketSize0 9): announce it so, and
     // QEMU's xHCI puts it on the USB 3 side of its port.
-    qemu.bridge.speed = Some(speed::SUPER);
+    lock.options.speed = Some(speed::SUPER);
     let _one = ONE_GUEST_AT_A_TIME
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    let (run, host) = calametra_qemu::run_with_host(
+    let (run, host) = lockstep::run_with_host(
         dock,
         &RunConfig {
             faults,
             ..RunConfig::default()
         },
         probe,
-        &qemu,
+        &lock,
     )
     .expect("the run starts");
     eprintln!("{}", run.summary());
-    common::keep_trace(test, &run);
+    let path = common::target_dir()
+        .join("calametra/traces/drm")
+        .join(format!("{test}.jsonl"));
+    match run.write_trace(&path) {
+        Ok(()) => eprintln!("trace: {}", path.display()),
+        Err(e) => eprintln!("trace not written to {}: {e}", path.display()),
+    }
     eprintln!(
         "BENCH drm {test} enumerated_s={:.2} probe_s={:.2} total_s={:.2} hash={}",
         run.timings.enumerated.unwrap_or_default().as_secs_f64(),
@@ -221,7 +234,7 @@ struct Guest {
 }
 
 impl Guest {
-    fn of(run: &QemuRun) -> Guest {
+    fn of(run: &LockstepRun) -> Guest {
         let probe = run
             .console
             .iter()
@@ -287,7 +300,7 @@ fn fences_done(g: &Guest, output: u32) -> Vec<u32> {
         .collect()
 }
 
-fn has_fault(run: &QemuRun, site: &str) -> bool {
+fn has_fault(run: &LockstepRun, site: &str) -> bool {
     run.trace
         .iter()
         .any(|l| l.contains("\"kind\":\"fault\"") && l.contains(site))
@@ -296,7 +309,7 @@ fn has_fault(run: &QemuRun, site: &str) -> bool {
 /// The checks every run that showed the bars shares: the decoded frame, its checksum, the
 /// model's flip and fence against the driver's log, and the model's invariants fed the
 /// guest's view. Returns the flip's fence.
-fn assert_bars_shown(run: &QemuRun, g: &Guest, m: &Trigger6) -> u32 {
+fn assert_bars_shown(run: &LockstepRun, g: &Guest, m: &Trigger6) -> u32 {
     let text = g.text();
     // The guest: a 1080p60 modeset, one page flip, its event.
     let modeset = g
@@ -455,15 +468,19 @@ fn assert_bars_shown(run: &QemuRun, g: &Guest, m: &Trigger6) -> u32 {
 }
 
 #[test]
-#[ignore = "needs QEMU, the guest and linux-headers: run scripts/install-qemu.sh && guest/build.sh, then cargo test -p calametra-qemu --test drm -- --ignored"]
+#[ignore = "needs the lockstep QEMU and the guest with the DRM module: run scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh, then cargo test -p calametra-qemu --test drm -- --ignored"]
 fn a_kms_page_flip_reaches_the_model_as_colour_bars_and_the_unplug_reaches_the_guest() {
     let test = "a_kms_page_flip_reaches_the_model_as_colour_bars_and_the_unplug_reaches_the_guest";
-    let Some((run, host)) = boot(
-        test,
-        Dock::new(Some(2)),
-        FaultPlan::default(),
-        &script("--wait-unplug 30", true),
-    ) else {
+    // The monitor is unplugged in the model after the flip's fence; t6probe waits for it.
+    let flip = || {
+        boot(
+            test,
+            Dock::new(Some(2)),
+            FaultPlan::default(),
+            &script("--wait-unplug 30", true),
+        )
+    };
+    let Some((run, host)) = flip() else {
         return;
     };
     let dock = dock(&host);
@@ -520,10 +537,21 @@ fn a_kms_page_flip_reaches_the_model_as_colour_bars_and_the_unplug_reaches_the_g
         .iter()
         .any(|l| l.contains("\"kind\":\"external\"") && l.contains("unplug_monitor")));
     assert!(g.line("result=ok").is_some(), "{text}");
+
+    // In lockstep the whole run is byte-exact: the same again, the same hash, console included.
+    let Some((again, _)) = flip() else {
+        return;
+    };
+    assert_eq!(again.console, run.console, "the console, line for line");
+    assert_eq!(
+        again.hash, run.hash,
+        "the KMS flip run hashes the same twice"
+    );
+    eprintln!("HASH kms flip twice: {} {}", run.hash, again.hash);
 }
 
 #[test]
-#[ignore = "needs QEMU, the guest and linux-headers: run scripts/install-qemu.sh && guest/build.sh, then cargo test -p calametra-qemu --test drm -- --ignored"]
+#[ignore = "needs the lockstep QEMU and the guest with the DRM module: run scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh, then cargo test -p calametra-qemu --test drm -- --ignored"]
 fn a_stalled_modeset_is_logged_and_retried_and_the_frame_still_arrives() {
     let test = "a_stalled_modeset_is_logged_and_retried_and_the_frame_still_arrives";
     let Some((run, host)) = boot(
@@ -558,7 +586,7 @@ fn a_stalled_modeset_is_logged_and_retried_and_the_frame_still_arrives() {
 }
 
 #[test]
-#[ignore = "needs QEMU, the guest and linux-headers: run scripts/install-qemu.sh && guest/build.sh, then cargo test -p calametra-qemu --test drm -- --ignored"]
+#[ignore = "needs the lockstep QEMU and the guest with the DRM module: run scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh, then cargo test -p calametra-qemu --test drm -- --ignored"]
 fn a_short_bulk_transfer_is_cancelled_and_the_frame_sent_again() {
     let test = "a_short_bulk_transfer_is_cancelled_and_the_frame_sent_again";
     // bulk.out#4 is the data packet of the second fragment of the first frame (header, data,
@@ -609,7 +637,7 @@ fn a_short_bulk_transfer_is_cancelled_and_the_frame_sent_again() {
 }
 
 #[test]
-#[ignore = "needs QEMU, the guest and linux-headers: run scripts/install-qemu.sh && guest/build.sh, then cargo test -p calametra-qemu --test drm -- --ignored"]
+#[ignore = "needs the lockstep QEMU and the guest with the DRM module: run scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh, then cargo test -p calametra-qemu --test drm -- --ignored"]
 fn a_disconnect_mid_frame_fails_the_upload_and_unbinds_the_driver() {
     let test = "a_disconnect_mid_frame_fails_the_upload_and_unbinds_the_driver";
     // bulk.out#6: the data packet of the third fragment of the first frame.
@@ -631,10 +659,12 @@ fn a_disconnect_mid_frame_fails_the_upload_and_unbinds_the_driver() {
     );
     assert_eq!(run.outcome, Outcome::Passed, "{}\n{text}", run.summary());
     assert!(has_fault(&run, "bulk.out#6"), "the disconnect is traced");
-    assert!(run
-        .trace
-        .iter()
-        .any(|l| l.contains("\"kind\":\"emulator\"") && l.contains("device_disconnect")));
+    assert!(
+        run.trace
+            .iter()
+            .any(|l| l.contains("\"kind\":\"emulator\"") && l.contains("\"event\":\"detach\"")),
+        "the lockstep device detached for the guest"
+    );
     assert!(
         !g.kernel("output 0: upload of fence 1 failed").is_empty(),
         "the driver logged the failed upload: {text}"

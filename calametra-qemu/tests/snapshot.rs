@@ -1,7 +1,7 @@
 //! End-to-end, snapshot starts: a lockstep guest run restores the machine saved after boot
-//! (before the device was plugged in) instead of booting. A run from a snapshot made just now
-//! and one from the same snapshot reused hash the same; a changed option makes a new snapshot;
-//! a cold boot still runs the same probe to the same end.
+//! (before the device was plugged in) instead of booting. A run from a snapshot made just now,
+//! from the same snapshot reused and from a second snapshot made from scratch hash the same; a
+//! changed option makes a new snapshot; a cold boot still runs the same probe to the same end.
 
 mod common;
 
@@ -10,19 +10,6 @@ use calametra_qemu::lockstep::{self, LockstepConfig, LockstepRun, Start};
 use calametra_qemu::{Outcome, Probe};
 use common::{Gadget, PID, VID};
 use std::path::Path;
-
-const NEEDS: &str = "needs the lockstep QEMU build: run calametra-qemu/qemu/build.sh (after scripts/install-qemu.sh and guest/build.sh), then cargo test -p calametra-qemu --test snapshot -- --ignored";
-
-fn lockstep_or_skip(test: &str) -> Option<LockstepConfig> {
-    match LockstepConfig::find(&common::target_dir()) {
-        Ok(c) => Some(c),
-        Err(e) if std::env::var_os("CALAMETRA_QEMU_OPTIONAL").is_some() => {
-            eprintln!("SKIP {test}: {e}");
-            None
-        }
-        Err(e) => panic!("{test} {NEEDS}: {e}"),
-    }
-}
 
 /// `lock` starting from snapshots cached in `cache`.
 fn from(lock: &LockstepConfig, cache: &Path) -> LockstepConfig {
@@ -80,9 +67,8 @@ fn snapshot_record(run: &LockstepRun) -> (String, bool) {
 
 #[test]
 #[ignore = "needs the lockstep QEMU build: run calametra-qemu/qemu/build.sh (after scripts/install-qemu.sh and guest/build.sh), then cargo test -p calametra-qemu --test snapshot -- --ignored"]
-fn a_run_from_a_fresh_snapshot_and_from_the_reused_one_hash_the_same() {
-    let Some(lock) =
-        lockstep_or_skip("a_run_from_a_fresh_snapshot_and_from_the_reused_one_hash_the_same")
+fn runs_from_fresh_and_reused_snapshots_hash_the_same() {
+    let Some(lock) = common::lockstep_or_skip("runs_from_fresh_and_reused_snapshots_hash_the_same")
     else {
         return;
     };
@@ -114,9 +100,18 @@ fn a_run_from_a_fresh_snapshot_and_from_the_reused_one_hash_the_same() {
     );
     assert_eq!(reused.hash, again.hash, "the same run restored twice");
     assert_eq!(fresh.console, again.console);
+    // Another snapshot made from scratch holds the same machine: the guest pauses itself at a
+    // fixed instruction and QEMU stops there on the same clock (patches/0003).
+    let other_cache = tempfile::tempdir().expect("a second private cache");
+    let remade = run(&from(&lock, other_cache.path()), "fresh-again");
+    assert_eq!(snapshot_record(&remade), (key.clone(), true));
+    assert_eq!(
+        remade.hash, fresh.hash,
+        "a run from a second fresh snapshot is the same run"
+    );
     eprintln!(
-        "HASH snapshot fresh/reused/reused: {} {} {}",
-        fresh.hash, reused.hash, again.hash
+        "HASH snapshot fresh/reused/reused/fresh-again: {} {} {} {}",
+        fresh.hash, reused.hash, again.hash, remade.hash
     );
 
     // The key follows every option: another kernel command-line word, another machine.
@@ -140,7 +135,7 @@ fn a_run_from_a_fresh_snapshot_and_from_the_reused_one_hash_the_same() {
 #[ignore = "needs the lockstep QEMU build: run calametra-qemu/qemu/build.sh (after scripts/install-qemu.sh and guest/build.sh), then cargo test -p calametra-qemu --test snapshot -- --ignored"]
 fn a_cold_boot_still_runs_the_probe_and_hashes_the_same_twice() {
     let Some(mut lock) =
-        lockstep_or_skip("a_cold_boot_still_runs_the_probe_and_hashes_the_same_twice")
+        common::lockstep_or_skip("a_cold_boot_still_runs_the_probe_and_hashes_the_same_twice")
     else {
         return;
     };

@@ -1,5 +1,8 @@
-//! End-to-end: the Trigger 6 model (`specs/trigger6-jcd543.json`) in the Linux 6.1 guest,
-//! served over usbredir as the SuperSpeed device the capture shows.
+//! End-to-end: the Trigger 6 model (`specs/trigger6-jcd543.json`) in the Linux 6.1 guest, as
+//! the SuperSpeed device the capture shows: in lockstep (`usb-calametra`, from the guest
+//! snapshot, byte-exact) for lsusb, over usbredir for the example driver (over lockstep its
+//! run stops with the guest idle and no timer pending after it opens the device node; not yet
+//! understood).
 //!
 //! - `lsusb -v -d 0711:5601` shows the spec's descriptors: the kernel's raw descriptors (sysfs)
 //!   are the spec's device and configuration bytes, and every field lsusb prints for the
@@ -27,6 +30,7 @@ use calametra_example_trigger6::frame::{colour_bars_nv12, fnv1a64, BARS};
 use calametra_models::trigger6::{
     Connection, DriverView, FlipBelief, PixelFormat, RamWrite, Trigger6,
 };
+use calametra_qemu::lockstep::{self, LockstepRun};
 use calametra_qemu::proto::speed;
 use calametra_qemu::{guest, Outcome, Probe, QemuConfig, QemuRun};
 use common::qemu_or_skip;
@@ -172,9 +176,35 @@ fn boot<D: Device>(
     Some((run, host))
 }
 
+/// Runs the guest with `device` in lockstep (the caller holds [`one_guest`]).
+fn boot_lockstep<D: Device>(
+    test: &str,
+    device: D,
+    probe: &Probe,
+) -> Option<(LockstepRun, calametra_core::host::DeviceHost)> {
+    let lock = common::lockstep_or_skip(test)?;
+    // The JCD543 is a SuperSpeed device (bcdUSB 3.10, bMaxPacketSize0 9): the lockstep server
+    // derives that from its device descriptor, so QEMU's xHCI puts it on a USB 3 port.
+    assert_eq!(
+        lock.options.speed, None,
+        "the speed comes from the descriptor"
+    );
+    let (run, host) = lockstep::run_with_host(device, &RunConfig::default(), probe, &lock)
+        .expect("the run starts");
+    eprintln!("{}", run.summary());
+    let path = common::target_dir()
+        .join("calametra/traces/trigger6")
+        .join(format!("{test}.jsonl"));
+    match run.write_trace(&path) {
+        Ok(()) => eprintln!("trace: {}", path.display()),
+        Err(e) => eprintln!("trace not written to {}: {e}", path.display()),
+    }
+    Some((run, host))
+}
+
 /// The setups of GET_DESCRIPTOR requests that stalled, as `wValue`.
-fn stalled_descriptors(run: &QemuRun) -> Vec<u16> {
-    run.trace
+fn stalled_descriptors(trace: &[String]) -> Vec<u16> {
+    trace
         .iter()
         .filter(|l| l.contains("\"kind\":\"transfer\"") && l.contains("\"setup\":\"8006"))
         .filter(|l| l.contains("\"status\":\"stall\""))
@@ -187,7 +217,7 @@ fn stalled_descriptors(run: &QemuRun) -> Vec<u16> {
 }
 
 #[test]
-#[ignore = "needs QEMU and the guest: run scripts/install-qemu.sh && guest/build.sh, then cargo test -p calametra-qemu --test trigger6 -- --ignored"]
+#[ignore = "needs the lockstep QEMU and the guest: run scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh, then cargo test -p calametra-qemu --test trigger6 -- --ignored"]
 fn the_trigger6_model_enumerates_and_lsusb_shows_the_spec_descriptors() {
     let test = "the_trigger6_model_enumerates_and_lsusb_shows_the_spec_descriptors";
     let _one = one_guest();
@@ -198,7 +228,7 @@ fn the_trigger6_model_enumerates_and_lsusb_shows_the_spec_descriptors() {
         facts.configuration.clone(),
         facts.bos.clone(),
     );
-    let Some((run, host)) = boot(test, model, &Probe::Lsusb) else {
+    let Some((run, host)) = boot_lockstep(test, model, &Probe::Lsusb) else {
         return;
     };
     assert_eq!(run.outcome, Outcome::Passed, "{}", run.summary());
@@ -211,7 +241,7 @@ fn the_trigger6_model_enumerates_and_lsusb_shows_the_spec_descriptors() {
     assert!(
         run.trace
             .iter()
-            .any(|l| l.contains("device_connect") && l.contains("\"speed\":3")),
+            .any(|l| l.contains("\"event\":\"descriptor\"") && l.contains("\"speed\":3")),
         "announced as SuperSpeed ({})",
         speed::SUPER
     );
@@ -238,7 +268,7 @@ fn the_trigger6_model_enumerates_and_lsusb_shows_the_spec_descriptors() {
     assert!(text.contains("SuperSpeed USB Device Capability"), "{text}");
 
     // What the capture lacks and USB settles stalled, and was no model gap.
-    let stalled = stalled_descriptors(&run);
+    let stalled = stalled_descriptors(&run.trace);
     eprintln!("stalled GET_DESCRIPTOR wValues: {stalled:04x?}");
     assert!(
         stalled.contains(&0x0a00),

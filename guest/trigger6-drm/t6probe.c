@@ -224,7 +224,7 @@ int main(int argc, char **argv)
 	struct drm_mode_crtc set = { 0 }, get = { 0 };
 	struct drm_mode_crtc_page_flip flip = { 0 };
 	struct fb a = { 0 }, b = { 0 };
-	int wait_unplug = 0, i, r, tries;
+	int wait_unplug = 0, i, r, tries, busy;
 	uint32_t crtc = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -319,8 +319,13 @@ int main(int argc, char **argv)
 	flip.fb_id = b.fb_id;
 	flip.flags = DRM_MODE_PAGE_FLIP_EVENT;
 	flip.user_data = 0x7606;
-	r = xioctl(DRM_IOCTL_MODE_PAGE_FLIP, &flip);
-	printf("T6PROBE page-flip crtc=%u fb=%u rc=%d\n", crtc, b.fb_id, r);
+	/*
+	 * -EBUSY while the modeset's frame is still on its way to the dock (its commit has not
+	 * signalled yet): a client waits and asks again.
+	 */
+	for (busy = 0; (r = xioctl(DRM_IOCTL_MODE_PAGE_FLIP, &flip)) == -EBUSY && busy < 1000; busy++)
+		msleep(5);
+	printf("T6PROBE page-flip crtc=%u fb=%u rc=%d busy=%d\n", crtc, b.fb_id, r, busy);
 	if (r)
 		return 5;
 	{

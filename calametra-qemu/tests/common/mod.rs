@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use calametra_core::usb::{DevCtx, Device, Reply, Setup};
+use calametra_qemu::lockstep::LockstepConfig;
 use calametra_qemu::{GuestImage, QemuConfig};
 use std::path::PathBuf;
 use std::process::Command;
@@ -42,7 +43,20 @@ pub fn qemu_or_skip(test: &str) -> Option<QemuConfig> {
     }
 }
 
-fn skip(test: &str, why: &str) -> Option<QemuConfig> {
+/// The lockstep QEMU and the guest built under the target directory (runs start from the
+/// guest snapshot); like [`qemu_or_skip`], a test asked for without them fails saying what to
+/// run, or is skipped with `CALAMETRA_QEMU_OPTIONAL=1`.
+pub fn lockstep_or_skip(test: &str) -> Option<LockstepConfig> {
+    match LockstepConfig::find(&target_dir()) {
+        Ok(c) => Some(c),
+        Err(e) => skip(
+            test,
+            &format!("{e}; run guest/build.sh and calametra-qemu/qemu/build.sh"),
+        ),
+    }
+}
+
+fn skip<T>(test: &str, why: &str) -> Option<T> {
     if std::env::var_os("CALAMETRA_QEMU_OPTIONAL").is_some() {
         eprintln!("SKIP {test}: {why}");
         return None;

@@ -206,13 +206,7 @@ fn boot(
     )
     .expect("the run starts");
     eprintln!("{}", run.summary());
-    let path = common::target_dir()
-        .join("calametra/traces/drm")
-        .join(format!("{test}.jsonl"));
-    match run.write_trace(&path) {
-        Ok(()) => eprintln!("trace: {}", path.display()),
-        Err(e) => eprintln!("trace not written to {}: {e}", path.display()),
-    }
+    common::keep_lockstep_trace("drm", test, &run);
     eprintln!(
         "BENCH drm {test} enumerated_s={:.2} probe_s={:.2} total_s={:.2} hash={}",
         run.timings.enumerated.unwrap_or_default().as_secs_f64(),

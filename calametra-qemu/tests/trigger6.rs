@@ -192,13 +192,7 @@ fn boot_lockstep<D: Device>(
     let (run, host) = lockstep::run_with_host(device, &RunConfig::default(), probe, &lock)
         .expect("the run starts");
     eprintln!("{}", run.summary());
-    let path = common::target_dir()
-        .join("calametra/traces/trigger6")
-        .join(format!("{test}.jsonl"));
-    match run.write_trace(&path) {
-        Ok(()) => eprintln!("trace: {}", path.display()),
-        Err(e) => eprintln!("trace not written to {}: {e}", path.display()),
-    }
+    common::keep_lockstep_trace("trigger6", test, &run);
     Some((run, host))
 }
 

@@ -215,10 +215,29 @@ impl Device for Gadget {
 
 /// Writes a run's trace to `target/calametra/traces/qemu/<test>.jsonl` and says where.
 pub fn keep_trace(test: &str, run: &calametra_qemu::QemuRun) {
-    let path = target_dir()
-        .join("calametra/traces/qemu")
-        .join(format!("{test}.jsonl"));
-    match run.write_trace(&path) {
+    report_trace(
+        &trace_path("qemu", test),
+        run.write_trace(&trace_path("qemu", test)),
+    );
+}
+
+/// Writes a lockstep run's trace to `target/calametra/traces/<dir>/<test>.jsonl` and says where.
+pub fn keep_lockstep_trace(dir: &str, test: &str, run: &calametra_qemu::lockstep::LockstepRun) {
+    report_trace(
+        &trace_path(dir, test),
+        run.write_trace(&trace_path(dir, test)),
+    );
+}
+
+fn trace_path(dir: &str, test: &str) -> PathBuf {
+    target_dir()
+        .join("calametra/traces")
+        .join(dir)
+        .join(format!("{test}.jsonl"))
+}
+
+fn report_trace(path: &std::path::Path, written: std::io::Result<()>) {
+    match written {
         Ok(()) => eprintln!("trace: {}", path.display()),
         Err(e) => eprintln!("trace not written to {}: {e}", path.display()),
     }

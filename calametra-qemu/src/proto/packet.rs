@@ -61,7 +61,7 @@ impl Default for EpInfo {
 /// `device_connect`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceConnect {
-    /// [`speed`].
+    /// [`speed`](super::speed).
     pub speed: u8,
     /// `bDeviceClass`.
     pub class: u8,

@@ -3,13 +3,12 @@
 //! placeholders, HTML or terminal escape sequences; special files as inputs.
 
 use calametra::choices::Source;
-use calametra::exec::sleep;
 use calametra::report::write_trace;
-use calametra::usb::{ControlIn, ControlType, Loopback, Recipient};
 use calametra::{run, RunConfig, Sim};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+
+mod support;
 
 /// Exit code, stdout, stderr.
 fn tool(args: &[&str]) -> (i32, String, String) {
@@ -30,26 +29,7 @@ const EVIL: &str =
     "__TITLE__{{TITLE}}<img src=x onerror=alert(1)>\x1b[2J\x1b]0;pwned\x07\x1b]52;c;aGk=\x07";
 
 fn scenario(sim: &mut Sim) {
-    let dev = sim.attach(Loopback::default());
-    let iface = dev.interface();
-    sim.spawn(EVIL, async move {
-        for _ in 0..2 {
-            let _ = iface
-                .control_in(
-                    ControlIn {
-                        control_type: ControlType::Vendor,
-                        recipient: Recipient::Device,
-                        request: 2,
-                        value: 0,
-                        index: 0,
-                        length: 4,
-                    },
-                    Duration::from_millis(5),
-                )
-                .await;
-            sleep(Duration::from_micros(calametra::exec::data_below(100))).await;
-        }
-    });
+    support::loopback_reader(sim, EVIL, 2);
 }
 
 fn trace_file(dir: &Path, name: &str) -> PathBuf {

@@ -3,15 +3,14 @@
 //! clear message and a non-zero exit, never a panic.
 
 use calametra::choices::Source;
-use calametra::exec::sleep;
 use calametra::report::write_trace;
-use calametra::usb::{ControlIn, ControlType, Loopback, Recipient};
 use calametra::{run, RunConfig, Sim};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+
+mod support;
 
 fn tool(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_calametra"))
@@ -28,26 +27,7 @@ fn tool(args: &[&str]) -> (i32, String) {
 }
 
 fn scenario(sim: &mut Sim) {
-    let dev = sim.attach(Loopback::default());
-    let iface = dev.interface();
-    sim.spawn("driver", async move {
-        for _ in 0..3 {
-            let _ = iface
-                .control_in(
-                    ControlIn {
-                        control_type: ControlType::Vendor,
-                        recipient: Recipient::Device,
-                        request: 2,
-                        value: 0,
-                        index: 0,
-                        length: 4,
-                    },
-                    Duration::from_millis(5),
-                )
-                .await;
-            sleep(Duration::from_micros(calametra::exec::data_below(100))).await;
-        }
-    });
+    support::loopback_reader(sim, "driver", 3);
 }
 
 fn trace_file(dir: &Path, name: &str, seed: u64) -> PathBuf {

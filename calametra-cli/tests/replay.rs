@@ -11,36 +11,16 @@
 //! - `replay --at STEP` and `show --at STEP` print the world at the step.
 
 use calametra::choices::Source;
-use calametra::exec::sleep;
 use calametra::report::write_trace;
-use calametra::usb::{ControlIn, ControlType, Loopback, Recipient};
 use calametra::{run, RunConfig, Sim};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+
+mod support;
 
 fn scenario(sim: &mut Sim) {
-    let dev = sim.attach(Loopback::default());
-    let iface = dev.interface();
-    sim.spawn("driver", async move {
-        for _ in 0..3 {
-            let _ = iface
-                .control_in(
-                    ControlIn {
-                        control_type: ControlType::Vendor,
-                        recipient: Recipient::Device,
-                        request: 2,
-                        value: 0,
-                        index: 0,
-                        length: 4,
-                    },
-                    Duration::from_millis(5),
-                )
-                .await;
-            sleep(Duration::from_micros(calametra::exec::data_below(100))).await;
-        }
-    });
+    support::loopback_reader(sim, "driver", 3);
 }
 
 fn config() -> RunConfig {

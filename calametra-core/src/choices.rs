@@ -673,9 +673,13 @@ impl Decider {
                         spawn_order,
                     },
                     Some(id_of),
-                ) => self
-                    .priorities
-                    .pick(rng, (depth, horizon, spawn_order), n, id_of),
+                ) => self.priorities.pick(
+                    rng,
+                    (depth, horizon, spawn_order),
+                    self.task_choices - 1,
+                    n,
+                    id_of,
+                ),
                 _ => strategy.pick(rng, n),
             },
             None => match self.replay_schedule.get(&point) {

@@ -292,17 +292,16 @@ pub struct Priorities {
     /// The change points (task choice indices) not yet taken, with their index; drawn at the
     /// first choice.
     changes: Option<Vec<(u64, u64)>>,
-    /// Task choices made so far (the index of the next one).
-    made: u64,
 }
 
 impl Priorities {
-    /// Picks one of `n` (> 1) ready tasks at the run's next task choice; `id_of(i)` is the
-    /// task id of option `i`.
+    /// Picks one of `n` (> 1) ready tasks at the run's task choice number `choice` (from 0);
+    /// `id_of(i)` is the task id of option `i`.
     pub fn pick(
         &mut self,
         rng: &mut ChaCha8Rng,
         (depth, horizon, spawn_order): (u8, u32, bool),
+        choice: u64,
         n: usize,
         id_of: &dyn Fn(usize) -> usize,
     ) -> usize {
@@ -336,8 +335,6 @@ impl Priorities {
             }
             best
         };
-        let choice = self.made;
-        self.made += 1;
         let mut k = 0;
         while k < changes.len() {
             if changes[k].0 <= choice {
@@ -682,7 +679,7 @@ mod tests {
         let mut rng = stream(3, StreamName::Schedule);
         let mut p = Priorities::default();
         let picks: Vec<usize> = (0..20)
-            .map(|_| p.pick(&mut rng, (1, 20, false), 3, &ids))
+            .map(|c| p.pick(&mut rng, (1, 20, false), c, 3, &ids))
             .collect();
         assert!(picks.iter().all(|&x| x == picks[0]), "{picks:?}");
         let mut switched = 0;
@@ -690,7 +687,7 @@ mod tests {
             let mut rng = stream(seed, StreamName::Schedule);
             let mut p = Priorities::default();
             let picks: Vec<usize> = (0..20)
-                .map(|_| p.pick(&mut rng, (2, 20, true), 3, &ids))
+                .map(|c| p.pick(&mut rng, (2, 20, true), c, 3, &ids))
                 .collect();
             // Spawn order: the first task first, unless the change point is the first choice.
             assert!(picks[0] == 0 || picks.iter().all(|&x| x == 1), "{picks:?}");

@@ -755,6 +755,7 @@ impl<D: Device> Scenario<D> {
             events: run.events.clone(),
             run_aloud: String::new(),
             swarm: None,
+            guest_build: None,
             trace_hash: run.hash.to_string(),
             hash_version: calametra_core::trace::HASH_VERSION,
             package: "calametra-qemu".into(),

@@ -212,4 +212,12 @@ impl Runner for GuestRunner {
     fn shrink_budget(&self) -> Option<u64> {
         Some(SHRINK_RUNS)
     }
+
+    /// The QEMU build and the guest image ([`crate::snapshot::build_id`]): a saved case
+    /// records it and replays only with the same.
+    fn build(&self) -> Result<Option<String>, String> {
+        crate::snapshot::build_id(&self.lock)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
 }

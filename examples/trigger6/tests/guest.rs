@@ -19,6 +19,8 @@
 //!   corrupted bulk OUT lands in VRAM and the shown frame is not what the guest drew. The
 //!   harness finds it, minimizes it to the one corruption that matters, saves the case and
 //!   replays the saved file byte-exactly.
+//! - `example_driver_over_usbfs`: the example driver (`t6-drive`, static) over usbfs: probe,
+//!   EDID, modeset, five flips of the colour bars, each upload one 3 MB bulk OUT.
 //! - `lsusb`: the kernel enumerates the model as the SuperSpeed dock the capture shows; the raw
 //!   descriptors the kernel read (sysfs) are the spec's bytes, and `lsusb -v` reads the strings
 //!   and the BOS descriptor.
@@ -37,6 +39,8 @@ use std::cell::Cell;
 /// `external` record.
 struct Dock {
     model: Trigger6,
+    /// Whether the monitor goes after the page flip (the KMS scenarios).
+    unplug: bool,
     plugged: bool,
     unplugged: bool,
 }
@@ -45,9 +49,10 @@ struct Dock {
 const UNPLUG_AFTER_FENCE: u32 = 2;
 
 impl Dock {
-    fn new(guest: &Guest) -> Dock {
+    fn new(guest: &Guest, unplug: bool) -> Dock {
         Dock {
             model: Trigger6::try_from_spec(guest.spec()).expect("the Trigger 6 model builds"),
+            unplug,
             plugged: false,
             unplugged: false,
         }
@@ -67,7 +72,8 @@ impl Device for Dock {
             });
         }
         let shown = self.model.flip_state(0).shown.map_or(0, |f| f.fence);
-        if !self.unplugged
+        if self.unplug
+            && !self.unplugged
             && (setup.request_type, setup.request, setup.value) == (0xc0, 0x87, 0)
             && shown >= UNPLUG_AFTER_FENCE
         {
@@ -156,15 +162,21 @@ fn pictures() -> (u64, u64) {
 }
 
 /// The KMS run of both scenarios: the dock (the monitor unplugged after the page flip), the
-/// guest's script, and the invariant
-/// `flip_shows_what_the_guest_drew`: each flip the model shows on output 0, from the frame it
-/// is first shown on, decodes to the picture t6probe drew for it (fence 1, the modeset's, mid
-/// grey; the page flip's, the colour bars), NV12 at 1920x1080. With `strict`, also
-/// `nothing_rejected`: the model refused no request or write.
+/// guest's script, [`flips_show`] and, with `strict`, [`nothing_rejected`].
 fn kms_session(guest: &mut Guest, strict: bool) {
-    let dock = Dock::new(guest);
-    guest.attach(dock);
+    guest.attach(Dock::new(guest, true));
     guest.run_script(&kms_script(), Vec::new());
+    flips_show(guest, true);
+    if strict {
+        nothing_rejected(guest);
+    }
+}
+
+/// `flip_shows_what_the_guest_drew`: each flip the model shows on output 0, from the frame it
+/// is first shown on, decodes to the picture the guest drew for it, NV12 at 1920x1080: with
+/// `grey_first` (t6probe) mid grey for fence 1, the modeset's, and the colour bars after it;
+/// otherwise (the example driver) the colour bars for every fence.
+fn flips_show(guest: &mut Guest, grey_first: bool) {
     let (grey, bars) = pictures();
     // The serial of the last flip judged: a flip is judged once, on the frame that shows it
     // (the next upload may overwrite the same VRAM while it is still on show).
@@ -187,7 +199,7 @@ fn kms_session(guest: &mut Guest, strict: bool) {
                 flip.fence, f.width, f.height, f.format
             ));
         }
-        let (want, what) = if flip.fence <= 1 {
+        let (want, what) = if grey_first && flip.fence <= 1 {
             (grey, "mid grey")
         } else {
             (bars, "the colour bars")
@@ -201,12 +213,14 @@ fn kms_session(guest: &mut Guest, strict: bool) {
         }
         Ok(())
     });
-    if strict {
-        guest.invariant("nothing_rejected", |d: &Dock| match d.model.rejected() {
-            [] => Ok(()),
-            r => Err(format!("the model refused {}: {}", r.len(), r.join("; "))),
-        });
-    }
+}
+
+/// `nothing_rejected`: the model refused no request or write.
+fn nothing_rejected(guest: &mut Guest) {
+    guest.invariant("nothing_rejected", |d: &Dock| match d.model.rejected() {
+        [] => Ok(()),
+        r => Err(format!("the model refused {}: {}", r.len(), r.join("; "))),
+    });
 }
 
 /// The page flip and the unplug: the baseline twice (the same hash, console included) and a
@@ -273,5 +287,93 @@ done
 echo T6CHECK-OK
 exit 0
 "#;
+
+/// The example driver (`examples/trigger6`, built as the static `t6-drive`) over usbfs in the
+/// guest: probe, EDID, modeset to 1920x1080@60, the colour bars uploaded and flipped with a
+/// fence (each upload one 3 MB bulk OUT), then its watch loop. The guest checks the driver's
+/// summary; the model checks every flip it shows is the bars and that it refused nothing.
+#[calametra::scenario(spec = "../../specs/trigger6-jcd543.json", guest = lockstep, schedules = 0)]
+fn example_driver_over_usbfs(guest: &mut Guest) {
+    guest.attach(Dock::new(guest, false));
+    let bin = match t6_drive() {
+        Ok(b) => b.clone(),
+        Err(e) => panic!("{e}"),
+    };
+    guest.run_script(DRIVE, vec![("calametra/t6-drive".into(), bin)]);
+    flips_show(guest, false);
+    nothing_rejected(guest);
+}
+
+/// The guest waits for the dock and its usbfs node (devtmpfs, mounted by `/init`), runs the
+/// driver (its own timeouts and sleeps: the model's clock is the guest's) and checks what it
+/// printed.
+const DRIVE: &str = r#"
+fail() { echo "T6CHECK-FAILED $1"; exit 20; }
+find_t6() {
+    for d in /sys/bus/usb/devices/*; do
+        [ "$(cat $d/idVendor 2>/dev/null):$(cat $d/idProduct 2>/dev/null)" = 0711:5601 ] || continue
+        [ -n "$(cat $d/bConfigurationValue 2>/dev/null)" ] || continue
+        echo "${d##*/}"
+        return 0
+    done
+    return 1
+}
+while ! dev=$(find_t6); do sleep 0.2; done
+echo "CALAMETRA-ENUMERATED $dev 0711:5601"
+node=/dev/bus/usb/$(printf %03d $(cat /sys/bus/usb/devices/$dev/busnum))/$(printf %03d $(cat /sys/bus/usb/devices/$dev/devnum))
+[ -c "$node" ] || fail "the usbfs node $node"
+echo "T6DRIVE-NODE $node"
+/calametra/t6-drive > /tmp/drive.out
+rc=$?
+cat /tmp/drive.out
+echo "T6DRIVE-EXIT rc=$rc"
+[ $rc = 0 ] || exit $rc
+for want in 'ending=Completed' 'mode=1920x1080@60' 'edid=HPN3725' 'frame_fnv1a64=0x03a9ad8537ec0a25'; do
+    grep '^T6DRIVE ok ' /tmp/drive.out | grep -qF "$want" || fail "the driver's summary shows $want"
+done
+echo T6CHECK-OK
+exit 0
+"#;
+
+/// The static `t6-drive` for the guest, read once: `CALAMETRA_T6_DRIVE`, or built into
+/// `<target>/t6-drive` (`cargo build --release --target x86_64-unknown-linux-gnu` with
+/// `+crt-static`, its own target directory so the flags touch no other build; seconds when up
+/// to date, minutes the first time). It travels in the run's probe archive, never in git or
+/// the cached guest.
+fn t6_drive() -> &'static Result<Vec<u8>, String> {
+    static BIN: std::sync::OnceLock<Result<Vec<u8>, String>> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let path = match std::env::var_os("CALAMETRA_T6_DRIVE") {
+            Some(p) => std::path::PathBuf::from(p),
+            None => build_t6_drive()?,
+        };
+        std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
+    })
+}
+
+fn build_t6_drive() -> Result<std::path::PathBuf, String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+        .join("t6-drive");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(&cargo)
+        .current_dir(&root)
+        .args(["build", "--release", "-p", "calametra-example-trigger6"])
+        .args(["--features", "hardware", "--bin", "t6-drive"])
+        .args(["--target", "x86_64-unknown-linux-gnu"])
+        .env("CARGO_TARGET_DIR", &target)
+        .env("RUSTFLAGS", "-C target-feature=+crt-static")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .status()
+        .map_err(|e| format!("cannot run {cargo}: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "building the static t6-drive failed ({status}); the command is in t6_drive's docs"
+        ));
+    }
+    Ok(target.join("x86_64-unknown-linux-gnu/release/t6-drive"))
+}
 
 calametra::main!();

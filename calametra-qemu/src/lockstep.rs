@@ -557,7 +557,7 @@ fn serve(
         }
         if let Some(rx) = &console_rx {
             for line in rx.try_iter() {
-                watch.progress();
+                watch.line(&line);
                 on_line(
                     line,
                     &mut console,

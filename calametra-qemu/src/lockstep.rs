@@ -340,7 +340,8 @@ pub fn run_with_extras<D: Device>(
                 .record("emulator", "snapshot", false, |r| {
                     r.str("key", &snap.key)
                         .bool("fresh", snap.fresh)
-                        .str("dir", &snap.dir.display().to_string());
+                        .str("dir", &snap.dir.display().to_string())
+                        .u64("pruned", snap.pruned.len() as u64);
                 });
             let restoring = Instant::now();
             let r = snapshot::restore(

@@ -246,8 +246,9 @@ fn kms_flip_corrupted(guest: &mut Guest) {
 
 /// lsusb against the spec: the guest waits for the dock, compares the raw descriptors the
 /// kernel read (`descriptors` in sysfs: the device descriptor and the configuration) with the
-/// spec's bytes, and runs `lsusb -v`, which must read the strings and the BOS descriptor.
-#[calametra::scenario(spec = "../../specs/trigger6-jcd543.json", guest = lockstep, schedules = 0)]
+/// spec's bytes, and runs `lsusb -v`, which must read the strings and the BOS descriptor. A
+/// seed delays the model's answers on the guest clock.
+#[calametra::scenario(spec = "../../specs/trigger6-jcd543.json", guest = lockstep, schedules = 1, faults = [delay])]
 fn lsusb(guest: &mut Guest) {
     let model = Trigger6::try_from_spec(guest.spec()).expect("the Trigger 6 model builds");
     let facts = model.facts();
@@ -291,8 +292,9 @@ exit 0
 /// The example driver (`examples/trigger6`, built as the static `t6-drive`) over usbfs in the
 /// guest: probe, EDID, modeset to 1920x1080@60, the colour bars uploaded and flipped with a
 /// fence (each upload one 3 MB bulk OUT), then its watch loop. The guest checks the driver's
-/// summary; the model checks every flip it shows is the bars and that it refused nothing.
-#[calametra::scenario(spec = "../../specs/trigger6-jcd543.json", guest = lockstep, schedules = 0)]
+/// summary; the model checks every flip it shows is the bars and that it refused nothing. A
+/// seed delays the model's answers on the guest clock.
+#[calametra::scenario(spec = "../../specs/trigger6-jcd543.json", guest = lockstep, schedules = 1, faults = [delay])]
 fn example_driver_over_usbfs(guest: &mut Guest) {
     guest.attach(Dock::new(guest, false));
     let bin = match t6_drive() {

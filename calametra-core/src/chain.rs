@@ -559,8 +559,8 @@ mod tests {
         }
     }
 
-    const A: &str = "sha256:aaaa";
-    const B: &str = "sha256:bbbb";
+    const A: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const B: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
     #[test]
     fn the_build_decision() {
@@ -621,5 +621,40 @@ mod tests {
         }
         let s = check_case(&broken, &base, &owner(), &case(None), false);
         assert_eq!(s.word(), "fixed");
+    }
+
+    /// `finds` reads the kept case back and replays it: a better case of the signature made
+    /// for another build (a committed one) cannot be replayed here, and says so instead of
+    /// failing as "not byte-exact".
+    #[test]
+    fn a_kept_case_of_another_build_is_named_not_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let theirs = case(Some(A));
+        let path = theirs.save(dir.path()).unwrap();
+        let runner = Stub::new(Ok(Some(B)));
+        let handled = Handled {
+            signature: "sig".into(),
+            reproduced: true,
+            shrunk: Shrunk {
+                events: Vec::new(),
+                chain: vec![0],
+                attempts: 0,
+            },
+            fin: crate::sim::run(RunConfig::default(), &|_| {}),
+            case: Regression {
+                story: "ours".into(),
+                ..case(Some(B))
+            },
+            saved: Ok(Saved::KeptBetter {
+                path: path.clone(),
+                kept: Box::new(theirs),
+            }),
+        };
+        let e = verify(&runner, &RunConfig::default(), &handled).unwrap_err();
+        assert!(
+            e.contains(&format!("made for another build ({A} vs {B})")),
+            "{e}"
+        );
+        assert_eq!(runner.runs.get(), 0, "nothing replayed");
     }
 }

@@ -1392,7 +1392,7 @@ fn no_verdict(reason: String) -> String {
 }
 
 /// Why a guest scenario's trials are ignored by default, and how to run them.
-pub const GUEST_IGNORED: &str = "guest scenarios boot a Linux guest under the lockstep QEMU (about a minute a run): their trials are ignored unless asked for with --ignored or --include-ignored (cargo nextest run --run-ignored all), after scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh";
+pub const GUEST_IGNORED: &str = "guest scenarios run a Linux guest under the lockstep QEMU (a few seconds a run from its snapshot, which the first run makes in about 15 s): their trials are ignored unless asked for with --ignored or --include-ignored (cargo nextest run --run-ignored all), after scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh";
 
 fn trials_for(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
     let guest = s.is_guest();

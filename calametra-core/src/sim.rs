@@ -298,7 +298,12 @@ fn look_at_pictures(sim: &mut Sim) {
     };
     let w = sim.world.borrow();
     let devices = w.devices.iter().map(|d| (d.name.as_str(), &*d.dev));
-    log.look(devices, w.core.point, w.core.now, w.core.trace.len());
+    log.look(
+        devices,
+        |d| d.pictures(),
+        |d, n| d.picture(n),
+        (w.core.point, w.core.now, w.core.trace.len()),
+    );
 }
 
 /// [`RunConfig::stop_at`]: at that point, keeps the world's state, writes a `stop` record and

@@ -31,8 +31,8 @@
 //! whatever the set offers, and the externals' draws come last, one each in declaration order,
 //! so adding an external at the end changes nothing else of the swarm.
 
-use crate::choices::{below, stream, StreamName};
 use crate::fault::{Fault, FaultKind, FaultSet, SiteFamily};
+use crate::stream::{below, stream, StreamName};
 use rand_chacha::ChaCha8Rng;
 use rand_core::RngCore;
 use serde::{Deserialize, Serialize};

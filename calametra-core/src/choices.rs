@@ -53,7 +53,6 @@ pub use event::{
 
 use crate::fault::Fault;
 use crate::swarm::{Priorities, Strategy, Swarm};
-use event::without_anchored;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -69,15 +68,26 @@ pub enum Source {
     Replay(Vec<Event>),
 }
 
-/// A seeded run's stream, derived on first use (a pure function of seed and name, so when it
-/// is derived changes nothing it draws).
+/// A seeded run's fixed stream `name`, derived on first use (a pure function of seed and name,
+/// so when it is derived changes nothing it draws) and kept in `slots`: one small vector, so a
+/// run pays for the streams it draws from and the decider stays small to move.
 fn lazy(
-    slot: &mut Option<ChaCha8Rng>,
+    slots: &mut Vec<(StreamName, ChaCha8Rng)>,
     seed: Option<u64>,
     name: StreamName,
 ) -> Option<&mut ChaCha8Rng> {
     let seed = seed?;
-    Some(slot.get_or_insert_with(|| stream(seed, name)))
+    let i = match slots.iter().position(|(n, _)| *n == name) {
+        Some(i) => i,
+        None => {
+            if slots.capacity() == 0 {
+                slots.reserve_exact(3);
+            }
+            slots.push((name, stream(seed, name)));
+            slots.len() - 1
+        }
+    };
+    Some(&mut slots[i].1)
 }
 
 /// The live decision maker of one run.
@@ -87,10 +97,9 @@ pub(crate) struct Decider {
     seed: Option<u64>,
     /// The run's swarm: drawn for a seeded run that uses one, or read from a replayed list.
     pub(crate) swarm: Option<Swarm>,
-    schedule: Option<ChaCha8Rng>,
-    externals: Option<ChaCha8Rng>,
-    faults: Option<ChaCha8Rng>,
-    client: Option<ChaCha8Rng>,
+    /// The fixed streams this seeded run drew from so far (`schedule`, `externals`, `faults`,
+    /// `client`; `swarm` once the swarm is drawn), each derived on first use.
+    streams: Vec<(StreamName, ChaCha8Rng)>,
     /// Data and user streams by name (`data/driver`, `user/retries`), derived on first use.
     draws: BTreeMap<String, ChaCha8Rng>,
     /// Replay: schedule picks by point, in point order (with the anchor they were recorded
@@ -127,13 +136,10 @@ pub(crate) struct Decider {
 impl Decider {
     pub(crate) fn new(source: Source) -> Self {
         let mut d = Decider {
-            source: source.clone(),
+            source: Source::Default,
             seed: None,
             swarm: None,
-            schedule: None,
-            externals: None,
-            faults: None,
-            client: None,
+            streams: Vec::new(),
             draws: BTreeMap::new(),
             replay_schedule: Default::default(),
             pending_picks: Vec::new(),
@@ -150,18 +156,21 @@ impl Decider {
             task_choices: 0,
             forced: None,
         };
-        match source {
+        match &source {
             Source::Default => {}
-            Source::Seeded(seed) => d.seed = Some(seed),
+            Source::Seeded(seed) => d.seed = Some(*seed),
             Source::Replay(events) => {
-                for (_, anchor, e) in anchored(&events) {
+                let events = anchored(events);
+                for (_, anchor, e) in &events {
                     match (anchor, e) {
-                        (Some(a), Event::Schedule { pick, .. }) => d.pending_picks.push((a, *pick)),
+                        (Some(a), Event::Schedule { pick, .. }) => {
+                            d.pending_picks.push((a.clone(), *pick))
+                        }
                         (Some(a), Event::External { name, .. }) => {
-                            d.pending_externals.push((a, name.clone()))
+                            d.pending_externals.push((a.clone(), name.clone()))
                         }
                         (Some(a), Event::Fault { site, fault }) => d.pending_faults.push((
-                            a,
+                            a.clone(),
                             site_base(site).to_string(),
                             fault.clone(),
                             None,
@@ -175,26 +184,34 @@ impl Decider {
                         *armed = Some(0);
                     }
                 }
-                for e in without_anchored(events) {
+                // The events recorded without an anchor (and every draw and swarm), in order:
+                // what the replay places by raw position.
+                for (_, _, e) in events.iter().filter(|(_, a, _)| a.is_none()) {
                     match e {
                         Event::Schedule { point, pick, .. } => {
-                            d.replay_schedule.entry(point).or_insert((pick, None));
+                            d.replay_schedule.entry(*point).or_insert((*pick, None));
                         }
-                        Event::Client { value, .. } => d.replay_client.push_back(value),
+                        Event::Client { value, .. } => d.replay_client.push_back(*value),
                         Event::Data {
                             value,
                             stream: None,
-                        } => d.replay_data.push_back(value),
+                        } => d.replay_data.push_back(*value),
                         Event::Data {
                             value,
                             stream: Some(s),
-                        } => d.replay_draws.entry(s).or_default().push_back(value),
-                        Event::Swarm { swarm } => d.swarm = Some(swarm),
+                        } => match d.replay_draws.get_mut(s) {
+                            Some(q) => q.push_back(*value),
+                            None => {
+                                d.replay_draws.insert(s.clone(), VecDeque::from([*value]));
+                            }
+                        },
+                        Event::Swarm { swarm } => d.swarm = Some(swarm.clone()),
                         Event::External { .. } | Event::Fault { .. } | Event::Anchor { .. } => {}
                     }
                 }
             }
         }
+        d.source = source;
         d
     }
 
@@ -205,6 +222,23 @@ impl Decider {
     /// The seed of a seeded source.
     pub(crate) fn seed(&self) -> Option<u64> {
         self.seed
+    }
+
+    /// Keeps a seeded run's swarm as drawn so far ([`Swarm::draw_open`]) and the `swarm`
+    /// stream where that draw left it, for [`Decider::take_swarm_stream`].
+    pub(crate) fn open_swarm(&mut self, swarm: Swarm, rng: ChaCha8Rng) {
+        self.swarm = Some(swarm);
+        self.streams.retain(|(n, _)| *n != StreamName::Swarm);
+        self.streams.push((StreamName::Swarm, rng));
+    }
+
+    /// The `swarm` stream kept by [`Decider::open_swarm`], taken.
+    pub(crate) fn take_swarm_stream(&mut self) -> Option<ChaCha8Rng> {
+        let i = self
+            .streams
+            .iter()
+            .position(|(n, _)| *n == StreamName::Swarm)?;
+        Some(self.streams.swap_remove(i).1)
     }
 
     /// Picks one of `n` options (simultaneous events) at scheduling point `point`; logs a
@@ -249,7 +283,7 @@ impl Decider {
             _ => Strategy::Uniform,
         };
         let mut replayed_anchor = None;
-        let pick = match lazy(&mut self.schedule, self.seed, StreamName::Schedule) {
+        let pick = match lazy(&mut self.streams, self.seed, StreamName::Schedule) {
             Some(rng) => match (strategy, id_of) {
                 (
                     Strategy::Priority {
@@ -352,12 +386,12 @@ impl Decider {
 
     /// A raw draw from the externals stream (where an external lands); None when not seeded.
     pub(crate) fn externals_below(&mut self, n: u64) -> Option<u64> {
-        lazy(&mut self.externals, self.seed, StreamName::Externals).map(|r| below(r, n.max(1)))
+        lazy(&mut self.streams, self.seed, StreamName::Externals).map(|r| below(r, n.max(1)))
     }
 
     /// A raw draw from the faults stream; None when not seeded.
     pub(crate) fn faults_below(&mut self, n: u64) -> Option<u64> {
-        lazy(&mut self.faults, self.seed, StreamName::Faults).map(|r| below(r, n.max(1)))
+        lazy(&mut self.streams, self.seed, StreamName::Faults).map(|r| below(r, n.max(1)))
     }
 
     /// A client draw in `0..n`; None when a replayed list is exhausted (the client stops).
@@ -366,7 +400,7 @@ impl Decider {
         n: u64,
         label: impl FnOnce(u64) -> Option<String>,
     ) -> Option<u64> {
-        let v = match lazy(&mut self.client, self.seed, StreamName::Client) {
+        let v = match lazy(&mut self.streams, self.seed, StreamName::Client) {
             Some(rng) => below(rng, n.max(1)),
             None => match self.source {
                 Source::Default => return None,

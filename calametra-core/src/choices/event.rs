@@ -174,25 +174,6 @@ pub fn without_anchors(events: &[Event]) -> Vec<Event> {
         .collect()
 }
 
-/// The events recorded without an anchor (and every draw and swarm), in order: what a replay
-/// places by raw position.
-pub(crate) fn without_anchored(events: Vec<Event>) -> Vec<Event> {
-    let keep: Vec<usize> = anchored(&events)
-        .into_iter()
-        .filter(|(_, a, _)| a.is_none())
-        .map(|(i, _, _)| i)
-        .collect();
-    let mut out = Vec::with_capacity(keep.len());
-    let mut k = keep.iter().peekable();
-    for (i, e) in events.into_iter().enumerate() {
-        if k.peek() == Some(&&i) {
-            k.next();
-            out.push(e);
-        }
-    }
-    out
-}
-
 /// How many events a list holds, not counting anchors (the count minimization reports).
 pub fn count_events(events: &[Event]) -> usize {
     events

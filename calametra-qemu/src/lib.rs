@@ -6,7 +6,8 @@
 //! transitions, model gaps and the trace hash are those of an in-process run; [`guest`] knows
 //! the disposable guest `guest/build.sh` builds and the probes it runs; [`launcher`] boots it
 //! under TCG with the instruction-count clock, and [`watchdog`] ends a guest that makes no
-//! progress (judged by its instruction count, read over [`qmp`]) as
+//! progress (judged by its own clocks, its virtual clock and instruction count, read over
+//! [`qmp`]) as
 //! [`Outcome::EmulatorBlocked`], which is neither a pass nor a failure. [`lockstep`] is the
 //! repeatable path: a QEMU built with Calametra's `usb-calametra` device
 //! (`calametra-qemu/qemu/build.sh`) answers every USB packet synchronously over a framed

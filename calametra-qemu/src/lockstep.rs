@@ -27,26 +27,29 @@
 //!
 //! # A guest scenario
 //!
+//! A guest scenario is a `fn(&mut Guest)` ([`crate::scenario::Guest`]) under
+//! `#[calametra::scenario(guest = lockstep, ...)]`, or run directly with a
+//! [`crate::scenario::GuestRunner`]:
+//!
 //! ```no_run
 //! use calametra_core::explore::Probe as Trial;
-//! use calametra_core::usb::Device;
 //! use calametra_core::RunConfig;
-//! use calametra_qemu::lockstep::{Extras, LockstepConfig, Scenario};
-//! use calametra_qemu::Probe;
-//! use std::rc::Rc;
+//! use calametra_qemu::lockstep::LockstepConfig;
+//! use calametra_qemu::scenario::GuestRunner;
+//! use calametra_qemu::{Guest, Probe};
 //!
-//! fn twice<D: Device>(model: impl Fn() -> D + 'static) -> Result<(), Box<dyn std::error::Error>> {
+//! fn lsusb(guest: &mut Guest) {
+//!     guest.attach(calametra_models_here());
+//!     guest.probe(Probe::Lsusb);
+//! }
+//! # fn calametra_models_here() -> calametra_qemu::Boxed { unimplemented!() }
+//!
+//! fn twice() -> Result<(), String> {
 //!     // calametra-qemu/qemu/build.sh and guest/build.sh built these under target/.
 //!     let lock = LockstepConfig::find(std::path::Path::new("target"))?;
-//!     let s = Scenario {
-//!         name: "mine::lsusb".into(),
-//!         model: Rc::new(model),
-//!         probe: Probe::Lsusb,
-//!         base: RunConfig::default(),
-//!         extras: Extras::default(),
-//!         lock,
-//!     };
-//!     let (a, b) = (s.run(&Trial::Baseline)?, s.run(&Trial::Baseline)?);
+//!     let runner = GuestRunner::new(lsusb, lock);
+//!     let config = Trial::Baseline.config(&RunConfig::default());
+//!     let (a, b) = (runner.run_guest(&config)?, runner.run_guest(&config)?);
 //!     assert_eq!(a.hash, b.hash, "every frame and the console, the same twice");
 //!     Ok(())
 //! }
@@ -58,8 +61,7 @@
 //! [`encode_reply`]), sans-I/O; [`server`] answers requests from a [`DeviceHost`] and writes
 //! every frame as a deterministic `emulator` record; `config.rs` has the config
 //! ([`LockstepConfig`], [`Start`], the QEMU command lines); this file has the run
-//! ([`run_with_host`]: a snapshot start or a cold boot, the socket and the console) and the
-//! older guest scenario API ([`Scenario`]). Only the run reads the wall clock (the watchdog,
+//! ([`run_with_host`]: a snapshot start or a cold boot, the socket and the console). Only the run reads the wall clock (the watchdog,
 //! the timings); nothing the server decides depends on it.
 
 use crate::guest::{self, marker, GuestImage, Probe};
@@ -70,10 +72,8 @@ use crate::snapshot;
 use crate::watchdog::{self, GuestWatch};
 use calametra_core::choices::{self, Event};
 use calametra_core::clock::Nanos;
-use calametra_core::explore;
 use calametra_core::fault::Fault;
 use calametra_core::host::DeviceHost;
-use calametra_core::regress::{self, Regression};
 use calametra_core::trace::{parse_kept, Record, TraceHash};
 use calametra_core::usb::Device;
 use calametra_core::world::ModelGap;
@@ -82,7 +82,6 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::rc::Rc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -341,7 +340,8 @@ pub fn run_with_extras<D: Device>(
                 .record("emulator", "snapshot", false, |r| {
                     r.str("key", &snap.key)
                         .bool("fresh", snap.fresh)
-                        .str("dir", &snap.dir.display().to_string());
+                        .str("dir", &snap.dir.display().to_string())
+                        .u64("pruned", snap.pruned.len() as u64);
                 });
             let restoring = Instant::now();
             let r = snapshot::restore(
@@ -558,7 +558,7 @@ fn serve(
         }
         if let Some(rx) = &console_rx {
             for line in rx.try_iter() {
-                watch.progress();
+                watch.line(&line);
                 on_line(
                     line,
                     &mut console,
@@ -665,124 +665,6 @@ fn serve(
             };
         }
     }
-}
-
-/// A guest scenario: the same trial names as an in-process scenario (`baseline`,
-/// `seed::0x..`, `site::<site>::<fault>`, `regression::<id>`), each one lockstep guest run.
-pub struct Scenario<D: Device> {
-    /// The scenario path (`lockstep::dfu_download`), as in trial names and regression files.
-    pub name: String,
-    /// A fresh model for each run.
-    pub model: Rc<dyn Fn() -> D>,
-    /// What the guest runs.
-    pub probe: Probe,
-    /// The fault plan and the fault set seeded runs draw from (`source` is the trial's).
-    pub base: RunConfig,
-    /// Externals, their window, invariants.
-    pub extras: Extras,
-    /// QEMU, the guest and the server's options.
-    pub lock: LockstepConfig,
-}
-
-/// One trial of a guest scenario.
-#[derive(Clone, Debug)]
-pub struct ScenarioRun {
-    /// The trial's name (`lockstep::dfu_download::seed::0x2a`).
-    pub trial: String,
-    /// The trace hash.
-    pub hash: TraceHash,
-    /// The trace lines.
-    pub lines: Vec<String>,
-    /// What failed, if anything (`None` for a pass and for `emulator_blocked`).
-    pub failure: Option<Failure>,
-    /// The faults and externals it took.
-    pub events: Vec<Event>,
-    /// The whole guest run.
-    pub run: LockstepRun,
-}
-
-impl<D: Device> Scenario<D> {
-    /// The trial name of `probe`.
-    pub fn trial_name(&self, probe: &explore::Probe) -> String {
-        format!("{}::{}", self.name, probe.trial_suffix())
-    }
-
-    /// Runs one trial, `config` being its full run configuration.
-    fn run_config(&self, trial: String, config: RunConfig) -> Result<ScenarioRun, QemuError> {
-        let (run, _host) = run_with_extras(
-            (self.model)(),
-            &config,
-            &self.extras,
-            &self.probe,
-            &self.lock,
-        )?;
-        Ok(ScenarioRun {
-            trial,
-            hash: run.hash,
-            lines: run.trace.clone(),
-            failure: run.failure.clone(),
-            events: run.events.clone(),
-            run,
-        })
-    }
-
-    /// Runs the trial `probe` (`Baseline`: seed 0, no faults, no externals; `Seed(s)`: faults
-    /// from `base.fault_set` and externals placed by `s`; `Site`: one pinned fault).
-    pub fn run(&self, probe: &explore::Probe) -> Result<ScenarioRun, QemuError> {
-        self.run_config(self.trial_name(probe), probe.config(&self.base))
-    }
-
-    /// The regression file of a failed run (its events are kept as they were: a guest run is
-    /// too dear to minimize by replaying it dozens of times).
-    pub fn regression(&self, run: &ScenarioRun) -> Option<Regression> {
-        let failure = run.failure.as_ref()?;
-        let signature = failure.signature();
-        Some(Regression {
-            format: regress::FORMAT.into(),
-            version: regress::VERSION,
-            scenario: self.name.clone(),
-            id: regress::id_for(&self.name, &signature),
-            signature,
-            failure: failure.to_string(),
-            found_by: run
-                .trial
-                .strip_prefix(&format!("{}::", self.name))
-                .unwrap_or(&run.trial)
-                .to_string(),
-            base_seed: "0x0".into(),
-            spec_sha256: self.base.spec.as_ref().map(|s| s.sha256().to_string()),
-            story: choices::story(&run.events),
-            events: run.events.clone(),
-            run_aloud: String::new(),
-            swarm: None,
-            trace_hash: run.hash.to_string(),
-            hash_version: calametra_core::trace::HASH_VERSION,
-            package: "calametra-qemu".into(),
-            target: "lockstep".into(),
-        })
-    }
-
-    /// Replays a regression file's events (`regression::<id>`). Byte-exact or an error naming
-    /// both hashes.
-    pub fn replay(&self, reg: &Regression) -> Result<ScenarioRun, QemuError> {
-        let config = explore::replay_config(&self.base, &reg.events);
-        let run = self.run_config(format!("{}::regression::{}", self.name, reg.id), config)?;
-        if run.hash.to_string() != reg.trace_hash {
-            return Err(QemuError::Qemu(format!(
-                "regression {} replayed with trace hash {}, the file says {}",
-                reg.id, run.hash, reg.trace_hash
-            )));
-        }
-        Ok(run)
-    }
-}
-
-/// One guest trial of `scenario` (the harness-level entry point; see [`Scenario::run`]).
-pub fn scenario_run<D: Device>(
-    scenario: &Scenario<D>,
-    probe: &explore::Probe,
-) -> Result<ScenarioRun, QemuError> {
-    scenario.run(probe)
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //!
 //! What a run asks QEMU through it: whether an incoming machine state has loaded, to plug the
 //! lockstep device in (`device_add`), to go on (`cont`), to save the machine (`migrate` to a
-//! file) and how many guest instructions have run (`query-replay`'s `icount`, what the watchdog
-//! reads). Asynchronous events (`GUEST_PANICKED`, `STOP`, ...) are kept by name as they arrive.
+//! file), and the guest's clocks the watchdog reads: how many guest instructions have run
+//! (`query-replay`'s `icount`) and the guest's real-time clock (`rtc-time`, on the virtual clock). Asynchronous events (`GUEST_PANICKED`, `STOP`, ...) are kept by name as they arrive.
 //! This module waits on the wall clock (its deadlines are about the host); nothing it returns
 //! enters a deterministic trace record.
 
@@ -19,9 +19,11 @@ pub struct Qmp {
     buf: Vec<u8>,
     events: Vec<String>,
     phase: Phase,
+    /// Whether [`Qmp::poll_clock`] asks for `rtc-time` (cleared when the machine has none).
+    rtc: bool,
 }
 
-/// Where a connection is in [`Qmp::poll_icount`]'s exchange.
+/// Where a connection is in [`Qmp::poll_clock`]'s exchange.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     /// Waiting for QEMU's greeting.
@@ -32,6 +34,35 @@ enum Phase {
     Ready,
     /// `query-replay` sent.
     Asked,
+    /// `qom-get` of the machine's `rtc-time` sent (the instruction count is in hand).
+    AskedRtc(u64),
+}
+
+/// What [`Qmp::poll_clock`] reads of the guest's clocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockReading {
+    /// Guest instructions executed (`query-replay`'s `icount`).
+    pub icount: u64,
+    /// The guest's real-time clock in seconds since 1970 (`qom-get /machine rtc-time`): under
+    /// `-rtc clock=vm` it follows the virtual clock, idle time skipped by `sleep=off` included.
+    /// `None` when the machine has no such property.
+    pub rtc_s: Option<u64>,
+}
+
+/// Seconds since 1970 of a `struct tm` as QEMU's `rtc-time` gives it (`tm_year` since 1900,
+/// `tm_mon` from 0).
+pub fn tm_seconds(tm: &Value) -> Option<u64> {
+    let f = |k: &str| tm.get(k).and_then(Value::as_i64);
+    let (y, m, d) = (f("tm_year")? + 1900, f("tm_mon")? + 1, f("tm_mday")?);
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + f("tm_hour")? * 3600 + f("tm_min")? * 60 + f("tm_sec")?;
+    u64::try_from(secs).ok()
 }
 
 impl Qmp {
@@ -54,7 +85,7 @@ impl Qmp {
 
     /// Connects to the QMP socket at `path` without waiting for QEMU to greet (a QEMU whose
     /// vCPU waits on the lockstep socket answers nothing until that is served; see
-    /// [`Qmp::poll_icount`]).
+    /// [`Qmp::poll_clock`]).
     pub fn open(
         path: &Path,
         deadline: Instant,
@@ -88,12 +119,14 @@ impl Qmp {
             buf: Vec::new(),
             events: Vec::new(),
             phase: Phase::Greeting,
+            rtc: true,
         })
     }
 
-    /// Moves the instruction-count exchange on without waiting: greets, negotiates, asks
-    /// `query-replay` and returns its `icount` when an answer has arrived (`None` meanwhile).
-    pub fn poll_icount(&mut self) -> Result<Option<u64>, String> {
+    /// Moves the clock exchange on without waiting: greets, negotiates, asks `query-replay`
+    /// and then the machine's `rtc-time`, and returns both when the answers have arrived
+    /// (`None` meanwhile).
+    pub fn poll_clock(&mut self) -> Result<Option<ClockReading>, String> {
         while let Some(m) = self.try_message()? {
             match self.phase {
                 Phase::Greeting if m.get("QMP").is_some() => {
@@ -102,11 +135,29 @@ impl Qmp {
                 }
                 Phase::Capabilities if m.get("return").is_some() => self.phase = Phase::Ready,
                 Phase::Asked if m.get("return").is_some() => {
+                    let n = m["return"]
+                        .get("icount")
+                        .and_then(Value::as_u64)
+                        .ok_or_else(|| format!("QMP query-replay: no icount in {m}"))?;
+                    if !self.rtc {
+                        self.phase = Phase::Ready;
+                        return Ok(Some(ClockReading {
+                            icount: n,
+                            rtc_s: None,
+                        }));
+                    }
+                    self.send(
+                        "qom-get",
+                        json!({ "path": "/machine", "property": "rtc-time" }),
+                    )?;
+                    self.phase = Phase::AskedRtc(n);
+                }
+                Phase::AskedRtc(n) if m.get("return").is_some() || m.get("error").is_some() => {
                     self.phase = Phase::Ready;
-                    let n = m["return"].get("icount").and_then(Value::as_u64);
-                    return n
-                        .map(Some)
-                        .ok_or_else(|| format!("QMP query-replay: no icount in {m}"));
+                    let rtc_s = m.get("return").and_then(tm_seconds);
+                    // A machine without the property: the instruction count alone from now on.
+                    self.rtc = rtc_s.is_some();
+                    return Ok(Some(ClockReading { icount: n, rtc_s }));
                 }
                 _ if m.get("error").is_some() => return Err(format!("QMP: {m}")),
                 _ => {}
@@ -341,12 +392,12 @@ mod tests {
         .unwrap();
         let (mut s, _) = listener.accept().unwrap();
         // Nothing from QEMU yet (its vCPU may wait on the lockstep socket): no answer, no wait.
-        assert_eq!(q.poll_icount().unwrap(), None);
+        assert_eq!(q.poll_clock().unwrap(), None);
         s.write_all(b"{\"QMP\": {}}\n").unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut replies = 0;
         let n = loop {
-            if let Some(n) = q.poll_icount().unwrap() {
+            if let Some(n) = q.poll_clock().unwrap() {
                 break n;
             }
             assert!(Instant::now() < deadline, "no icount");
@@ -356,15 +407,80 @@ mod tests {
             if let Ok(k) = s.read(&mut b) {
                 for _ in b[..k].iter().filter(|&&c| c == b'\n') {
                     replies += 1;
-                    let r: &[u8] = if replies == 1 {
-                        b"{\"return\": {}}\n"
-                    } else {
-                        b"{\"return\": {\"icount\": 99, \"mode\": \"none\"}}\n"
+                    let r: &[u8] = match replies {
+                        1 => b"{\"return\": {}}\n",
+                        2 => b"{\"return\": {\"icount\": 99, \"mode\": \"none\"}}\n",
+                        _ => b"{\"return\": {\"tm_year\": 126, \"tm_mon\": 0, \"tm_mday\": 2, \"tm_hour\": 0, \"tm_min\": 1, \"tm_sec\": 5}}\n",
                     };
                     s.write_all(r).unwrap();
                 }
             }
         };
-        assert_eq!((n, replies), (99, 2), "capabilities, then query-replay");
+        let rtc_s = 1_767_225_600 + 86_400 + 65; // 2026-01-02T00:01:05Z
+        assert_eq!(
+            (n, replies),
+            (
+                ClockReading {
+                    icount: 99,
+                    rtc_s: Some(rtc_s)
+                },
+                3
+            ),
+            "capabilities, query-replay, then rtc-time"
+        );
+    }
+
+    #[test]
+    fn rtc_time_reads_as_seconds_since_1970() {
+        let tm = |y: i64, mo: i64, d: i64, h: i64, mi: i64, se: i64| json!({"tm_year": y - 1900, "tm_mon": mo - 1, "tm_mday": d, "tm_hour": h, "tm_min": mi, "tm_sec": se});
+        assert_eq!(tm_seconds(&tm(1970, 1, 1, 0, 0, 0)), Some(0));
+        assert_eq!(tm_seconds(&tm(2026, 1, 1, 0, 0, 0)), Some(1_767_225_600));
+        assert_eq!(tm_seconds(&tm(2000, 3, 1, 1, 2, 3)), Some(951_872_523));
+        assert_eq!(tm_seconds(&tm(1969, 12, 31, 23, 59, 59)), None);
+        assert_eq!(tm_seconds(&json!({"tm_year": 126})), None);
+    }
+
+    #[test]
+    fn a_machine_without_rtc_time_gives_the_instruction_count_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("qmp.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let mut q = Qmp::open(&path, Instant::now() + Duration::from_secs(10), &mut || {
+            false
+        })
+        .unwrap();
+        let (mut s, _) = listener.accept().unwrap();
+        s.write_all(b"{\"QMP\": {}}\n").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut sent = String::new();
+        let mut readings = Vec::new();
+        while readings.len() < 2 {
+            if let Some(r) = q.poll_clock().unwrap() {
+                readings.push(r);
+            }
+            assert!(Instant::now() < deadline, "no reading");
+            let mut b = [0u8; 512];
+            if let Ok(k) = s.read(&mut b) {
+                for line in String::from_utf8_lossy(&b[..k]).lines() {
+                    sent.push_str(line);
+                    sent.push('\n');
+                    let r: &[u8] = if line.contains("qmp_capabilities") {
+                        b"{\"return\": {}}\n"
+                    } else if line.contains("query-replay") {
+                        b"{\"return\": {\"icount\": 7, \"mode\": \"none\"}}\n"
+                    } else {
+                        b"{\"error\": {\"class\": \"GenericError\", \"desc\": \"no rtc-time\"}}\n"
+                    };
+                    s.write_all(r).unwrap();
+                }
+            }
+        }
+        let none = ClockReading {
+            icount: 7,
+            rtc_s: None,
+        };
+        assert_eq!(readings, [none, none]);
+        assert_eq!(sent.matches("rtc-time").count(), 1, "asked once: {sent}");
     }
 }

@@ -19,7 +19,9 @@
 //! ```
 
 use crate::guest::Probe;
-use crate::lockstep::{run_with_extras, External, ExternalAction, Extras, LockstepConfig};
+use crate::lockstep::{
+    run_with_extras, External, ExternalAction, Extras, LockstepConfig, LockstepRun,
+};
 use crate::{Boxed, Outcome};
 use calametra_core::clock::Nanos;
 use calametra_core::explore::Runner;
@@ -139,7 +141,7 @@ pub fn runner(scenario: fn(&mut Guest)) -> Result<Box<dyn Runner>, String> {
     let mut why = Vec::new();
     for dir in target_dirs() {
         match LockstepConfig::find(&dir) {
-            Ok(lock) => return Ok(Box::new(GuestRunner { scenario, lock })),
+            Ok(lock) => return Ok(Box::new(GuestRunner::new(scenario, lock))),
             Err(e) => why.push(e),
         }
     }
@@ -152,19 +154,29 @@ pub fn runner(scenario: fn(&mut Guest)) -> Result<Box<dyn Runner>, String> {
 
 /// Runs a guest scenario's trials, one lockstep guest run each.
 pub struct GuestRunner {
-    scenario: fn(&mut Guest),
+    scenario: Rc<dyn Fn(&mut Guest)>,
     lock: LockstepConfig,
 }
 
 impl GuestRunner {
     /// A runner over an explicit QEMU and guest.
     pub fn new(scenario: fn(&mut Guest), lock: LockstepConfig) -> GuestRunner {
-        GuestRunner { scenario, lock }
+        GuestRunner::with(scenario, lock)
     }
-}
 
-impl Runner for GuestRunner {
-    fn run(&self, config: RunConfig) -> Result<RunResult, String> {
+    /// A runner of a closure describing the guest run (a test that builds its scenario at run
+    /// time: a window placed from an earlier run, a sabotaged model).
+    pub fn with(scenario: impl Fn(&mut Guest) + 'static, lock: LockstepConfig) -> GuestRunner {
+        GuestRunner {
+            scenario: Rc::new(scenario),
+            lock,
+        }
+    }
+
+    /// One guest run under `config`, whole: the console, the timings and QEMU's stderr
+    /// besides the trace (what [`Runner::run`] reduces to a [`RunResult`]). An
+    /// `emulator_blocked` run is returned as it ended.
+    pub fn run_guest(&self, config: &RunConfig) -> Result<LockstepRun, String> {
         let mut g = Guest::new(config.spec.clone());
         (self.scenario)(&mut g);
         let model = g
@@ -179,34 +191,43 @@ impl Runner for GuestRunner {
         lock.options
             .reenumerate_marks
             .extend(g.reenumerate_marks.iter().cloned());
-        let (run, _host) = run_with_extras(Boxed(model), &config, &g.extras, &probe, &lock)
+        let (run, _host) = run_with_extras(Boxed(model), config, &g.extras, &probe, &lock)
             .map_err(|e| e.to_string())?;
-        if let Outcome::EmulatorBlocked { reason } = &run.outcome {
-            return Err(format!("emulator_blocked: {reason}"));
-        }
-        Ok(RunResult {
-            hash: run.hash,
-            records: run.records,
-            events: run.events,
-            failure: run.failure,
-            lines: if config.keep_trace {
-                run.trace
-            } else {
-                Vec::new()
-            },
-            sites: Vec::new(),
-            marks: BTreeMap::new(),
-            steps: run.frames,
-            choices: 0,
-            end_ns: run.end_clock_ns,
-            // Guest runs draw no swarm yet: their faults follow the fault set at the fixed
-            // density and their externals are placed by the lockstep loop.
-            swarm: None,
-            // A guest run does not stop at a step (`RunConfig::stop_at`) yet.
-            state: None,
-            // The lockstep loop's externals are not named to the run result.
-            externals: None,
-        })
+        Ok(run)
+    }
+}
+
+/// The harness's view of a guest run: `Err` for `emulator_blocked` (no verdict), the trace
+/// lines only when `keep_trace`.
+pub fn run_result(run: LockstepRun, keep_trace: bool) -> Result<RunResult, String> {
+    if let Outcome::EmulatorBlocked { reason } = &run.outcome {
+        return Err(format!("emulator_blocked: {reason}"));
+    }
+    Ok(RunResult {
+        hash: run.hash,
+        records: run.records,
+        events: run.events,
+        failure: run.failure,
+        lines: if keep_trace { run.trace } else { Vec::new() },
+        sites: Vec::new(),
+        marks: BTreeMap::new(),
+        steps: run.frames,
+        choices: 0,
+        end_ns: run.end_clock_ns,
+        // Guest runs draw no swarm yet: their faults follow the fault set at the fixed
+        // density and their externals are placed by the lockstep loop.
+        swarm: None,
+        // A guest run does not stop at a step (`RunConfig::stop_at`) yet.
+        state: None,
+        // The lockstep loop's externals are not named to the run result.
+        externals: None,
+    })
+}
+
+impl Runner for GuestRunner {
+    fn run(&self, config: RunConfig) -> Result<RunResult, String> {
+        let run = self.run_guest(&config)?;
+        run_result(run, config.keep_trace)
     }
 
     fn shrink_budget(&self) -> Option<u64> {

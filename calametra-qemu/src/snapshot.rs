@@ -18,8 +18,11 @@
 //! kernel, the run's initrd (the guest image and the probe) and every QEMU argument (memory,
 //! clock, kernel command line): any change makes a new one. It is written into a private
 //! temporary directory beside the cache and renamed into place, so a reader never sees half
-//! of one and two runs making the same one at once both succeed. This module reads the wall
-//! clock only for its deadlines; nothing it decides enters a deterministic trace record.
+//! of one and two runs making the same one at once both succeed. A run holds its snapshot's
+//! directory (a shared `flock`) while QEMU reads it, and a run that made a new one prunes the
+//! stale ones ([`cache`]: another build's, or beyond the [`cache::KEEP`] most recently used).
+//! This module reads the wall clock only for its deadlines; nothing it decides enters a
+//! deterministic trace record.
 
 use crate::guest::marker;
 use crate::launcher::{accept_qemu, console_tail, io, start_qemu, QemuError, Started};
@@ -31,7 +34,9 @@ use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+pub mod cache;
 use std::time::{Duration, Instant, SystemTime};
 
 /// What the key's first line says (bump it when what a snapshot holds changes).
@@ -56,6 +61,11 @@ pub struct Snapshot {
     pub fresh: bool,
     /// Wall time making it took (zero when reused).
     pub made_in: Duration,
+    /// Stale snapshots this run removed from the cache after making this one.
+    pub pruned: Vec<PathBuf>,
+    /// The shared hold on its directory (no prune removes it while a copy of this lives).
+    #[allow(dead_code)]
+    hold: Option<Arc<cache::Hold>>,
 }
 
 /// The SHA-256 of a file's bytes (hex), remembered per path, length and modification time
@@ -145,33 +155,36 @@ pub fn ensure(
     let key = sha256_of(text.as_bytes());
     let dir = cache.join(&key[..16]);
     let state = dir.join("state");
-    let found = |dir: &Path| {
-        std::fs::read_to_string(dir.join("key.txt")).ok().as_deref() == Some(text.as_str())
-            && dir.join("state").is_file()
-    };
-    if found(&dir) {
+    if let Some(hold) = cache::hold_if_found(&dir, &text) {
         return Ok(Snapshot {
             key,
             dir,
             state,
             fresh: false,
             made_in: Duration::ZERO,
+            pruned: Vec::new(),
+            hold: Some(Arc::new(hold)),
         });
     }
     let started = Instant::now();
     make(lock, cache, &dir, &text, initrd, &append)?;
-    if !found(&dir) {
+    let Some(hold) = cache::hold_if_found(&dir, &text) else {
         return Err(QemuError::Qemu(format!(
             "{} holds a snapshot of another machine (its key.txt differs); remove it",
             dir.display()
         )));
-    }
+    };
+    let made_in = started.elapsed();
+    // A new key: the cache may hold snapshots no run will want again.
+    let pruned = cache::prune_quietly(cache, &text, &key[..16]);
     Ok(Snapshot {
         key,
         dir,
         state,
         fresh: true,
-        made_in: started.elapsed(),
+        made_in,
+        pruned,
+        hold: Some(Arc::new(hold)),
     })
 }
 
@@ -190,6 +203,8 @@ fn make(
         .prefix(".making-")
         .tempdir_in(cache)
         .map_err(io(format!("creating a directory in {}", cache.display())))?;
+    // Held until the rename: a prune never takes a directory a maker works in.
+    let _making = cache::hold_making(work.path())?;
     let sockets = tempfile::Builder::new()
         .prefix("calametra-snapshot-")
         .tempdir()

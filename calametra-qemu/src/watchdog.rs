@@ -1,18 +1,24 @@
 //! The `emulator_blocked` watchdog, judged by the guest: whether a guest run still makes
 //! progress, for both transports.
 //!
-//! Progress is what the guest does (a console line, a USB packet); time is the guest's
-//! instruction count (`query-replay`'s `icount` over QMP, times 2^shift ns: the guest's own
-//! clock without the idle time `sleep=off` skips). A host busy with other work runs the guest
-//! slower and its instruction count with it, so a slow guest is never taken for a stuck one.
-//! The run gives no verdict when:
-//! - the guest ran `no_progress` of instructions without printing a line or moving a packet;
+//! Progress is what the guest does (a console line, a USB packet); time is the guest's own
+//! clock, read over QMP: its virtual clock (the machine's `rtc-time` under `-rtc clock=vm`,
+//! which includes the idle time `sleep=off` skips) and its instruction count (`query-replay`'s
+//! `icount`, times 2^shift ns), whichever moved further. Both advance only as the guest runs:
+//! a host busy with other work runs the guest slower and these clocks with it, so a slow guest
+//! is never taken for a stuck one, and a guest that idles or spins without progress is ended
+//! after `no_progress` of its own time, however fast or slow the host. The run gives no
+//! verdict when:
+//! - the guest's clock advanced `no_progress` without a console line or a USB packet (`boot`
+//!   instead until the guest's `/init` printed its first marker: SeaBIOS and a quiet kernel
+//!   run about 205 s of guest time without a line);
 //! - the guest executed no instruction at all for `stalled` of wall time (QEMU is stuck);
 //! - the whole run took longer than `budget` of wall time (generous: a last resort).
 //!
 //! Sans-I/O: the caller passes the wall clock (`Instant`) and the readings in; nothing here
 //! enters a deterministic trace record.
 
+use crate::guest::marker;
 use crate::launcher::{QemuConfig, Started};
 use crate::qmp::Qmp;
 use std::path::Path;
@@ -38,14 +44,23 @@ impl GuestWatch {
                 qemu.stalled,
                 qemu.budget,
                 start,
-            ),
+            )
+            .with_boot(qemu.boot),
             qmp,
             polled: start,
         }
     }
 
-    /// The guest printed a line or moved a packet.
+    /// The guest moved a packet.
     pub(crate) fn progress(&mut self) {
+        self.dog.progress(Instant::now());
+    }
+
+    /// The guest printed `line` (progress; `/init`'s first marker ends the boot).
+    pub(crate) fn line(&mut self, line: &str) {
+        if line.contains(marker::INIT) || line.contains(marker::RESTORED) {
+            self.dog.booted();
+        }
         self.dog.progress(Instant::now());
     }
 
@@ -56,8 +71,13 @@ impl GuestWatch {
         if now.saturating_duration_since(self.polled) >= POLL {
             self.polled = now;
             if let Some(q) = &mut self.qmp {
-                match q.poll_icount() {
-                    Ok(Some(n)) => self.dog.icount(n, now),
+                match q.poll_clock() {
+                    Ok(Some(r)) => {
+                        self.dog.icount(r.icount, now);
+                        if let Some(s) = r.rtc_s {
+                            self.dog.virtual_clock(s);
+                        }
+                    }
                     Ok(None) => {}
                     // QEMU is going away (or speaks no QMP): wall time decides from here.
                     Err(_) => self.qmp = None,
@@ -97,6 +117,12 @@ pub struct Watchdog {
     at_progress: Option<u64>,
     /// Wall time of the last progress (the measure when no instruction count can be read).
     progressed: Instant,
+    /// The guest's virtual clock in seconds, last read, and at the last progress.
+    vclock: Option<u64>,
+    vclock_at_progress: Option<u64>,
+    /// The guest-time budget until [`Watchdog::booted`] (the boot prints nothing for long).
+    boot: Duration,
+    booted: bool,
 }
 
 impl Watchdog {
@@ -117,6 +143,32 @@ impl Watchdog {
             icount: None,
             at_progress: None,
             progressed: now,
+            vclock: None,
+            vclock_at_progress: None,
+            boot: no_progress,
+            booted: false,
+        }
+    }
+
+    /// The guest-time budget without progress until the boot is over (by default
+    /// `no_progress`).
+    pub fn with_boot(mut self, boot: Duration) -> Watchdog {
+        self.boot = boot;
+        self
+    }
+
+    /// The boot is over (the guest's `/init` printed): `no_progress` applies from now.
+    pub fn booted(&mut self) {
+        self.booted = true;
+    }
+
+    /// The guest's virtual clock, in seconds (its `rtc-time`).
+    pub fn virtual_clock(&mut self, s: u64) {
+        self.vclock = Some(s);
+        match self.vclock_at_progress {
+            // A guest that set its clock back: measure from there.
+            Some(p) if p <= s => {}
+            _ => self.vclock_at_progress = Some(s),
         }
     }
 
@@ -124,6 +176,7 @@ impl Watchdog {
     pub fn progress(&mut self, now: Instant) {
         self.progressed = now;
         self.at_progress = self.icount.map(|(n, _)| n);
+        self.vclock_at_progress = self.vclock;
     }
 
     /// The guest's instruction count, read at `now`.
@@ -137,14 +190,29 @@ impl Watchdog {
         }
     }
 
-    /// Guest time (instructions times 2^shift ns) since the last progress, when known.
+    /// Guest time since the last progress, when known: the virtual clock's advance or the
+    /// instructions run (times 2^shift ns), whichever is more.
     pub fn guest_since_progress(&self) -> Option<Duration> {
         let (n, _) = self.icount?;
         let from = self.at_progress?;
         let ns = n
             .saturating_sub(from)
             .saturating_mul(1u64 << self.shift.min(20));
-        Some(Duration::from_nanos(ns))
+        let by_instructions = Duration::from_nanos(ns);
+        let by_clock = match (self.vclock, self.vclock_at_progress) {
+            (Some(v), Some(p)) => Duration::from_secs(v.saturating_sub(p)),
+            _ => Duration::ZERO,
+        };
+        Some(by_instructions.max(by_clock))
+    }
+
+    /// The guest-time budget without progress now.
+    fn limit(&self) -> Duration {
+        if self.booted {
+            self.no_progress
+        } else {
+            self.boot
+        }
     }
 
     /// Why the run ends without a verdict, if it does at `now`.
@@ -164,11 +232,13 @@ impl Watchdog {
                     ));
                 }
                 let idle = self.guest_since_progress()?;
-                (idle > self.no_progress).then(|| {
+                let limit = self.limit();
+                (idle > limit).then(|| {
                     format!(
-                        "no console output and no USB traffic while the guest ran {:.1} s of instructions (budget {:?} of guest time)",
+                        "no console output and no USB traffic while the guest's clock advanced {:.1} s (budget {:?} of guest time{})",
                         idle.as_secs_f64(),
-                        self.no_progress
+                        limit,
+                        if self.booted { "" } else { ", booting" }
                     )
                 })
             }
@@ -252,5 +322,67 @@ mod tests {
             .verdict(t0 + S * 31)
             .unwrap()
             .contains("no instruction count"));
+    }
+
+    #[test]
+    fn an_idle_guest_is_blocked_by_its_virtual_clock_once_booted_not_while_booting() {
+        let t0 = Instant::now();
+        // 10 s without progress after boot, 600 s while booting.
+        let mut w = dog(t0).with_boot(S * 600);
+        w.icount(1_000, t0);
+        w.virtual_clock(1_000);
+        w.progress(t0);
+        // Idle: a few instructions (0.03 s of guest time a wall second) while the virtual
+        // clock skips ahead 5 s a wall second.
+        let mut blocked_at = None;
+        for s in 1..=200u32 {
+            w.icount(1_000 + u64::from(s) * 1_000_000, t0 + S * s);
+            w.virtual_clock(1_000 + 5 * u64::from(s));
+            if let Some(v) = w.verdict(t0 + S * s) {
+                assert!(v.contains("booting"), "{v}");
+                blocked_at = Some(s);
+                break;
+            }
+        }
+        assert_eq!(blocked_at, Some(121), "600 s of guest time while booting");
+        // Booted (/init printed): 10 s of its clock.
+        let mut w = dog(t0).with_boot(S * 600);
+        w.icount(1_000, t0);
+        w.virtual_clock(1_000);
+        w.booted();
+        w.progress(t0);
+        w.icount(2_000_000, t0 + S * 2);
+        w.virtual_clock(1_010);
+        assert_eq!(w.verdict(t0 + S * 2), None, "exactly 10 s of guest time");
+        w.virtual_clock(1_011);
+        let v = w.verdict(t0 + S * 3).expect("blocked");
+        assert!(
+            v.contains("advanced 11.0 s") && !v.contains("booting"),
+            "{v}"
+        );
+        // Progress resets it; a clock set back by the guest is measured from there.
+        w.progress(t0 + S * 3);
+        w.virtual_clock(500);
+        w.virtual_clock(509);
+        assert_eq!(w.verdict(t0 + S * 4), None);
+    }
+
+    #[test]
+    fn a_slow_guest_on_a_loaded_host_is_not_blocked_by_either_clock() {
+        let t0 = Instant::now();
+        let mut w = dog(t0);
+        w.booted();
+        // The host runs the guest at a twentieth of its speed: both clocks crawl, the guest
+        // prints every 5 s of its time (100 s of wall time), until the wall budget.
+        let mut n = 0u64;
+        for s in 1..=600u32 {
+            n += 1_562_500; // 50 ms of guest time a wall second
+            w.icount(n, t0 + S * s);
+            w.virtual_clock(u64::from(s) / 20);
+            if s % 100 == 0 {
+                w.progress(t0 + S * s);
+            }
+            assert_eq!(w.verdict(t0 + S * s), None, "at {s} s");
+        }
     }
 }

@@ -6,17 +6,18 @@
 //! and the hash with them; a planted fault found in a guest run is written as a regression
 //! file and replayed from it byte-exactly.
 
-use calametra_core::explore::Probe as Trial;
+use calametra_core::chain::{self, Found, Owner};
+use calametra_core::explore::{replay_config, Probe as Trial, Runner};
 use calametra_core::fault::{Fault, FaultKind, FaultSet};
-use calametra_core::host::DeviceHost;
-use calametra_core::regress::{self, Regression};
+use calametra_core::regress::{self, Regression, Saved};
 use calametra_core::spec::Spec;
+use calametra_core::trace::TraceHash;
 use calametra_core::{Failure, RunConfig};
 use calametra_models::dfu::{marks, never_bricked, seal_image, state_machine_legal, Dfu, Sabotage};
-use calametra_qemu::lockstep::{Extras, Invariant, LockstepConfig, Scenario, ScenarioRun};
-use calametra_qemu::{Outcome, Probe};
+use calametra_qemu::lockstep::{ExternalAction, LockstepConfig, LockstepRun};
+use calametra_qemu::scenario::{run_result, GuestRunner};
+use calametra_qemu::{Guest, Outcome, Probe};
 use std::path::PathBuf;
-use std::rc::Rc;
 use std::sync::Arc;
 
 const SPEC: &[u8] = include_bytes!("../../specs/dfu11-tolerant.json");
@@ -49,41 +50,160 @@ fn image() -> Vec<u8> {
     seal_image(&calametra_qemu::probes::pattern(65536 - 4))
 }
 
-fn scenario(lock: LockstepConfig, fault_set: FaultSet) -> Scenario<Dfu> {
-    let spec = spec();
-    let mut lock = lock;
-    // A WillDetach device re-enumerates by itself after DFU_DETACH: the lockstep device
-    // detaches and attaches for the guest when the model says so.
-    lock.options.reenumerate_marks = vec![
-        marks::WILL_DETACH_TO_DFU.to_string(),
-        marks::WILL_DETACH_TO_APP.to_string(),
-    ];
-    let legal: Invariant = Rc::new(|h: &DeviceHost| match h.device::<Dfu>() {
-        Some(d) => state_machine_legal(d),
-        None => Err("the host holds no DFU model".into()),
-    });
-    let model_spec = spec.clone();
-    Scenario {
-        name: "lockstep::dfu_download".into(),
-        model: Rc::new(move || Dfu::try_from_spec(&model_spec).expect("the DFU model builds")),
-        probe: Probe::Script {
-            script: calametra_qemu::probes::dfu_detach_and_download("1209:0001"),
-            files: vec![("calametra/image.bin".into(), image())],
-        },
-        base: RunConfig {
-            fault_set,
-            spec: Some(Arc::new(spec)),
-            ..RunConfig::default()
-        },
-        extras: Extras {
-            invariants: vec![("state_machine_legal".into(), legal)],
-            ..Extras::default()
-        },
-        lock,
+/// What a test changes in the DFU guest scenario.
+#[derive(Clone, Default)]
+struct Variant {
+    /// A planted bug in the model.
+    sabotage: Option<Sabotage>,
+    /// Another script for the guest (instead of the dfu-util session).
+    script: Option<String>,
+    /// An unplug a seeded run places in this window of the guest clock.
+    unplug: Option<(u64, u64)>,
+}
+
+/// The guest scenario's function: the DFU model, re-enumerating by itself after DFU_DETACH
+/// (the lockstep device detaches and attaches for the guest when the model says so), the
+/// dfu-util session and `state_machine_legal` (and `never_bricked` with a planted bug).
+fn dfu_download(guest: &mut Guest, v: &Variant) {
+    let mut model = Dfu::try_from_spec(guest.spec()).expect("the DFU model builds");
+    model.sabotage = v.sabotage;
+    let factory = model.dfu_spec().factory_image.clone();
+    guest.attach(model);
+    guest.reenumerate_on(marks::WILL_DETACH_TO_DFU);
+    guest.reenumerate_on(marks::WILL_DETACH_TO_APP);
+    match &v.script {
+        Some(script) => guest.probe(Probe::script(script.clone())),
+        None => guest.run_script(
+            &calametra_qemu::probes::dfu_detach_and_download("1209:0001"),
+            vec![("calametra/image.bin".into(), image())],
+        ),
+    }
+    guest.invariant("state_machine_legal", |d: &Dfu| state_machine_legal(d));
+    if v.sabotage.is_some() {
+        let new = image();
+        guest.invariant("never_bricked", move |d: &Dfu| {
+            never_bricked(d, &factory, &new)
+        });
+    }
+    if let Some((from, to)) = v.unplug {
+        guest.external("unplug", ExternalAction::Unplug);
+        guest.window(from, to);
     }
 }
 
-fn keep_trace(name: &str, run: &ScenarioRun) {
+/// A guest scenario as the harness runs it: its path, its runner and its base configuration.
+struct Scenario {
+    name: String,
+    runner: GuestRunner,
+    base: RunConfig,
+}
+
+/// One trial: its name and the whole guest run.
+struct Trialled {
+    trial: String,
+    hash: TraceHash,
+    lines: Vec<String>,
+    failure: Option<Failure>,
+    events: Vec<calametra_core::choices::Event>,
+    run: LockstepRun,
+}
+
+impl Scenario {
+    fn new(lock: LockstepConfig, fault_set: FaultSet, name: &str, v: Variant) -> Scenario {
+        Scenario {
+            name: name.into(),
+            runner: GuestRunner::with(move |g: &mut Guest| dfu_download(g, &v), lock),
+            base: RunConfig {
+                fault_set,
+                spec: Some(Arc::new(spec())),
+                ..RunConfig::default()
+            },
+        }
+    }
+
+    fn trialled(&self, trial: String, config: &RunConfig) -> Result<Trialled, String> {
+        let run = self.runner.run_guest(config)?;
+        Ok(Trialled {
+            trial,
+            hash: run.hash,
+            lines: run.trace.clone(),
+            failure: run.failure.clone(),
+            events: run.events.clone(),
+            run,
+        })
+    }
+
+    /// The trial `t` (`Baseline`: no faults, no externals; `Seed(s)`: faults from the fault
+    /// set and externals placed by `s`; `Site`: one pinned fault), as the harness makes it.
+    fn run(&self, t: &Trial) -> Result<Trialled, String> {
+        let name = format!("{}::{}", self.name, t.trial_suffix());
+        self.trialled(name, &t.config(&self.base))
+    }
+
+    /// What the harness does with a failing trial: the failure chain (confirmed by a replay,
+    /// minimized within the runner's budget, replayed with its trace kept) and the case saved
+    /// under target/calametra/regressions; returns the case as read back from its file.
+    fn save_case(&self, found: &Trialled) -> Regression {
+        let failure = found.failure.clone().expect("a failing trial");
+        let result = run_result(found.run.clone(), true).expect("the trial gave a verdict");
+        let suffix = found
+            .trial
+            .strip_prefix(&format!("{}::", self.name))
+            .unwrap_or(&found.trial);
+        let owner = Owner {
+            package: "calametra-qemu".into(),
+            target: "lockstep".into(),
+            scenario: self.name.clone(),
+        };
+        let dir = regress::scenario_dir(&target_dir().join("calametra/regressions"), &self.name);
+        let handled = chain::handle(
+            &self.runner as &dyn Runner,
+            &self.base,
+            &owner,
+            0,
+            Found {
+                trial: suffix,
+                run: &result,
+                failure: &failure,
+            },
+            &regress::Dir(dir),
+        );
+        assert!(handled.reproduced, "the failure reproduced from its events");
+        assert_eq!(handled.case.found_by, suffix);
+        eprintln!(
+            "minimized {} -> {} events in {} runs; saved: {:?}",
+            found.events.len(),
+            handled.shrunk.events.len(),
+            handled.shrunk.attempts,
+            handled.saved
+        );
+        let path = match handled.saved.expect("the case is saved") {
+            Saved::Written(p) | Saved::Unchanged(p) => p,
+            Saved::KeptBetter { path, .. } => path,
+            other => panic!("the case was not kept: {other:?}"),
+        };
+        let loaded = Regression::load(&path).expect("the saved case reads back");
+        eprintln!("regression: {}\n{}", path.display(), loaded.to_json());
+        loaded
+    }
+
+    /// Replays a saved case's events (`regression::<id>`): byte-exact or a panic naming both
+    /// hashes.
+    fn replay(&self, reg: &Regression) -> Trialled {
+        let config = replay_config(&self.base, &reg.events);
+        let name = format!("{}::regression::{}", self.name, reg.id);
+        let run = self.trialled(name, &config).expect("the replay starts");
+        assert_eq!(
+            run.hash.to_string(),
+            reg.trace_hash,
+            "regression {} replayed with another trace hash",
+            reg.id
+        );
+        run
+    }
+}
+
+fn keep_trace(name: &str, run: &Trialled) {
     let path = target_dir()
         .join("calametra/traces/lockstep")
         .join(format!("{name}.jsonl"));
@@ -93,7 +213,7 @@ fn keep_trace(name: &str, run: &ScenarioRun) {
     }
 }
 
-fn bench(what: &str, run: &ScenarioRun) {
+fn bench(what: &str, run: &Trialled) {
     eprintln!(
         "BENCH lockstep {what} boot_to_enumerated_s={:.2} dfu_download_s={:.2} probe_s={:.2} total_s={:.2} frames={} guest_clock_s={:.3} hash={}",
         run.run.timings.enumerated.unwrap_or_default().as_secs_f64(),
@@ -117,7 +237,12 @@ fn the_same_guest_scenario_twice_hashes_the_same_console_included() {
     else {
         return;
     };
-    let s = scenario(lock, FaultSet::None);
+    let s = Scenario::new(
+        lock,
+        FaultSet::None,
+        "lockstep::dfu_download",
+        Variant::default(),
+    );
     let a = s.run(&Trial::Baseline).expect("the first run starts");
     eprintln!("{}", a.run.summary());
     keep_trace("baseline-a", &a);
@@ -203,7 +328,12 @@ fn a_different_seed_places_the_models_faults_elsewhere_and_hashes_differently() 
     // A delayed transfer completes later on the guest clock (`complete_ns`: QEMU holds the
     // packet async until then), so dfu-util waits bwPollTimeout from when the model answered
     // and the whole session still passes under every seed's delays.
-    let s = scenario(lock, FaultSet::Only(vec![FaultKind::Delay]));
+    let s = Scenario::new(
+        lock,
+        FaultSet::Only(vec![FaultKind::Delay]),
+        "lockstep::dfu_download",
+        Variant::default(),
+    );
     let mut runs = Vec::new();
     for seed in [0x11u64, 0x12] {
         let r = s.run(&Trial::Seed(seed)).expect("the run starts");
@@ -264,7 +394,12 @@ fn a_planted_fault_found_in_a_guest_run_replays_byte_exactly_from_its_regression
     ) else {
         return;
     };
-    let s = scenario(lock, FaultSet::None);
+    let s = Scenario::new(
+        lock,
+        FaultSet::None,
+        "lockstep::dfu_download",
+        Variant::default(),
+    );
     // The planted fault: the third DFU_DNLOAD stalls. dfu-util gives up, the probe fails.
     let trial = Trial::Site {
         site: "ctrl.dnload#3".into(),
@@ -290,11 +425,12 @@ fn a_planted_fault_found_in_a_guest_run_replays_byte_exactly_from_its_regression
         "dfu-util says why: {console}"
     );
 
-    // Written as a regression file, read back, replayed: byte-exact.
-    let reg = s.regression(&found).expect("a failed run has a regression");
+    // What the harness does with it: confirmed, minimized, saved as a case, read back and
+    // replayed from the file: byte-exact.
+    let reg = s.save_case(&found);
     assert_eq!(reg.found_by, "site::ctrl.dnload#3::stall");
-    // The one fault, preceded by the anchor it is placed by (issue 16: events are recorded
-    // relative to what they follow).
+    // The one fault (with the anchor it is placed by, when minimization kept it: issue 16's
+    // events are recorded relative to what they follow).
     let faults: Vec<_> = reg
         .events
         .iter()
@@ -310,16 +446,13 @@ fn a_planted_fault_found_in_a_guest_run_replays_byte_exactly_from_its_regression
         "{:?}",
         reg.events
     );
-    let dir = regress::scenario_dir(&target_dir().join("calametra/regressions"), &reg.scenario);
-    let path = reg.save(&dir).expect("the regression file is written");
-    eprintln!("regression: {}\n{}", path.display(), reg.to_json());
-    let loaded = Regression::load(&path).expect("the regression file reads back");
-    assert_eq!(loaded, reg);
-    let replayed = s.replay(&loaded).expect("the replay is byte-exact");
+    let replayed = s.replay(&reg);
     keep_trace("planted-replayed", &replayed);
     bench("planted-replayed", &replayed);
-    assert_eq!(replayed.hash, found.hash);
-    assert_eq!(replayed.run.console, found.run.console);
+    if reg.events == found.events {
+        assert_eq!(replayed.hash, found.hash);
+        assert_eq!(replayed.run.console, found.run.console);
+    }
     assert_eq!(
         replayed.failure.as_ref().map(Failure::signature),
         Some(reg.signature.clone())
@@ -359,13 +492,13 @@ fn an_unplug_placed_by_the_seed_lands_at_the_same_guest_clock_on_every_run() {
     else {
         return;
     };
-    let mut s = scenario(lock, FaultSet::None);
-    s.name = "lockstep::dfu_unplug".into();
-    s.probe = Probe::script(UNPLUG_SCRIPT);
-    s.extras.externals = vec![calametra_qemu::lockstep::External::new(
-        "unplug",
-        calametra_qemu::lockstep::ExternalAction::Unplug,
-    )];
+    let unplug = |window: (u64, u64)| Variant {
+        script: Some(UNPLUG_SCRIPT.into()),
+        unplug: Some(window),
+        ..Variant::default()
+    };
+    let name = "lockstep::dfu_unplug";
+    let s = Scenario::new(lock.clone(), FaultSet::None, name, unplug((0, 0)));
     // The baseline places no external: the guest configures the device and waits 2 s.
     let base = s.run(&Trial::Baseline).expect("the baseline starts");
     assert_eq!(base.run.outcome, Outcome::Passed, "{}", base.run.summary());
@@ -391,7 +524,8 @@ fn an_unplug_placed_by_the_seed_lands_at_the_same_guest_clock_on_every_run() {
         })
         .next_back()
         .expect("the guest configured the device");
-    s.extras.window = (configured + 1_000_000_000, configured + 2_000_000_000);
+    let window = (configured + 1_000_000_000, configured + 2_000_000_000);
+    let s = Scenario::new(lock, FaultSet::None, name, unplug(window));
 
     let a = s.run(&Trial::Seed(0x5eed)).expect("the run starts");
     keep_trace("unplug-a", &a);
@@ -409,7 +543,7 @@ fn an_unplug_placed_by_the_seed_lands_at_the_same_guest_clock_on_every_run() {
             r.run.summary()
         );
     }
-    let at = |r: &ScenarioRun| {
+    let at = |r: &Trialled| {
         let unplugs: Vec<u64> = r
             .events
             .iter()
@@ -426,7 +560,7 @@ fn an_unplug_placed_by_the_seed_lands_at_the_same_guest_clock_on_every_run() {
         }
     };
     assert_eq!(at(&a), at(&b));
-    assert!((s.extras.window.0..s.extras.window.1).contains(&at(&a)));
+    assert!((window.0..window.1).contains(&at(&a)));
     assert_eq!(
         a.run.console, b.run.console,
         "the kernel saw it at the same time"
@@ -454,26 +588,16 @@ fn a_planted_bug_stops_the_guest_at_the_same_frame_and_console_line_every_run() 
     ) else {
         return;
     };
-    let mut s = scenario(lock, FaultSet::None);
-    s.name = "lockstep::dfu_in_place_write".into();
     // The planted bug: blocks are programmed over the running image.
-    let model_spec = spec();
-    s.model = Rc::new(move || {
-        let mut d = Dfu::try_from_spec(&model_spec).expect("the DFU model builds");
-        d.sabotage = Some(Sabotage::InPlaceWrite);
-        d
-    });
-    let old = Dfu::try_from_spec(&spec())
-        .expect("the DFU model builds")
-        .dfu_spec()
-        .factory_image
-        .clone();
-    let new = image();
-    let bricked: Invariant = Rc::new(move |h: &DeviceHost| match h.device::<Dfu>() {
-        Some(d) => never_bricked(d, &old, &new),
-        None => Err("the host holds no DFU model".into()),
-    });
-    s.extras.invariants.push(("never_bricked".into(), bricked));
+    let s = Scenario::new(
+        lock,
+        FaultSet::None,
+        "lockstep::dfu_in_place_write",
+        Variant {
+            sabotage: Some(Sabotage::InPlaceWrite),
+            ..Variant::default()
+        },
+    );
 
     let a = s.run(&Trial::Baseline).expect("the run starts");
     keep_trace("in-place-a", &a);
@@ -505,13 +629,11 @@ fn a_planted_bug_stops_the_guest_at_the_same_frame_and_console_line_every_run() 
     );
     assert_eq!(a.hash, b.hash);
 
-    let reg = s.regression(&a).expect("a failed run has a regression");
-    let dir = regress::scenario_dir(&target_dir().join("calametra/regressions"), &reg.scenario);
-    let path = reg.save(&dir).expect("the regression file is written");
-    let replayed = s
-        .replay(&Regression::load(&path).expect("it reads back"))
-        .expect("the replay is byte-exact");
-    assert_eq!(replayed.hash, a.hash);
+    let reg = s.save_case(&a);
+    let replayed = s.replay(&reg);
+    if reg.events == a.events {
+        assert_eq!(replayed.hash, a.hash);
+    }
     eprintln!(
         "HASH in-place write: {} {} replayed {} (stopped at frame {}, guest clock {} ns)",
         a.hash, b.hash, replayed.hash, a.run.frames, a.run.end_clock_ns

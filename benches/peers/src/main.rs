@@ -1,7 +1,8 @@
 //! `peers`: runs every tool on every workload it fits and prints one table (see `run.sh`,
 //! which also runs the madsim binary and merges its rows with `--merge FILE`).
 //!
-//! Options: `--quick` (smaller budgets, for a smoke run), `--only A|B|C|D`, `--merge FILE`,
+//! Options: `--quick` (smaller budgets, for a smoke run), `--only A|B|C|D` (or a list: `A,B,C`),
+//! `--merge FILE`,
 //! `--tsv FILE` (also write the rows as tab-separated lines).
 
 use calametra_core::choices::{derive_seed, story, Source};
@@ -773,7 +774,7 @@ fn main() {
     let o = opts();
     calametra_peers::quiet_panics();
     let mut rows = Vec::new();
-    let want = |w: &str| o.only.as_deref().is_none_or(|x| x == w);
+    let want = |w: &str| o.only.as_deref().is_none_or(|x| x.split(',').any(|x| x == w));
     if want("A") {
         workload_a(&o, &mut rows);
     }

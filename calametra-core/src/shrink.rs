@@ -81,7 +81,7 @@ pub fn minimize(
     // Candidates replayed without the failure.
     let mut passed: Vec<Vec<Event>> = Vec::new();
     let mut fails = |cand: Vec<Event>, attempts: &mut u64| -> Option<Vec<Event>> {
-        if passed.iter().any(|p| *p == cand) {
+        if passed.contains(&cand) {
             return None;
         }
         *attempts += 1;

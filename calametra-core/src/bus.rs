@@ -301,20 +301,22 @@ impl Core {
         self.next_ev += 1;
     }
 
-    /// A queued event for people: `get_status#3 arrives`, `timer`, `device timer`.
-    pub(crate) fn describe_event(&self, key: (Nanos, u64)) -> String {
-        let site = |xid: &u64| {
-            self.transfers
-                .get(xid)
-                .map(|x| x.site.strip_prefix("ctrl.").unwrap_or(&x.site).to_string())
-                .unwrap_or_else(|| "a cancelled transfer".into())
+    /// Appends a queued event for people: `get_status#3 arrives`, `a timer`, `a device timer`
+    /// (written into `out`: a logged pick's label is built every time one is taken).
+    pub(crate) fn describe_event(&self, key: (Nanos, u64), out: &mut String) {
+        let mut site = |xid: &u64, what: &str| {
+            match self.transfers.get(xid) {
+                Some(x) => out.push_str(x.site.strip_prefix("ctrl.").unwrap_or(&x.site)),
+                None => out.push_str("a cancelled transfer"),
+            }
+            out.push_str(what);
         };
         match self.queue.get(&key) {
-            Some(Ev::Arrive(x)) => format!("{} arrives", site(x)),
-            Some(Ev::Complete(x)) => format!("{} completes", site(x)),
-            Some(Ev::Wake(_)) => "a timer".into(),
-            Some(Ev::DevTimer { .. }) => "a device timer".into(),
-            None => "an event".into(),
+            Some(Ev::Arrive(x)) => site(x, " arrives"),
+            Some(Ev::Complete(x)) => site(x, " completes"),
+            Some(Ev::Wake(_)) => out.push_str("a timer"),
+            Some(Ev::DevTimer { .. }) => out.push_str("a device timer"),
+            None => out.push_str("an event"),
         }
     }
 

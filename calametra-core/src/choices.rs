@@ -145,12 +145,21 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         what: Option<String>,
     },
-    /// The scenario's external event `name` fired before scheduling point `point`.
+    /// The scenario's external event `name` fired before scheduling point `point` (an
+    /// in-process run; a guest run's externals are [`Event::GuestExternal`]).
     External {
         /// The name given to `Sim::external`.
         name: String,
-        /// The scheduling point it fired at.
+        /// The scheduling point (step index) it fired at.
         point: u64,
+    },
+    /// A guest scenario's external event `name` fired when the guest's virtual clock read
+    /// `at_ns` (a lockstep guest run, where the model's clock is the guest's).
+    GuestExternal {
+        /// The name given to `Guest::external`.
+        name: String,
+        /// The guest's virtual clock, in ns since its boot, at which it fired.
+        at_ns: u64,
     },
     /// `fault` was injected at `site`.
     Fault {
@@ -327,6 +336,7 @@ impl fmt::Display for Event {
                 None => write!(f, "switch to option {pick} (step {point})"),
             },
             Event::External { name, .. } => f.write_str(name),
+            Event::GuestExternal { name, at_ns } => write!(f, "{name} (guest clock {at_ns} ns)"),
             Event::Fault { site, fault } => write!(f, "{fault} at {site}"),
             Event::Client { value, label } => match label {
                 Some(l) => f.write_str(l),
@@ -415,6 +425,9 @@ pub fn unapplied(recorded: &[Event], log: &[Event]) -> Vec<usize> {
                 matches!(l, Event::External { name: n, point: p }
                     if n == name && (p == point || by_anchor(&anchor, la)))
             }),
+            Event::GuestExternal { name, at_ns } => taken.iter().any(|(_, _, l)| {
+                matches!(l, Event::GuestExternal { name: n, at_ns: t } if n == name && t == at_ns)
+            }),
             Event::Fault { site, fault } => taken.iter().any(|(_, la, l)| {
                 matches!(l, Event::Fault { site: s, fault: f }
                     if f == fault && (s == site || by_anchor(&anchor, la)))
@@ -448,6 +461,9 @@ pub fn why_unapplied(e: &Event) -> String {
         ),
         Event::External { name, point } => format!(
             "the external `{name}` was not placed at step {point} (no such external, or the run ended before)"
+        ),
+        Event::GuestExternal { name, at_ns } => format!(
+            "the guest external `{name}` was not placed at guest clock {at_ns} ns (no such external, or the run ended before)"
         ),
         Event::Fault { site, .. } => format!(
             "the fault site `{site}` was never reached (a renamed request or a changed driver?)"
@@ -605,7 +621,11 @@ impl Decider {
                             stream: Some(s),
                         } => d.replay_draws.entry(s).or_default().push_back(value),
                         Event::Swarm { swarm } => d.swarm = Some(swarm),
-                        Event::External { .. } | Event::Fault { .. } | Event::Anchor { .. } => {}
+                        // Guest externals are placed by the lockstep loop, from the events.
+                        Event::External { .. }
+                        | Event::GuestExternal { .. }
+                        | Event::Fault { .. }
+                        | Event::Anchor { .. } => {}
                     }
                 }
             }
@@ -861,6 +881,47 @@ mod tests {
         assert_ne!(derive_seed(0, "a::b", 0), derive_seed(0, "a::b", 1));
         assert_ne!(derive_seed(0, "a::b", 0), derive_seed(1, "a::b", 0));
         assert!(derive_seed(0, "a::b", 0) < 1 << 48);
+    }
+
+    #[test]
+    fn an_external_says_its_unit_and_an_in_process_one_reads_and_writes_as_before() {
+        // In process: a scheduling point, the bytes of every saved case unchanged.
+        let e = Event::External {
+            name: "unplug".into(),
+            point: 7,
+        };
+        let j = serde_json::to_string(&e).unwrap();
+        assert_eq!(j, r#"{"event":"external","name":"unplug","point":7}"#);
+        assert_eq!(serde_json::from_str::<Event>(&j).unwrap(), e);
+        // In a guest: the guest clock, in its own variant.
+        let g = Event::GuestExternal {
+            name: "unplug".into(),
+            at_ns: 5_000,
+        };
+        let j = serde_json::to_string(&g).unwrap();
+        assert_eq!(
+            j,
+            r#"{"event":"guest_external","name":"unplug","at_ns":5000}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&j).unwrap(), g);
+        assert_eq!(g.to_string(), "unplug (guest clock 5000 ns)");
+        // Neither reads as the other.
+        assert!(serde_json::from_str::<Event>(
+            r#"{"event":"external","name":"unplug","at_ns":5000}"#
+        )
+        .is_err());
+        assert!(serde_json::from_str::<Event>(
+            r#"{"event":"guest_external","name":"unplug","point":7}"#
+        )
+        .is_err());
+        // A guest external applies only where it was taken.
+        let log = vec![g.clone()];
+        assert!(unapplied(&[g.clone()], &log).is_empty());
+        let other = Event::GuestExternal {
+            name: "unplug".into(),
+            at_ns: 6_000,
+        };
+        assert_eq!(unapplied(&[other], &log), vec![0]);
     }
 
     #[test]

@@ -93,8 +93,8 @@ pub use frame::*;
 pub use server::*;
 
 /// The events of a run read back from its trace (with the core's parser), in order: the faults
-/// injected (`fault` records) and the externals fired (`external` records, `point` = guest
-/// clock in ns). What a replay needs; schedule picks among simultaneous model events and data
+/// injected (`fault` records) and the externals fired (`external` records, as
+/// [`Event::GuestExternal`] at the guest clock). What a replay needs; schedule picks among simultaneous model events and data
 /// draws are not in the trace, and a replay that needed them shows a different hash, never a
 /// silent pass.
 pub fn events_of(lines: &[String]) -> Vec<Event> {
@@ -111,8 +111,8 @@ pub fn events_of(lines: &[String]) -> Vec<Event> {
             }
             "external" => {
                 let at = r.data.get("at_ns").and_then(|v| v.as_u64());
-                if let (Some(name), Some(point)) = (text(&r, "external"), at) {
-                    out.push(Event::External { name, point });
+                if let (Some(name), Some(at_ns)) = (text(&r, "external"), at) {
+                    out.push(Event::GuestExternal { name, at_ns });
                 }
             }
             _ => {}
@@ -128,7 +128,7 @@ fn run_events(host: &DeviceHost, trace: &[String]) -> Vec<Event> {
     events.extend(
         events_of(trace)
             .into_iter()
-            .filter(|e| matches!(e, Event::External { .. })),
+            .filter(|e| matches!(e, Event::GuestExternal { .. })),
     );
     events
 }
@@ -972,9 +972,9 @@ mod tests {
         let ev = events_of(s.host().lines());
         assert_eq!(
             ev,
-            vec![Event::External {
+            vec![Event::GuestExternal {
                 name: "unplug".into(),
-                point: 5_000
+                at_ns: 5_000
             }]
         );
         let placed = place_externals(&Source::Seeded(7), true, &ext, (1_000, 2_000));

@@ -1,6 +1,8 @@
-//! The QEMU launcher: boots the guest under TCG with the instruction-count clock, serves the
-//! device to its `usb-redir` over a unix socket, captures the serial console line by line, and
-//! runs the `emulator_blocked` watchdog.
+//! The QEMU launcher: boots the guest under TCG with the instruction-count clock, starts QEMU
+//! with its console and stderr read line by line ([`start_qemu`]), accepts its connection
+//! ([`accept_qemu`]), and runs the usb-redir transport: the [`Bridge`] served through
+//! [`crate::runloop`]'s loop (the console, the `emulator_blocked` watchdog). The lockstep run
+//! ([`crate::lockstep`]) uses the same pieces.
 //!
 //! This module reads the wall clock, on purpose and only here: the watchdog and the benchmark
 //! timings are about the host. Wall-clock facts never enter a deterministic trace record.
@@ -11,13 +13,14 @@
 //! instruction count), so kernel timestamps and the interleaving of messages vary.
 
 use crate::bridge::{Bridge, BridgeError, BridgeOptions, Stats};
-use crate::guest::{self, marker, GuestImage, Probe};
+use crate::guest::{self, GuestImage, Probe};
+use crate::runloop::{run_loop, LoopOptions};
 use crate::watchdog::{self, GuestWatch};
 use calametra_core::host::DeviceHost;
 use calametra_core::trace::TraceHash;
 use calametra_core::usb::Device;
 use calametra_core::RunConfig;
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -485,15 +488,22 @@ pub fn run_with_host<D: Device>(
         ..
     } = q;
     let watch = GuestWatch::new(qemu, qmp, start);
-    let outcome = serve(
+    bridge.start();
+    let end = run_loop(
         &mut bridge,
         stream,
         &mut guard,
         console_rx,
-        (watch, qemu.idle_after),
+        watch,
         start,
+        &LoopOptions {
+            read_timeout: Duration::from_millis(2),
+            idle_after: Some(qemu.idle_after),
+            power_off_grace: Some(Duration::from_secs(20)),
+            exit_drain: Duration::from_millis(500),
+        },
     );
-    let (outcome_kind, console, timings, exit) = outcome;
+    let (outcome_kind, console, timings, exit) = (end.outcome, end.console, end.timings, end.exit);
     let stderr: Vec<String> = stderr_rx.iter().flat_map(|r| r.try_iter()).collect();
     drop(scratch);
 
@@ -543,174 +553,6 @@ pub fn run<D: Device>(
     qemu: &QemuConfig,
 ) -> Result<QemuRun, QemuError> {
     run_with_host(device, config, probe, qemu).map(|(r, _)| r)
-}
-
-type Served = (Outcome, Vec<String>, Timings, Option<i32>);
-
-/// The run loop: socket <-> bridge, console -> trace, watchdog.
-fn serve(
-    bridge: &mut Bridge,
-    mut stream: UnixStream,
-    guard: &mut Guard,
-    console_rx: Option<Receiver<String>>,
-    (mut watch, idle_after): (GuestWatch, Duration),
-    start: Instant,
-) -> Served {
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(2)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
-    bridge.start();
-    let mut console = Vec::new();
-    let mut timings = Timings::default();
-    let mut enumerated_at = None;
-    let mut probe_rc: Option<i32> = None;
-    let mut ended_at: Option<Instant> = None;
-    let mut socket_open = true;
-    let mut last_traffic = Instant::now();
-    let mut last_activity = bridge.activity();
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut blocked: Option<String> = None;
-    let mut stream_error: Option<String> = None;
-    loop {
-        // Socket: guest -> bridge -> guest.
-        if socket_open {
-            let out = bridge.take_output();
-            if !out.is_empty() && stream.write_all(&out).is_err() {
-                socket_open = false;
-            }
-            match stream.read(&mut buf) {
-                Ok(0) => socket_open = false,
-                Ok(n) => {
-                    last_traffic = Instant::now();
-                    if let Err(e) = bridge.feed(&buf[..n]) {
-                        stream_error = Some(e.to_string());
-                        socket_open = false;
-                    }
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if last_traffic.elapsed() >= idle_after && bridge.wants_tick() {
-                        bridge.idle_tick();
-                        last_traffic = Instant::now();
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => socket_open = false,
-            }
-            let out = bridge.take_output();
-            if !out.is_empty() && stream.write_all(&out).is_err() {
-                socket_open = false;
-            }
-        } else {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if bridge.activity() != last_activity {
-            last_activity = bridge.activity();
-            watch.progress();
-        }
-        // Console lines.
-        if let Some(rx) = &console_rx {
-            for line in rx.try_iter() {
-                watch.line(&line);
-                bridge.host_mut().record("guest", "guest", false, |r| {
-                    r.str("line", &line);
-                });
-                if line.contains(marker::INIT) {
-                    bridge.plug_in();
-                }
-                if line.contains(marker::ENUMERATED) && enumerated_at.is_none() {
-                    enumerated_at = Some(Instant::now());
-                    timings.enumerated = Some(start.elapsed());
-                }
-                if let Some(rc) = guest::probe_end_rc(&line) {
-                    probe_rc = Some(rc);
-                    ended_at = Some(Instant::now());
-                    timings.probe = enumerated_at.map(|t| t.elapsed());
-                }
-                console.push(line);
-            }
-        }
-        // QEMU exited?
-        let status = guard.0.as_mut().and_then(|c| c.try_wait().ok().flatten());
-        if let Some(status) = status {
-            // Drain what the console thread still holds.
-            if let Some(rx) = &console_rx {
-                let deadline = Instant::now() + Duration::from_millis(500);
-                while let Ok(line) =
-                    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                {
-                    if let Some(rc) = guest::probe_end_rc(&line) {
-                        probe_rc = Some(rc);
-                    }
-                    bridge.host_mut().record("guest", "guest", false, |r| {
-                        r.str("line", &line);
-                    });
-                    console.push(line);
-                }
-            }
-            guard.0 = None;
-            let code = status.code();
-            bridge.host_mut().record("emulator", "qemu", false, |r| {
-                r.str("event", "exit")
-                    .i64("code", code.map(i64::from).unwrap_or(-1));
-            });
-            let outcome = match probe_rc {
-                Some(0) => Outcome::Passed,
-                Some(rc) => Outcome::Failed {
-                    rc: Some(rc),
-                    reason: format!("the probe exited with {rc}"),
-                },
-                None => Outcome::Failed {
-                    rc: None,
-                    reason: match &stream_error {
-                        Some(e) => format!("QEMU exited ({status}) before the probe ended; {e}"),
-                        None => format!("QEMU exited ({status}) before the probe ended"),
-                    },
-                },
-            };
-            return (outcome, console, timings, code);
-        }
-        // After the probe ended the guest powers off; give it a moment.
-        if let Some(t) = ended_at {
-            if t.elapsed() > Duration::from_secs(20) {
-                kill(guard);
-                let rc = probe_rc.unwrap_or(-1);
-                let outcome = if rc == 0 {
-                    Outcome::Passed
-                } else {
-                    Outcome::Failed {
-                        rc: Some(rc),
-                        reason: format!("the probe exited with {rc} (QEMU did not power off)"),
-                    }
-                };
-                return (outcome, console, timings, None);
-            }
-            continue;
-        }
-        // The watchdog.
-        if let Some(why) = watch.check() {
-            blocked = Some(format!(
-                "{why} (last line: {:?}; usbredir {:?})",
-                console.last().cloned().unwrap_or_default(),
-                bridge.stats()
-            ));
-        }
-        if let Some(reason) = blocked.take() {
-            let r = reason.clone();
-            bridge
-                .host_mut()
-                .record("emulator", "watchdog", false, |d| {
-                    d.str("event", "emulator_blocked").str("reason", &r);
-                });
-            kill(guard);
-            return (Outcome::EmulatorBlocked { reason }, console, timings, None);
-        }
-    }
-}
-
-fn kill(guard: &mut Guard) {
-    if let Some(mut c) = guard.0.take() {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
 }
 
 #[cfg(test)]

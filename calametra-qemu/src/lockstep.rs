@@ -61,13 +61,15 @@
 //! [`encode_reply`]), sans-I/O; [`server`] answers requests from a [`DeviceHost`] and writes
 //! every frame as a deterministic `emulator` record; `config.rs` has the config
 //! ([`LockstepConfig`], [`Start`], the QEMU command lines); this file has the run
-//! ([`run_with_host`]: a snapshot start or a cold boot, the socket and the console). Only the run reads the wall clock (the watchdog,
-//! the timings); nothing the server decides depends on it.
+//! ([`run_with_host`]: a snapshot start or a cold boot, then [`crate::runloop`]'s loop over
+//! the [`LockstepTransport`], the console as records, the outcome). Only the loop reads the
+//! wall clock (the watchdog, the timings); nothing the server decides depends on it.
 
-use crate::guest::{self, marker, GuestImage, Probe};
+use crate::guest::{self, GuestImage, Probe};
 use crate::launcher::{
-    accept_qemu, io, start_qemu, Guard, Outcome, QemuConfig, QemuError, Started, Timings,
+    accept_qemu, io, start_qemu, Outcome, QemuConfig, QemuError, Started, Timings,
 };
+use crate::runloop::{self, run_loop, LoopEnd, LoopOptions, Transport};
 use crate::snapshot;
 use crate::watchdog::{self, GuestWatch};
 use calametra_core::choices::{self, Event};
@@ -78,11 +80,9 @@ use calametra_core::trace::{parse_kept, Record, TraceHash};
 use calametra_core::usb::Device;
 use calametra_core::world::ModelGap;
 use calametra_core::{Failure, RunConfig};
-use std::io::{ErrorKind, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 mod config;
@@ -231,15 +231,67 @@ impl LockstepRun {
     }
 }
 
-/// Every line still to come from `rx`, until its writer ends (QEMU exited) or `patience`.
-fn drain(rx: &Receiver<String>, patience: Duration) -> Vec<String> {
-    let deadline = Instant::now() + patience;
-    let mut out = Vec::new();
-    loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(l) => out.push(l),
-            Err(RecvTimeoutError::Disconnected) | Err(RecvTimeoutError::Timeout) => return out,
+/// The lockstep transport: QEMU's frames to the [`Server`], its replies back; sans I/O. A run
+/// stops on the frame after which an invariant broke (the server says [`Served::Stop`]).
+pub struct LockstepTransport<'a> {
+    server: &'a mut Server,
+    reader: FrameReader,
+    out: Vec<u8>,
+    stopped: bool,
+}
+
+impl<'a> LockstepTransport<'a> {
+    /// A transport over `server`; `stopped` when the run already stopped on the hello (a
+    /// snapshot start serves it before the loop).
+    pub fn new(server: &'a mut Server, stopped: bool) -> LockstepTransport<'a> {
+        LockstepTransport {
+            server,
+            reader: FrameReader::new(),
+            out: Vec::new(),
+            stopped,
         }
+    }
+}
+
+impl Transport for LockstepTransport<'_> {
+    fn feed(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.reader.push(bytes);
+        while !self.stopped {
+            let Some(r) = self.reader.next_request() else {
+                break;
+            };
+            match r.and_then(|req| self.server.serve(&req)) {
+                Ok(Served::Reply(bytes)) => self.out.extend_from_slice(&bytes),
+                Ok(Served::Stop) => self.stopped = true,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(())
+    }
+
+    fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
+    }
+
+    fn stop(&self) -> Option<String> {
+        self.stopped.then(|| {
+            self.server
+                .failure()
+                .map(|f| f.to_string())
+                .unwrap_or_else(|| "stopped".into())
+        })
+    }
+
+    fn activity(&self) -> u64 {
+        self.server.frames()
+    }
+
+    fn host_mut(&mut self) -> &mut DeviceHost {
+        self.server.host_mut()
+    }
+
+    fn describe(&self) -> String {
+        format!("{} frames", self.server.frames())
     }
 }
 
@@ -368,16 +420,21 @@ pub fn run_with_extras<D: Device>(
         mut guard,
         ..
     } = q;
-    let served = serve(
-        &mut server,
+    let served = run_loop(
+        &mut LockstepTransport::new(&mut server, stopped),
         stream,
         &mut guard,
         console_rx,
         GuestWatch::new(&lock.qemu, qmp, start),
         start,
-        stopped,
+        &LoopOptions {
+            read_timeout: Duration::from_millis(20),
+            idle_after: None,
+            power_off_grace: None,
+            exit_drain: Duration::from_secs(5),
+        },
     );
-    let served = ServeEnd {
+    let served = LoopEnd {
         timings: Timings {
             snapshot: timings.snapshot,
             restored: timings.restored,
@@ -386,7 +443,7 @@ pub fn run_with_extras<D: Device>(
         ..served
     };
     let stderr: Vec<String> = stderr_rx
-        .map(|rx| drain(&rx, Duration::from_millis(500)))
+        .map(|rx| runloop::drain(&rx, Duration::from_millis(500)))
         .unwrap_or_default();
     drop(scratch);
     // QEMU stopped by a signal from outside (exit status 0, "terminating on signal 15 from
@@ -468,203 +525,6 @@ pub fn run_with_extras<D: Device>(
         command,
     };
     Ok((run, server.into_host()))
-}
-
-struct ServeEnd {
-    outcome: Outcome,
-    console: Vec<String>,
-    console_at: Vec<Duration>,
-    timings: Timings,
-    exit: Option<i32>,
-    /// QEMU exited by itself or was stopped on a frame: the console is complete and the same
-    /// on every run.
-    deterministic_end: bool,
-}
-
-/// The run loop: socket <-> server, console lines, watchdog.
-fn serve(
-    server: &mut Server,
-    mut stream: UnixStream,
-    guard: &mut Guard,
-    console_rx: Option<Receiver<String>>,
-    mut watch: GuestWatch,
-    start: Instant,
-    stopped_on_hello: bool,
-) -> ServeEnd {
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(20)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
-    let mut reader = FrameReader::new();
-    let mut console = Vec::new();
-    let mut console_at = Vec::new();
-    let mut timings = Timings::default();
-    let mut enumerated_at = None;
-    let mut probe_rc: Option<i32> = None;
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut socket_open = true;
-    let mut lost: Option<String> = None;
-    let mut stopped = stopped_on_hello;
-    let mut on_line = |line: String,
-                       console: &mut Vec<String>,
-                       console_at: &mut Vec<Duration>,
-                       timings: &mut Timings,
-                       probe_rc: &mut Option<i32>| {
-        console_at.push(start.elapsed());
-        if line.contains(marker::ENUMERATED) && enumerated_at.is_none() {
-            enumerated_at = Some(Instant::now());
-            timings.enumerated = Some(start.elapsed());
-        }
-        if let Some(rc) = guest::probe_end_rc(&line) {
-            if probe_rc.is_none() {
-                timings.probe = enumerated_at.map(|t: Instant| t.elapsed());
-            }
-            *probe_rc = Some(rc);
-        }
-        console.push(line);
-    };
-    loop {
-        if socket_open && !stopped {
-            match stream.read(&mut buf) {
-                Ok(0) => socket_open = false,
-                Ok(n) => {
-                    watch.progress();
-                    reader.push(&buf[..n]);
-                    while let Some(r) = reader.next_request() {
-                        let served = r.and_then(|req| server.serve(&req));
-                        match served {
-                            Ok(Served::Reply(bytes)) => {
-                                if stream.write_all(&bytes).is_err() {
-                                    socket_open = false;
-                                    break;
-                                }
-                            }
-                            Ok(Served::Stop) => {
-                                stopped = true;
-                                break;
-                            }
-                            Err(e) => {
-                                lost = Some(e.to_string());
-                                socket_open = false;
-                                break;
-                            }
-                        }
-                    }
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => socket_open = false,
-            }
-        } else {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if let Some(rx) = &console_rx {
-            for line in rx.try_iter() {
-                watch.line(&line);
-                on_line(
-                    line,
-                    &mut console,
-                    &mut console_at,
-                    &mut timings,
-                    &mut probe_rc,
-                );
-            }
-        }
-        if stopped {
-            // QEMU waits on the frame we did not answer: everything the guest printed before
-            // it is in the pipe. Stop QEMU and read the rest.
-            guard.kill();
-            if let Some(rx) = &console_rx {
-                for line in drain(rx, Duration::from_secs(5)) {
-                    on_line(
-                        line,
-                        &mut console,
-                        &mut console_at,
-                        &mut timings,
-                        &mut probe_rc,
-                    );
-                }
-            }
-            let reason = server
-                .failure()
-                .map(|f| f.to_string())
-                .unwrap_or_else(|| "stopped".into());
-            return ServeEnd {
-                outcome: Outcome::Failed { rc: None, reason },
-                console,
-                console_at,
-                timings,
-                exit: None,
-                deterministic_end: true,
-            };
-        }
-        let status = guard.0.as_mut().and_then(|c| c.try_wait().ok().flatten());
-        if let Some(status) = status {
-            guard.0 = None;
-            if let Some(rx) = &console_rx {
-                for line in drain(rx, Duration::from_secs(5)) {
-                    on_line(
-                        line,
-                        &mut console,
-                        &mut console_at,
-                        &mut timings,
-                        &mut probe_rc,
-                    );
-                }
-            }
-            let code = status.code();
-            let outcome = match probe_rc {
-                Some(0) => Outcome::Passed,
-                Some(rc) => Outcome::Failed {
-                    rc: Some(rc),
-                    reason: format!("the probe exited with {rc}"),
-                },
-                None => Outcome::Failed {
-                    rc: None,
-                    reason: match &lost {
-                        Some(e) => format!("QEMU exited ({status}) before the probe ended; {e}"),
-                        None => format!("QEMU exited ({status}) before the probe ended"),
-                    },
-                },
-            };
-            return ServeEnd {
-                outcome,
-                console,
-                console_at,
-                timings,
-                exit: code,
-                deterministic_end: lost.is_none(),
-            };
-        }
-        let blocked = watch.check().map(|why| {
-            format!(
-                "{why} (last line: {:?}; {} frames)",
-                console.last().cloned().unwrap_or_default(),
-                server.frames()
-            )
-        });
-        if let Some(reason) = blocked {
-            let r = reason.clone();
-            server
-                .host_mut()
-                .record("emulator", "watchdog", false, |d| {
-                    d.str("event", "emulator_blocked").str("reason", &r);
-                });
-            guard.kill();
-            if let Some(rx) = &console_rx {
-                for line in drain(rx, Duration::from_secs(2)) {
-                    console_at.push(start.elapsed());
-                    console.push(line);
-                }
-            }
-            return ServeEnd {
-                outcome: Outcome::EmulatorBlocked { reason },
-                console,
-                console_at,
-                timings,
-                exit: None,
-                deterministic_end: false,
-            };
-        }
-    }
 }
 
 #[cfg(test)]

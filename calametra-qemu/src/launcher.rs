@@ -41,7 +41,7 @@ pub enum Outcome {
     },
     /// The model was asked something it has no evidence for (its own outcome, never a pass).
     ModelGap {
-        /// The first `model_gap` trace record's data.
+        /// The first `model_gap` trace record: which device was asked what in which state.
         gap: String,
     },
     /// The guest made no progress (no console output, no USB traffic) within its budget, or
@@ -509,18 +509,9 @@ pub fn run_with_host<D: Device>(
 
     let host = bridge.host();
     let trace: Vec<String> = host.lines().to_vec();
-    let gap = trace
-        .iter()
-        .find(|l| l.contains("\"kind\":\"model_gap\""))
-        .map(|l| {
-            l.split("\"data\":")
-                .nth(1)
-                .unwrap_or(l)
-                .trim_end()
-                .trim_end_matches('}')
-                .to_string()
-                + "}"
-        });
+    // The first model gap, read with the core's trace parser.
+    let gap = crate::runloop::model_gap(&trace)
+        .map(|g| format!("{} asked `{}` in state `{}`", g.device, g.request, g.state));
     let outcome = match (outcome_kind, gap) {
         (o @ Outcome::EmulatorBlocked { .. }, _) => o,
         (_, Some(gap)) => Outcome::ModelGap { gap },

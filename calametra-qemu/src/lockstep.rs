@@ -133,25 +133,6 @@ fn run_events(host: &DeviceHost, trace: &[String]) -> Vec<Event> {
     events
 }
 
-/// The first model gap of a trace.
-fn model_gap(lines: &[String]) -> Option<ModelGap> {
-    let r = parse_kept(lines)
-        .into_iter()
-        .find(|r| r.kind == "model_gap")?;
-    let text = |k: &str| {
-        r.data
-            .get(k)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string()
-    };
-    Some(ModelGap {
-        device: r.actor.clone(),
-        request: text("request"),
-        state: text("state"),
-    })
-}
-
 /// Everything a lockstep guest run produced.
 #[derive(Clone, Debug)]
 pub struct LockstepRun {
@@ -471,7 +452,7 @@ pub fn run_with_extras<D: Device>(
         });
     }
     let trace: Vec<String> = server.host().lines().to_vec();
-    let gap = model_gap(&trace);
+    let gap = crate::runloop::model_gap(&trace);
     let failure = match (&served.outcome, server.failure(), &gap) {
         (Outcome::EmulatorBlocked { .. }, _, _) => None,
         (_, Some(f), _) => Some(f.clone()),

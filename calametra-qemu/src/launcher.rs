@@ -431,6 +431,65 @@ pub(crate) fn accept_qemu(
     }
 }
 
+/// A run's private scratch space: a temporary directory only this run can enter (removed when
+/// the run ends), the socket QEMU's USB device connects to (listening, non-blocking) and the
+/// run's initrd (the guest's initramfs with the probe's files appended).
+pub(crate) struct Scratch {
+    /// The directory (dropped last).
+    pub(crate) dir: tempfile::TempDir,
+    /// `<dir>/<transport>.sock`.
+    pub(crate) socket: PathBuf,
+    /// `<dir>/initrd.img`.
+    pub(crate) initrd: PathBuf,
+    /// Listening on `socket`.
+    pub(crate) listener: UnixListener,
+}
+
+impl Scratch {
+    /// Scratch space for a `transport` run (`usbredir`, `lockstep`) of `probe` on the guest
+    /// whose initramfs is `initramfs`.
+    pub(crate) fn new(
+        transport: &str,
+        initramfs: &Path,
+        probe: &Probe,
+    ) -> Result<Scratch, QemuError> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("calametra-{transport}-"))
+            .tempdir()
+            .map_err(io("creating a scratch directory"))?;
+        let socket = dir.path().join(format!("{transport}.sock"));
+        let initrd = dir.path().join("initrd.img");
+        guest::write_initrd(initramfs, probe, &initrd)
+            .map_err(io(format!("writing {}", initrd.display())))?;
+        let listener =
+            UnixListener::bind(&socket).map_err(io(format!("binding {}", socket.display())))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(io("making the socket non-blocking"))?;
+        Ok(Scratch {
+            dir,
+            socket,
+            initrd,
+            listener,
+        })
+    }
+
+    /// The directory's path.
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// The guest kernel's command line for `probe` and the device `vid:pid`, with `extra` words.
+pub(crate) fn kernel_append(probe: &Probe, vid: u16, pid: u16, extra: &str) -> String {
+    format!(
+        "console=ttyS0 quiet panic=-1 usbcore.autosuspend=-1 calametra.probe={} calametra.dev={vid:04x}:{pid:04x} {extra}",
+        probe.name(),
+    )
+    .trim()
+    .to_string()
+}
+
 /// Boots the guest with `device` on its USB bus, runs `probe`, and returns the run and the
 /// device host (to read the model's ground truth afterwards). `config` gives the fault plan
 /// and choice source of the model's side; its trace is always kept.
@@ -448,29 +507,11 @@ pub fn run_with_host<D: Device>(
     let host = DeviceHost::new(device, &cfg);
     let mut bridge = Bridge::new(host, qemu.bridge.clone()).map_err(QemuError::Bridge)?;
 
-    let scratch = tempfile::Builder::new()
-        .prefix("calametra-qemu-")
-        .tempdir()
-        .map_err(io("creating a scratch directory"))?;
-    let dir = scratch.path();
-    let socket = dir.join("usbredir.sock");
-    let initrd = dir.join("initrd.img");
-    guest::write_initrd(&qemu.guest.initramfs, probe, &initrd)
-        .map_err(io(format!("writing {}", initrd.display())))?;
-    let listener =
-        UnixListener::bind(&socket).map_err(io(format!("binding {}", socket.display())))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(io("making the socket non-blocking"))?;
-
+    let scratch = Scratch::new("usbredir", &qemu.guest.initramfs, probe)?;
     let (vid, pid) = (bridge.info().vendor_id(), bridge.info().product_id());
-    let append = format!(
-        "console=ttyS0 quiet panic=-1 usbcore.autosuspend=-1 calametra.probe={} calametra.dev={vid:04x}:{pid:04x} {}",
-        probe.name(),
-        qemu.extra_append
-    );
-    let qmp_path = dir.join("qmp.sock");
-    let mut cmd = qemu.command(&socket, &initrd, append.trim());
+    let append = kernel_append(probe, vid, pid, &qemu.extra_append);
+    let qmp_path = scratch.path().join("qmp.sock");
+    let mut cmd = qemu.command(&scratch.socket, &scratch.initrd, &append);
     cmd.arg("-qmp").arg(watchdog::qmp_arg(&qmp_path));
     let mut q = start_qemu(cmd, &qemu.qemu)?;
     let qmp = watchdog::open_qmp(&qmp_path, &mut q);
@@ -480,7 +521,7 @@ pub fn run_with_host<D: Device>(
     });
 
     // QEMU connects to us while it starts.
-    let stream = accept_qemu(&listener, &mut q, start, "usbredir")?;
+    let stream = accept_qemu(&scratch.listener, &mut q, start, "usbredir")?;
     let Started {
         console_rx,
         stderr_rx,

@@ -65,9 +65,10 @@
 //! the [`LockstepTransport`], the console as records, the outcome). Only the loop reads the
 //! wall clock (the watchdog, the timings); nothing the server decides depends on it.
 
-use crate::guest::{self, GuestImage, Probe};
+use crate::guest::{GuestImage, Probe};
 use crate::launcher::{
-    accept_qemu, io, start_qemu, Outcome, QemuConfig, QemuError, Started, Timings,
+    accept_qemu, kernel_append, start_qemu, Outcome, QemuConfig, QemuError, Scratch, Started,
+    Timings,
 };
 use crate::runloop::{self, run_loop, LoopEnd, LoopOptions, Transport};
 use crate::snapshot;
@@ -78,9 +79,7 @@ use calametra_core::fault::Fault;
 use calametra_core::host::DeviceHost;
 use calametra_core::trace::{parse_kept, Record, TraceHash};
 use calametra_core::usb::Device;
-use calametra_core::world::ModelGap;
 use calametra_core::{Failure, RunConfig};
-use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -328,32 +327,16 @@ pub fn run_with_extras<D: Device>(
     )
     .map_err(|e| QemuError::Qemu(e.to_string()))?;
 
-    let scratch = tempfile::Builder::new()
-        .prefix("calametra-lockstep-")
-        .tempdir()
-        .map_err(io("creating a scratch directory"))?;
+    let scratch = Scratch::new("lockstep", &lock.qemu.guest.initramfs, probe)?;
     let dir = scratch.path();
-    let socket = dir.join("lockstep.sock");
-    let initrd = dir.join("initrd.img");
-    guest::write_initrd(&lock.qemu.guest.initramfs, probe, &initrd)
-        .map_err(io(format!("writing {}", initrd.display())))?;
-    let listener =
-        UnixListener::bind(&socket).map_err(io(format!("binding {}", socket.display())))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(io("making the socket non-blocking"))?;
-
+    let (socket, initrd, listener) = (&scratch.socket, &scratch.initrd, &scratch.listener);
     let d = server.device_descriptor();
     let (vid, pid) = (
         u16::from_le_bytes([d[8], d[9]]),
         u16::from_le_bytes([d[10], d[11]]),
     );
-    let append = format!(
-        "console=ttyS0 quiet panic=-1 usbcore.autosuspend=-1 calametra.probe={} calametra.dev={vid:04x}:{pid:04x} {}",
-        probe.name(),
-        lock.qemu.extra_append
-    );
-    let append = append.trim();
+    let append = kernel_append(probe, vid, pid, &lock.qemu.extra_append);
+    let append = append.as_str();
     let mut timings = Timings::default();
     let (q, stream, qmp, stopped) = match &lock.start {
         Start::ColdBoot => {

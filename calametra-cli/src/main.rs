@@ -67,8 +67,8 @@ enum Command {
     Show(ShowArgs),
     /// The workspace's saved cases and their states
     ///
-    /// States: fails, fails-differently, fixed, stale, foreign, unreferenced, unreadable,
-    /// not-run. --prune fixed,stale deletes the files in those states.
+    /// States: fails, fails-differently, fixed, stale, foreign, other-build, unreferenced,
+    /// unreadable, not-run. --prune fixed,stale deletes the files in those states.
     Review(ReviewArgs),
     /// Merge sweep partitions' summaries into one report
     SweepReport(SweepReportArgs),

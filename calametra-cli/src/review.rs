@@ -13,6 +13,7 @@
 //! | `fixed` | every recorded event applied and nothing failed |
 //! | `stale` | an event no longer applies, or the spec changed: it proves nothing now |
 //! | `foreign` | its package, target or scenario is not the ones it sits under |
+//! | `other-build` | a guest case made for another QEMU build or guest image (its `guest_build`): not replayed |
 //! | `unreferenced` | no scenario (or no test target) of that name exists any more |
 //! | `unreadable` | not a saved case that parses (its message names the field) |
 //! | `not-run` | its trial did not run (a guest scenario's, ignored by default) |
@@ -37,6 +38,7 @@ const STATES: &[&str] = &[
     "fixed",
     "stale",
     "foreign",
+    "other-build",
     "unreferenced",
     "unreadable",
     "not-run",

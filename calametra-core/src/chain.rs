@@ -184,6 +184,8 @@ pub fn handle(
             r.clone(),
         ),
     };
+    // A build that cannot be told leaves the case unpinned (it replays as an unpinned case).
+    let guest_build = runner.build().ok().flatten();
     let case = Regression {
         format: regress::FORMAT.into(),
         version: regress::VERSION,
@@ -200,6 +202,7 @@ pub fn handle(
         trace_hash: fin.hash.to_string(),
         hash_version: crate::trace::HASH_VERSION,
         swarm: r.swarm.clone(),
+        guest_build,
         package: owner.package.clone(),
         target: owner.target.clone(),
     };
@@ -240,6 +243,14 @@ pub fn verify(runner: &dyn Runner, base: &RunConfig, handled: &Handled) -> Resul
             path.display()
         ));
     }
+    if let BuildCheck::OtherBuild { recorded, this } =
+        check_build(reg.guest_build.as_deref(), ours.guest_build.as_deref())
+    {
+        return Err(format!(
+            "{}: the file keeps a better case of this signature made for another build ({recorded} vs {this}), which cannot be replayed here; remove it to keep this build's case",
+            path.display()
+        ));
+    }
     match compare(
         runner,
         base,
@@ -265,6 +276,34 @@ pub fn verify(runner: &dyn Runner, base: &RunConfig, handled: &Handled) -> Resul
                 reg.signature,
             ))
         }
+    }
+}
+
+/// Whether a saved case can be replayed with this runner's build.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BuildCheck {
+    /// Replay it: it records no build (an in-process case, or a guest case saved before cases
+    /// recorded one), or the build it records is this one.
+    Replay,
+    /// It was made for another build: its replay here would prove nothing, so it is not run.
+    OtherBuild {
+        /// The build the case records.
+        recorded: String,
+        /// This runner's build (`none (in process)` for an in-process runner).
+        this: String,
+    },
+}
+
+/// Decides whether a case recording `recorded` (its `guest_build`) replays with a runner whose
+/// build is `this` ([`Runner::build`]).
+pub fn check_build(recorded: Option<&str>, this: Option<&str>) -> BuildCheck {
+    match (recorded, this) {
+        (None, _) => BuildCheck::Replay,
+        (Some(r), Some(t)) if r == t => BuildCheck::Replay,
+        (Some(r), t) => BuildCheck::OtherBuild {
+            recorded: r.to_string(),
+            this: t.unwrap_or("none (in process)").to_string(),
+        },
     }
 }
 
@@ -331,6 +370,14 @@ pub enum CaseState {
     Stale(Stale),
     /// It belongs to another package, test target or scenario: never run as this one's case.
     Foreign(String),
+    /// It was made for another build (a guest case's `guest_build`): not replayed, neither a
+    /// pass nor a failure.
+    OtherBuild {
+        /// The build the case records.
+        recorded: String,
+        /// This runner's build.
+        this: String,
+    },
     /// The run gave no verdict.
     NoVerdict(String),
 }
@@ -344,6 +391,7 @@ impl CaseState {
             CaseState::Fixed { .. } => "fixed",
             CaseState::Stale(_) => "stale",
             CaseState::Foreign(_) => "foreign",
+            CaseState::OtherBuild { .. } => "other-build",
             CaseState::NoVerdict(_) => "no-verdict",
         }
     }
@@ -367,8 +415,8 @@ pub fn check_owner(owner: &Owner, case: &Regression) -> Result<(), String> {
 }
 
 /// Replays a saved case for `owner` and says what it shows: fails, fails differently, fixed
-/// (every event applied, no failure), stale (the spec changed, or an event did not apply) or
-/// foreign. Keeps the trace lines when `keep`.
+/// (every event applied, no failure), stale (the spec changed, or an event did not apply),
+/// foreign, or made for another build (not replayed). Keeps the trace lines when `keep`.
 pub fn check_case(
     runner: &dyn Runner,
     base: &RunConfig,
@@ -378,6 +426,17 @@ pub fn check_case(
 ) -> CaseState {
     if let Err(e) = check_owner(owner, case) {
         return CaseState::Foreign(e);
+    }
+    if case.guest_build.is_some() {
+        let this = match runner.build() {
+            Ok(b) => b,
+            Err(e) => return CaseState::NoVerdict(format!("this build cannot be told: {e}")),
+        };
+        if let BuildCheck::OtherBuild { recorded, this } =
+            check_build(case.guest_build.as_deref(), this.as_deref())
+        {
+            return CaseState::OtherBuild { recorded, this };
+        }
     }
     let now = base.spec.as_ref().map(|s| s.sha256().to_string());
     if case.spec_sha256 != now {
@@ -434,5 +493,168 @@ pub fn explain_unapplied(event: &Event, run: &RunResult) -> String {
         },
         Event::Schedule { point, .. } if *point >= run.steps => ended(*point),
         _ => crate::choices::why_unapplied(event),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A runner whose runs are an empty in-process scenario and whose build is what the test
+    /// says: a guest runner's identity without QEMU.
+    struct Stub {
+        build: Result<Option<String>, String>,
+        runs: Cell<u32>,
+    }
+
+    impl Stub {
+        fn new(build: Result<Option<&str>, &str>) -> Stub {
+            Stub {
+                build: build.map(|b| b.map(str::to_string)).map_err(str::to_string),
+                runs: Cell::new(0),
+            }
+        }
+    }
+
+    impl Runner for Stub {
+        fn run(&self, config: RunConfig) -> Result<RunResult, String> {
+            self.runs.set(self.runs.get() + 1);
+            Ok(crate::sim::run(config, &|_| {}))
+        }
+
+        fn build(&self) -> Result<Option<String>, String> {
+            self.build.clone()
+        }
+    }
+
+    fn owner() -> Owner {
+        Owner {
+            package: "p".into(),
+            target: "t".into(),
+            scenario: "s".into(),
+        }
+    }
+
+    fn case(guest_build: Option<&str>) -> Regression {
+        Regression {
+            format: regress::FORMAT.into(),
+            version: regress::VERSION,
+            scenario: "s".into(),
+            id: regress::id_for("s", "sig"),
+            signature: "sig".into(),
+            failure: "sig".into(),
+            found_by: "seed::0x1".into(),
+            base_seed: "0x0".into(),
+            spec_sha256: None,
+            events: Vec::new(),
+            story: String::new(),
+            run_aloud: String::new(),
+            trace_hash: "sha256:00".into(),
+            hash_version: crate::trace::HASH_VERSION,
+            swarm: None,
+            guest_build: guest_build.map(str::to_string),
+            package: "p".into(),
+            target: "t".into(),
+        }
+    }
+
+    const A: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const B: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+    #[test]
+    fn the_build_decision() {
+        assert_eq!(check_build(None, None), BuildCheck::Replay);
+        assert_eq!(check_build(None, Some(A)), BuildCheck::Replay);
+        assert_eq!(check_build(Some(A), Some(A)), BuildCheck::Replay);
+        assert_eq!(
+            check_build(Some(A), Some(B)),
+            BuildCheck::OtherBuild {
+                recorded: A.into(),
+                this: B.into()
+            }
+        );
+        assert_eq!(
+            check_build(Some(A), None),
+            BuildCheck::OtherBuild {
+                recorded: A.into(),
+                this: "none (in process)".into()
+            }
+        );
+    }
+
+    /// A case made for another build is not replayed (no run), and says both builds; with the
+    /// same build, or unpinned, it is replayed as before.
+    #[test]
+    fn a_case_of_another_build_is_not_replayed() {
+        let base = RunConfig::default();
+        let other = Stub::new(Ok(Some(B)));
+        match check_case(&other, &base, &owner(), &case(Some(A)), false) {
+            CaseState::OtherBuild { recorded, this } => assert_eq!((&*recorded, &*this), (A, B)),
+            s => panic!("{}", s.word()),
+        }
+        assert_eq!(other.runs.get(), 0, "nothing ran");
+        let in_process = Stub::new(Ok(None));
+        let s = check_case(&in_process, &base, &owner(), &case(Some(A)), false);
+        assert_eq!(s.word(), "other-build");
+        assert_eq!(in_process.runs.get(), 0);
+
+        let same = Stub::new(Ok(Some(A)));
+        let s = check_case(&same, &base, &owner(), &case(Some(A)), false);
+        assert_eq!(
+            s.word(),
+            "fixed",
+            "replayed: no failure, every event applied"
+        );
+        assert!(same.runs.get() >= 1);
+        let unpinned = Stub::new(Ok(Some(B)));
+        let s = check_case(&unpinned, &base, &owner(), &case(None), false);
+        assert_eq!(s.word(), "fixed");
+        assert!(unpinned.runs.get() >= 1);
+
+        // A build that cannot be told is no verdict for a pinned case, and does not matter for
+        // an unpinned one.
+        let broken = Stub::new(Err("qemu: no such file"));
+        match check_case(&broken, &base, &owner(), &case(Some(A)), false) {
+            CaseState::NoVerdict(e) => assert!(e.contains("no such file"), "{e}"),
+            s => panic!("{}", s.word()),
+        }
+        let s = check_case(&broken, &base, &owner(), &case(None), false);
+        assert_eq!(s.word(), "fixed");
+    }
+
+    /// `finds` reads the kept case back and replays it: a better case of the signature made
+    /// for another build (a committed one) cannot be replayed here, and says so instead of
+    /// failing as "not byte-exact".
+    #[test]
+    fn a_kept_case_of_another_build_is_named_not_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let theirs = case(Some(A));
+        let path = theirs.save(dir.path()).unwrap();
+        let runner = Stub::new(Ok(Some(B)));
+        let handled = Handled {
+            signature: "sig".into(),
+            reproduced: true,
+            shrunk: Shrunk {
+                events: Vec::new(),
+                chain: vec![0],
+                attempts: 0,
+            },
+            fin: crate::sim::run(RunConfig::default(), &|_| {}),
+            case: Regression {
+                story: "ours".into(),
+                ..case(Some(B))
+            },
+            saved: Ok(Saved::KeptBetter {
+                path: path.clone(),
+                kept: Box::new(theirs),
+            }),
+        };
+        let e = verify(&runner, &RunConfig::default(), &handled).unwrap_err();
+        assert!(
+            e.contains(&format!("made for another build ({A} vs {B})")),
+            "{e}"
+        );
+        assert_eq!(runner.runs.get(), 0, "nothing replayed");
     }
 }

@@ -90,6 +90,14 @@ pub trait Runner {
     fn shrink_budget(&self) -> Option<u64> {
         None
     }
+
+    /// The identity of what this runner's runs depend on besides the scenario's code, recorded
+    /// in its saved cases (`guest_build`): for a guest runner the content hash of the QEMU
+    /// build and the guest image (`sha256:<hex>`); `None` in process, where the code is all.
+    /// `Err` when it cannot be told (a file that cannot be read).
+    fn build(&self) -> Result<Option<String>, String> {
+        Ok(None)
+    }
 }
 
 /// The in-process simulator running a scenario function.

@@ -68,6 +68,14 @@ pub struct Regression {
     /// events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub swarm: Option<crate::swarm::Swarm>,
+    /// A guest scenario's case: the content hash of the build its runs depend on besides the
+    /// code (the QEMU binary, its firmware, the guest's kernel and initramfs, the machine's
+    /// arguments), `sha256:` and 64 hex digits. The case replays byte-exactly only with that
+    /// build; with another its regression trial reports "made for another build" and does not
+    /// replay it. Absent for in-process cases (and guest cases saved before it existed, which
+    /// replay as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_build: Option<String>,
     /// The Cargo package and test target that hold the scenario (for the replay command).
     pub package: String,
     /// The test target.
@@ -159,6 +167,11 @@ impl Regression {
                 ),
             ));
         }
+        if let Some(b) = v.get("guest_build").filter(|b| !b.is_null()) {
+            if let Err(why) = check_build_id(b) {
+                return Err(err("guest_build", why));
+            }
+        }
         let e = match serde_json::from_str::<Regression>(text) {
             Ok(r) => return Ok(r),
             Err(e) => e,
@@ -187,6 +200,25 @@ impl Regression {
         let path = dir.join(format!("{}.json", self.id));
         write_atomic(&path, self.to_json().as_bytes())?;
         Ok(path)
+    }
+}
+
+/// Whether a saved case's `guest_build` is a build identity: `sha256:` and 64 lowercase hex
+/// digits. `Err` says what it is instead.
+fn check_build_id(v: &serde_json::Value) -> Result<(), String> {
+    let Some(s) = v.as_str() else {
+        return Err(format!(
+            "expected a string \"sha256:<64 hex digits>\" (the guest build's content hash), found {}",
+            kind_of(v)
+        ));
+    };
+    let hex = s.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        Ok(())
+    } else {
+        Err(format!(
+            "expected \"sha256:\" and 64 lowercase hex digits (the guest build's content hash), found {s:?}"
+        ))
     }
 }
 
@@ -585,11 +617,71 @@ mod tests {
             story: "get_status . stall at ctrl.x#1".into(),
             run_aloud: String::new(),
             swarm: None,
+            guest_build: None,
             trace_hash: "sha256:00".into(),
             hash_version: crate::trace::HASH_VERSION,
             package: "p".into(),
             target: "t".into(),
         }
+    }
+
+    /// Issue 18: a guest case records its build; an in-process case's file has no such key
+    /// (its bytes are as before); a wrong value is an error naming the file and the field.
+    #[test]
+    fn a_guest_case_records_its_build_and_a_bad_one_is_named() {
+        let plain = sample();
+        assert!(
+            !plain.to_json().contains("guest_build"),
+            "{}",
+            plain.to_json()
+        );
+        let build = format!("sha256:{}", "0a".repeat(32));
+        let pinned = Regression {
+            guest_build: Some(build.clone()),
+            ..sample()
+        };
+        let json = pinned.to_json();
+        assert!(
+            json.contains(&format!("\"guest_build\": \"{build}\"")),
+            "{json}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let p = pinned.save(dir.path()).unwrap();
+        assert_eq!(Regression::load(&p).unwrap(), pinned);
+        let bad = |value: &str| {
+            let text = json.replace(&format!("\"{build}\""), value);
+            Regression::parse(Path::new("x.json"), &text)
+                .unwrap_err()
+                .to_string()
+        };
+        for (value, says) in [
+            ("7", "found a number"),
+            ("\"abc\"", "found \"abc\""),
+            (
+                &format!("\"sha256:{}\"", "0a".repeat(31)),
+                "64 lowercase hex digits",
+            ),
+            (
+                &format!("\"sha256:{}\"", "0A".repeat(32)),
+                "64 lowercase hex digits",
+            ),
+            (
+                &format!("\"md5:{}\"", "0a".repeat(32)),
+                "expected \"sha256:\"",
+            ),
+        ] {
+            let e = bad(value);
+            assert!(
+                e.contains("x.json") && e.contains("field `guest_build`") && e.contains(says),
+                "{value}: {e}"
+            );
+        }
+        // null is the same as absent.
+        let null = json.replace(&format!("\"{build}\""), "null");
+        assert_eq!(
+            Regression::parse(Path::new("x.json"), &null).unwrap(),
+            plain
+        );
     }
 
     #[test]

@@ -8,6 +8,13 @@
 //! model's clock driven by the guest's, so a seed's faults and externals land at the same guest
 //! clock every time and the trace hash (frames and console included) is the run's identity.
 //!
+//! A case such a scenario saves records the build its runs depend on besides the code
+//! ([`Runner::build`]: [`crate::snapshot::build_id`], the QEMU binary, its firmware, the guest's
+//! kernel and initramfs, the start and the machine's arguments) as `guest_build`; its
+//! `regression::<id>` trial replays it only with that build and is otherwise ignored at run
+//! time as "made for another build". The scenarios of `examples/dfu-updater/tests/guest.rs`
+//! and `examples/trigger6/tests/guest.rs` are worked examples.
+//!
 //! ```ignore
 //! #[calametra::scenario(spec = "specs/dfu11-tolerant.json", guest = lockstep, schedules = 2, faults = [stall])]
 //! fn dfu_download(guest: &mut Guest) {
@@ -232,5 +239,13 @@ impl Runner for GuestRunner {
 
     fn shrink_budget(&self) -> Option<u64> {
         Some(SHRINK_RUNS)
+    }
+
+    /// The QEMU build and the guest image ([`crate::snapshot::build_id`]): a saved case
+    /// records it and replays only with the same.
+    fn build(&self) -> Result<Option<String>, String> {
+        crate::snapshot::build_id(&self.lock)
+            .map(Some)
+            .map_err(|e| e.to_string())
     }
 }

@@ -100,12 +100,10 @@ pub fn file_sha256(path: &Path) -> Result<String, QemuError> {
     Ok(hex)
 }
 
-/// What a snapshot of `lock`'s machine with `initrd` and `append` depends on, one fact a
-/// line: the format, the QEMU binary, the firmware, the kernel, the initrd and every argument
-/// (paths of the kernel and the initrd replaced by their hashes' names).
-pub fn key_text(lock: &LockstepConfig, initrd: &Path, append: &str) -> Result<String, QemuError> {
-    let mut text = format!("{FORMAT}\n");
-    text.push_str(&format!("qemu {}\n", file_sha256(&lock.qemu.qemu)?));
+/// The QEMU binary, the firmware it loads and the guest's kernel, one line each with its
+/// SHA-256: what both a snapshot's key and the build identity hash.
+fn build_lines(lock: &LockstepConfig) -> Result<String, QemuError> {
+    let mut text = format!("qemu {}\n", file_sha256(&lock.qemu.qemu)?);
     for name in FIRMWARE {
         if let Some(f) = lock
             .firmware
@@ -120,11 +118,13 @@ pub fn key_text(lock: &LockstepConfig, initrd: &Path, append: &str) -> Result<St
         "kernel {}\n",
         file_sha256(&lock.qemu.guest.kernel)?
     ));
-    text.push_str(&format!(
-        "initrd {}\n",
-        sha256_of(&std::fs::read(initrd).map_err(io(format!("reading {}", initrd.display())),)?)
-    ));
-    let cmd = lock.snapshot_command(initrd, append);
+    Ok(text)
+}
+
+/// The `arg` lines of `cmd`: every argument, the kernel's and the initrd's paths replaced by
+/// `<kernel>` and `<initrd>`.
+fn arg_lines(lock: &LockstepConfig, cmd: &std::process::Command, initrd: &Path) -> String {
+    let mut text = String::new();
     for a in cmd.get_args() {
         let a = if a == lock.qemu.guest.kernel.as_os_str() {
             "<kernel>".into()
@@ -135,7 +135,57 @@ pub fn key_text(lock: &LockstepConfig, initrd: &Path, append: &str) -> Result<St
         };
         text.push_str(&format!("arg {a}\n"));
     }
+    text
+}
+
+/// What a snapshot of `lock`'s machine with `initrd` and `append` depends on, one fact a
+/// line: the format, the QEMU binary, the firmware, the kernel, the initrd and every argument
+/// (paths of the kernel and the initrd replaced by their hashes' names).
+pub fn key_text(lock: &LockstepConfig, initrd: &Path, append: &str) -> Result<String, QemuError> {
+    let mut text = format!("{FORMAT}\n");
+    text.push_str(&build_lines(lock)?);
+    text.push_str(&format!(
+        "initrd {}\n",
+        sha256_of(&std::fs::read(initrd).map_err(io(format!("reading {}", initrd.display())),)?)
+    ));
+    text.push_str(&arg_lines(
+        lock,
+        &lock.snapshot_command(initrd, append),
+        initrd,
+    ));
     Ok(text)
+}
+
+/// What a guest scenario's runs depend on besides its code, one fact a line: the QEMU
+/// binary, its firmware, the kernel, the guest's initramfs (`guest/build.sh`'s, before a run's
+/// probe files are appended), how a run starts (a snapshot or a cold boot: their runs hash
+/// differently) and the machine's arguments (the kernel command line left out: it names the
+/// probe and the device, which the scenario decides). The text [`build_id`] hashes.
+pub fn build_text(lock: &LockstepConfig) -> Result<String, QemuError> {
+    let mut text = String::from("calametra guest build 1\n");
+    text.push_str(&build_lines(lock)?);
+    text.push_str(&format!(
+        "initramfs {}\n",
+        file_sha256(&lock.qemu.guest.initramfs)?
+    ));
+    text.push_str(match lock.start {
+        crate::lockstep::Start::ColdBoot => "start cold-boot\n",
+        crate::lockstep::Start::Snapshot { .. } => "start snapshot\n",
+    });
+    let initrd = Path::new("<initrd>");
+    let cmd = lock.snapshot_command(initrd, "<append>");
+    text.push_str(&arg_lines(lock, &cmd, initrd));
+    Ok(text)
+}
+
+/// The identity of `lock`'s QEMU build and guest image: `sha256:` and the SHA-256 of
+/// [`build_text`]. A guest scenario's saved case records it (`guest_build`) and replays only
+/// with the same.
+pub fn build_id(lock: &LockstepConfig) -> Result<String, QemuError> {
+    Ok(format!(
+        "sha256:{}",
+        sha256_of(build_text(lock)?.as_bytes())
+    ))
 }
 
 fn sha256_of(bytes: &[u8]) -> String {
@@ -460,6 +510,46 @@ mod tests {
         let mut lock = LockstepConfig::new(dir.join("qemu"), guest);
         lock.firmware = vec![dir.to_path_buf()];
         (lock, dir.join("initrd.img"))
+    }
+
+    /// Issue 18: the build a guest case records follows the QEMU binary, the kernel, the
+    /// guest's initramfs, the machine's options and the start, and not a run's probe files.
+    #[test]
+    fn the_build_id_follows_qemu_the_guest_image_and_the_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lock, initrd) = fake(dir.path());
+        let id = build_id(&lock).unwrap();
+        assert!(id.starts_with("sha256:") && id.len() == 7 + 64, "{id}");
+        assert_eq!(id, build_id(&lock).unwrap());
+        let text = build_text(&lock).unwrap();
+        assert!(
+            text.contains("\ninitramfs ") && text.contains("start cold-boot\n"),
+            "{text}"
+        );
+        // A run's probe files do not change it.
+        std::fs::write(&initrd, b"base+another probe").unwrap();
+        assert_eq!(id, build_id(&lock).unwrap());
+        let mut snap = lock.clone();
+        snap.start = crate::lockstep::Start::Snapshot {
+            cache: dir.path().join("cache"),
+        };
+        assert_ne!(id, build_id(&snap).unwrap());
+        let mut more = lock.clone();
+        more.qemu.memory_mib = 1024;
+        assert_ne!(id, build_id(&more).unwrap());
+        std::fs::write(dir.path().join("initramfs.cpio.gz"), b"rebuilt base").unwrap();
+        let rebuilt_guest = build_id(&lock).unwrap();
+        assert_ne!(id, rebuilt_guest);
+        std::fs::write(dir.path().join("vmlinuz"), b"another kernel").unwrap();
+        let other_kernel = build_id(&lock).unwrap();
+        assert_ne!(rebuilt_guest, other_kernel);
+        std::fs::write(dir.path().join("qemu"), b"qemu 2 rebuilt").unwrap();
+        assert_ne!(other_kernel, build_id(&lock).unwrap());
+        std::fs::remove_file(dir.path().join("qemu")).unwrap();
+        assert!(
+            build_id(&lock).is_err(),
+            "a missing binary is an error, not an identity"
+        );
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! End-to-end: the Trigger 6 model (`specs/trigger6-jcd543.json`) in the Linux 6.1 guest, as
-//! the SuperSpeed device the capture shows: in lockstep (`usb-calametra`, from the guest
-//! snapshot, byte-exact) for lsusb, over usbredir for the example driver (over lockstep its
-//! run stops with the guest idle and no timer pending after it opens the device node; not yet
-//! understood).
+//! the SuperSpeed device the capture shows, in lockstep (`usb-calametra`, from the guest
+//! snapshot, byte-exact). The same runs are guest scenarios in
+//! `examples/trigger6/tests/guest.rs` (baseline twice, seeds, minimization); these tests check
+//! what a scenario's invariants cannot see: every field lsusb prints, and the driver's printed
+//! beliefs against the model.
 //!
 //! - `lsusb -v -d 0711:5601` shows the spec's descriptors: the kernel's raw descriptors (sysfs)
 //!   are the spec's device and configuration bytes, and every field lsusb prints for the
@@ -32,8 +33,7 @@ use calametra_models::trigger6::{
 };
 use calametra_qemu::lockstep::{self, LockstepRun};
 use calametra_qemu::proto::speed;
-use calametra_qemu::{guest, Outcome, Probe, QemuConfig, QemuRun};
-use common::qemu_or_skip;
+use calametra_qemu::{guest, Outcome, Probe};
 use lsusb::{lsusb_matches, split};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -90,15 +90,6 @@ impl Device for Dock {
     fn request_name(&self, setup: &Setup) -> Option<&str> {
         self.model.request_name(setup)
     }
-}
-
-/// The guest's QEMU settings: the JCD543 is a SuperSpeed device (bcdUSB 3.10, bMaxPacketSize0
-/// 9), which the bridge derives from its device descriptor, so QEMU's xHCI puts it on a USB 3
-/// port.
-fn qemu(test: &str) -> Option<QemuConfig> {
-    let q = qemu_or_skip(test)?;
-    assert_eq!(q.bridge.speed, None, "the speed comes from the descriptor");
-    Some(q)
 }
 
 /// Whether an ELF file has no program interpreter (`PT_INTERP`): a static executable.
@@ -160,20 +151,6 @@ fn one_guest() -> std::sync::MutexGuard<'static, ()> {
     ONE_GUEST_AT_A_TIME
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-}
-
-/// Boots the guest with `device` (the caller holds [`one_guest`]).
-fn boot<D: Device>(
-    test: &str,
-    device: D,
-    probe: &Probe,
-) -> Option<(QemuRun, calametra_core::host::DeviceHost)> {
-    let q = qemu(test)?;
-    let (run, host) = calametra_qemu::run_with_host(device, &RunConfig::default(), probe, &q)
-        .expect("the run starts");
-    eprintln!("{}", run.summary());
-    common::keep_trace(test, &run);
-    Some((run, host))
 }
 
 /// Runs the guest with `device` in lockstep (the caller holds [`one_guest`]).
@@ -280,10 +257,9 @@ fn the_trigger6_model_enumerates_and_lsusb_shows_the_spec_descriptors() {
 }
 
 /// The guest waits for the dock, checks its usbfs node is there (devtmpfs, mounted by
-/// `/init`, creates `/dev/bus/usb/BBB/DDD`), and runs the driver with its timeouts and sleeps
-/// times 50: under `-icount sleep=off` the guest's clock jumps to its next timer while the host
-/// is still answering the 3 MB frame, and a dock's 1 s bulk timeout can pass meanwhile (seen
-/// once at x1 on a loaded two-core machine).
+/// `/init`, creates `/dev/bus/usb/BBB/DDD`), and runs the driver. In lockstep the model's
+/// clock is the guest's, so the driver runs with its own timeouts and sleeps (over usb-redir
+/// they were stretched times 50: the guest's clock jumped ahead while the host answered).
 const DRIVE: &str = r#"
 find_t6() {
     for d in /sys/bus/usb/devices/*; do
@@ -303,7 +279,7 @@ if [ ! -c "$node" ]; then
     exit 4
 fi
 echo "T6DRIVE-NODE $node"
-/calametra/t6-drive --time-scale 50
+/calametra/t6-drive
 rc=$?
 echo "T6DRIVE-EXIT rc=$rc"
 exit $rc
@@ -420,10 +396,10 @@ impl GuestView {
 }
 
 #[test]
-#[ignore = "needs QEMU and the guest: run scripts/install-qemu.sh && guest/build.sh, then cargo test -p calametra-qemu --test trigger6 -- --ignored"]
+#[ignore = "needs the lockstep QEMU and the guest: run scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh, then cargo test -p calametra-qemu --test trigger6 -- --ignored"]
 fn the_example_driver_runs_over_usbfs_and_the_model_shows_the_colour_bars() {
     let test = "the_example_driver_runs_over_usbfs_and_the_model_shows_the_colour_bars";
-    if qemu(test).is_none() {
+    if common::lockstep_or_skip(test).is_none() {
         return;
     }
     let _one = one_guest();
@@ -443,7 +419,7 @@ fn the_example_driver_runs_over_usbfs_and_the_model_shows_the_colour_bars() {
         model: spec_model(),
         plugged: false,
     };
-    let Some((run, host)) = boot(test, dock, &probe) else {
+    let Some((run, host)) = boot_lockstep(test, dock, &probe) else {
         return;
     };
     let text = run.console.join("\n");

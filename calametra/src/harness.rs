@@ -50,7 +50,7 @@ use calametra_core::spec::Spec;
 use calametra_core::sweep::{Budget, Partition, ScenarioSweep, Summary};
 use calametra_core::trace::{first_divergence, parse_kept, render_divergence};
 use calametra_core::tracefile::{load_replay_file, write_trace_summary, Replayable, TraceSummary};
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -962,12 +962,14 @@ impl Scenario {
             .map_err(|e| format!("found `{invariant}`, but {e}\n{text}"))
     }
 
-    fn regression(&self, path: &Path) -> Result<(), Failed> {
+    /// `regression::<id>`: replays a saved case. A guest case made for another build is not
+    /// replayed: the trial is ignored at run time, with the reason (`made for another build`).
+    fn regression(&self, path: &Path) -> Result<Completion, Failed> {
         self.with_runner(|runner| self.regression_with(runner, path))
             .map_err(Failed::from)
     }
 
-    fn regression_with(&self, runner: &dyn Runner, path: &Path) -> Result<(), String> {
+    fn regression_with(&self, runner: &dyn Runner, path: &Path) -> Result<Completion, String> {
         let reg = match Regression::load(path) {
             Ok(r) => r,
             Err(e) => {
@@ -984,6 +986,16 @@ impl Scenario {
             path.display()
         );
         let (ok, detail) = match &state {
+            CaseState::OtherBuild { recorded, this } => {
+                let why = format!("made for another build ({recorded} vs {this})");
+                note_state(path, &self.path, state.word(), &why);
+                // nextest has no run-time skip: there the trial passes, and this line says why.
+                eprintln!(
+                    "calametra: {trial}: not replayed: {why}; {} holds a case that replays byte-exactly only with the QEMU build and guest image it records",
+                    path.display()
+                );
+                return Ok(Completion::ignored_with(why));
+            }
             CaseState::Foreign(e) => (false, format!("{}: foreign case: {e}", path.display())),
             CaseState::NoVerdict(e) => (false, no_verdict(e.clone())),
             CaseState::Stale(why) => (
@@ -1061,7 +1073,7 @@ impl Scenario {
         };
         note_state(path, &self.path, state.word(), &detail);
         if ok {
-            Ok(())
+            Ok(Completion::Completed)
         } else {
             Err(detail)
         }
@@ -1380,7 +1392,7 @@ fn no_verdict(reason: String) -> String {
 }
 
 /// Why a guest scenario's trials are ignored by default, and how to run them.
-pub const GUEST_IGNORED: &str = "guest scenarios boot a Linux guest under the lockstep QEMU (about a minute a run): their trials are ignored unless asked for with --ignored or --include-ignored (cargo nextest run --run-ignored all), after scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh";
+pub const GUEST_IGNORED: &str = "guest scenarios run a Linux guest under the lockstep QEMU (a few seconds a run from its snapshot, which the first run makes in about 15 s): their trials are ignored unless asked for with --ignored or --include-ignored (cargo nextest run --run-ignored all), after scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh";
 
 fn trials_for(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
     let guest = s.is_guest();
@@ -1431,7 +1443,7 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
                         .unwrap_or("?")
                         .to_string();
                     let s2 = s.clone();
-                    trials.push(test_trial(
+                    trials.push(ignorable_trial(
                         s.trial(&format!("regression::{id}")),
                         move || s2.regression(&f),
                     ));
@@ -1530,6 +1542,23 @@ fn test_trial(
     f: impl FnOnce() -> Result<(), Failed> + Send + 'static,
 ) -> Trial {
     Trial::test(name, move || {
+        let r = f();
+        if let Err(e) = &r {
+            if std::env::var_os("NEXTEST").is_some() {
+                eprintln!("Error: {}", e.message().unwrap_or("failed"));
+            }
+        }
+        r
+    })
+}
+
+/// [`test_trial`] for a trial that may decide at run time not to run (a saved case made for
+/// another build): libtest-mimic reports it `ignored (<reason>)`.
+fn ignorable_trial(
+    name: impl Into<String>,
+    f: impl FnOnce() -> Result<Completion, Failed> + Send + 'static,
+) -> Trial {
+    Trial::ignorable_test(name, move || {
         let r = f();
         if let Err(e) = &r {
             if std::env::var_os("NEXTEST").is_some() {

@@ -138,6 +138,7 @@ fn regression_files_round_trip_exactly() {
             story: calametra::choices::story(&events),
             run_aloud: "a . b".into(),
             swarm: None,
+            guest_build: (i % 3 == 0).then(|| format!("sha256:{}", "c3".repeat(32))),
             events,
             trace_hash: "sha256:00".into(),
             hash_version: calametra::trace::HASH_VERSION,

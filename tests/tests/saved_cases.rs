@@ -682,3 +682,54 @@ fn an_expect_scenario_whose_case_cannot_be_saved_fails_saying_why_and_passes_wit
         .env("CALAMETRA_REGRESSIONS", "off"));
     assert!(ok, "{out}");
 }
+
+/// Issue 18: a saved case made for another build (`guest_build`: a guest scenario's, here put
+/// into an in-process scenario's case, which has no build) is not replayed: the trial is
+/// ignored at run time naming both builds, neither a pass nor a failure, and the states file
+/// says `other-build`. The same file without the field replays as before.
+#[test]
+fn a_case_made_for_another_build_is_ignored_naming_both_builds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let regs = tmp.path().join("regs");
+    let saved = save("hw-loop", &regs, &["HW_LOOP_BUG_A"]);
+    let (file, id) = case_of(&saved, "hw-loop", "store_once");
+    let path = regs.join(&file);
+    let build = format!("sha256:{}", "5a".repeat(32));
+    let mut case = saved[&file].clone();
+    case["guest_build"] = serde_json::json!(build);
+    std::fs::write(&path, serde_json::to_string_pretty(&case).unwrap() + "\n").unwrap();
+    let trial = format!("store_once::regression::{id}");
+    let states = tmp.path().join("states.jsonl");
+    for bug in ["0", "1"] {
+        let (ok, out) = run(fixture("hw-loop", &regs)
+            .args(["--exact", &trial])
+            .env("HW_LOOP_BUG_A", bug)
+            .env("CALAMETRA_CASE_STATES", &states));
+        assert!(ok, "neither a failure:\n{out}");
+        let why = format!("made for another build ({build} vs none (in process))");
+        assert!(
+            out.contains(&format!("test {trial} ... ignored ({why})")),
+            "nor a pass:\n{out}"
+        );
+        assert!(out.contains("0 passed; 0 failed; 1 ignored"), "{out}");
+        let text = std::fs::read_to_string(&states).unwrap();
+        let row = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v.get("file").is_some())
+            .unwrap_or_else(|| panic!("a state for the case: {text}"));
+        assert_eq!(row["state"], "other-build", "{text}");
+        assert_eq!(row["detail"], why.as_str(), "{text}");
+    }
+    // Unpinned again, it replays: the planted bug still fails it.
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&saved[&file]).unwrap() + "\n",
+    )
+    .unwrap();
+    let (ok, out) = run(fixture("hw-loop", &regs)
+        .args(["--exact", &trial])
+        .env("HW_LOOP_BUG_A", "1"));
+    assert!(!ok, "{out}");
+    assert!(out.contains("saved failure still fails"), "{out}");
+}

@@ -14,8 +14,12 @@ pub const MAGIC: u32 = 0x314d_4c43;
 pub const HEADER_LEN: usize = 24;
 /// Bytes every reply payload starts with (`status`, `actions`, `wake_ns`, `complete_ns`).
 pub const PREFIX_LEN: usize = 24;
-/// The largest payload either side accepts.
+/// The largest reply payload either side accepts (an IN's data, a descriptor).
 pub const MAX_PAYLOAD: u32 = 1 << 20;
+/// The largest request payload the host accepts: an OUT packet is one whole transfer (a TD),
+/// which usbfs takes up to its 16 MiB memory limit by default (`usbfs_memory_mb`); the
+/// example driver's frame upload is one 3 MB bulk OUT. QEMU sends what the guest submitted.
+pub const MAX_REQUEST_PAYLOAD: u32 = 64 << 20;
 /// Set in a reply's `type`.
 pub const REPLY: u16 = 0x80;
 
@@ -163,7 +167,7 @@ pub enum FrameError {
     Magic(u32),
     /// A request type this version does not know.
     Type(u16),
-    /// A payload longer than [`MAX_PAYLOAD`].
+    /// A payload longer than [`MAX_REQUEST_PAYLOAD`] (a request) or [`MAX_PAYLOAD`] (a reply).
     TooLong(u32),
     /// A request out of sequence.
     Sequence {
@@ -188,7 +192,10 @@ impl std::fmt::Display for FrameError {
         match self {
             FrameError::Magic(m) => write!(f, "bad magic {m:#010x}, expected {MAGIC:#010x} (CLM1)"),
             FrameError::Type(t) => write!(f, "unknown request type {t}"),
-            FrameError::TooLong(n) => write!(f, "payload of {n} bytes, at most {MAX_PAYLOAD}"),
+            FrameError::TooLong(n) => write!(
+                f,
+                "payload of {n} bytes, at most {MAX_REQUEST_PAYLOAD} in a request and {MAX_PAYLOAD} in a reply"
+            ),
             FrameError::Sequence { expected, found } => {
                 write!(f, "request {found} out of sequence, expected {expected}")
             }
@@ -244,7 +251,7 @@ impl Header {
             return Err(FrameError::Magic(magic));
         }
         let len = u32_at(12);
-        if len > MAX_PAYLOAD + PREFIX_LEN as u32 {
+        if len > MAX_REQUEST_PAYLOAD.max(MAX_PAYLOAD + PREFIX_LEN as u32) {
             return Err(FrameError::TooLong(len));
         }
         let mut clock = [0u8; 8];
@@ -391,7 +398,7 @@ impl FrameReader {
             Ok(h) => h,
             Err(e) => return Some(Err(e)),
         };
-        if h.len > MAX_PAYLOAD {
+        if h.len > MAX_REQUEST_PAYLOAD {
             return Some(Err(FrameError::TooLong(h.len)));
         }
         let end = HEADER_LEN + h.len as usize;
@@ -410,5 +417,53 @@ impl FrameReader {
             clock_ns: h.clock_ns,
             payload,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 18: an OUT is one whole transfer, which usbfs submits up to its 16 MiB limit (the
+    /// example driver's frame upload is one 3 MB bulk OUT; with the reply's 1 MiB limit the
+    /// stream was refused and the guest's vCPU waited on it forever). A request past
+    /// [`MAX_REQUEST_PAYLOAD`] is still refused, by its header, before its bytes arrive.
+    #[test]
+    fn an_out_of_a_whole_frame_is_one_request() {
+        let big = Request {
+            kind: Kind::Out,
+            ep: 1,
+            seq: 7,
+            clock_ns: 42,
+            payload: vec![0x5a; 3_110_448],
+        };
+        let mut rd = FrameReader::new();
+        rd.push(&big.encode());
+        let got = rd
+            .next_request()
+            .expect("a whole request")
+            .expect("accepted");
+        assert_eq!((got.kind, got.ep, got.seq), (Kind::Out, 1, 7));
+        assert_eq!(got.payload.len(), 3_110_448);
+
+        let mut too_long = Header {
+            ty: Kind::Out.code(),
+            ep: 1,
+            flags: 0,
+            seq: 8,
+            len: MAX_REQUEST_PAYLOAD + 1,
+            clock_ns: 0,
+        }
+        .encode()
+        .to_vec();
+        too_long.extend_from_slice(&[0; 16]);
+        let mut rd = FrameReader::new();
+        rd.push(&too_long);
+        match rd.next_request() {
+            Some(Err(e @ FrameError::TooLong(_))) => {
+                assert!(e.to_string().contains("in a request"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

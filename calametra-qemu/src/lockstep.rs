@@ -341,15 +341,15 @@ pub fn run_with_extras<D: Device>(
     let (q, stream, qmp, stopped) = match &lock.start {
         Start::ColdBoot => {
             let qmp_path = dir.join("qmp.sock");
-            let mut cmd = lock.command(&socket, &initrd, append);
+            let mut cmd = lock.command(socket, initrd, append);
             cmd.arg("-qmp").arg(watchdog::qmp_arg(&qmp_path));
             let mut q = start_qemu(cmd, &lock.qemu.qemu)?;
             let qmp = watchdog::open_qmp(&qmp_path, &mut q);
-            let stream = accept_qemu(&listener, &mut q, start, "lockstep")?;
+            let stream = accept_qemu(listener, &mut q, start, "lockstep")?;
             (q, stream, qmp, false)
         }
         Start::Snapshot { cache } => {
-            let snap = snapshot::ensure(lock, cache, &initrd, append)?;
+            let snap = snapshot::ensure(lock, cache, initrd, append)?;
             timings.snapshot = Some(snap.made_in).filter(|_| snap.fresh);
             server
                 .host_mut()
@@ -363,11 +363,11 @@ pub fn run_with_extras<D: Device>(
             let r = snapshot::restore(
                 lock,
                 &snap,
-                &initrd,
+                initrd,
                 append,
                 dir,
-                &socket,
-                &listener,
+                socket,
+                listener,
                 &mut server,
             )?;
             timings.restored = Some(restoring.elapsed());

@@ -233,6 +233,7 @@ const SEEDED_FAULT_ODDS: u64 = 24;
 
 impl Core {
     pub(crate) fn new(decide: Decider, plan: FaultPlan, fault_set: FaultSet, keep: bool) -> Core {
+        let sim: Rc<str> = Rc::from("sim");
         Core {
             now: 0,
             trace: Trace::new(keep),
@@ -249,8 +250,8 @@ impl Core {
             sites: Vec::new(),
             marks: BTreeMap::new(),
             gap: None,
-            actor: Rc::from("sim"),
-            sim_actor: Rc::from("sim"),
+            actor: sim.clone(),
+            sim_actor: sim,
             poll_sites: Vec::new(),
             label_poll: false,
             timing: Timing::default(),

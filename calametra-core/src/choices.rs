@@ -35,458 +35,26 @@
 //! still replay: their draws are answered in the global order they were recorded in.
 //! Nothing here uses OS randomness.
 
+//!
+//! This module owns the run's live decision maker (`Decider`: the seeded, replayed and default
+//! sources, the anchors a replay resolves, the log of events taken) and [`Source`]. The event
+//! vocabulary and the comparison of a replayed list with its run are in `choices/event.rs`; how streams
+//! are derived from a seed is in [`crate::stream`]; both are re-exported here.
+
+mod event;
+
+pub use crate::stream::{
+    below, data_stream, derive_seed, stream, stream_named, user_stream, StreamName,
+};
+pub use event::{
+    anchored, count_events, first_unapplied, site_base, story, unapplied, why_unapplied,
+    without_anchors, Anchor, Event,
+};
+
 use crate::fault::Fault;
 use crate::swarm::{Priorities, Strategy, Swarm};
 use rand_chacha::ChaCha8Rng;
-use rand_core::{RngCore, SeedableRng};
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt;
-
-/// The named choice streams.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StreamName {
-    /// Which ready task runs, which simultaneous event fires first.
-    Schedule,
-    /// Which fault a seeded schedule injects, and where.
-    Faults,
-    /// Actions a scenario's client draws.
-    Client,
-    /// The stream data draws came from before they were per actor; runs now draw data from
-    /// `data/<actor>` streams ([`stream_named`]). Kept for tools that want a stream of numbers.
-    Data,
-    /// Where a seeded run's externals land.
-    Externals,
-    /// A seeded run's swarm configuration.
-    Swarm,
-}
-
-impl StreamName {
-    /// The stream's name as it is hashed and traced.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StreamName::Schedule => "schedule",
-            StreamName::Faults => "faults",
-            StreamName::Client => "client",
-            StreamName::Data => "data",
-            StreamName::Externals => "externals",
-            StreamName::Swarm => "swarm",
-        }
-    }
-}
-
-/// A ChaCha8 stream derived from `(seed, name)`.
-pub fn stream(seed: u64, name: StreamName) -> ChaCha8Rng {
-    stream_named(seed, name.as_str())
-}
-
-/// A ChaCha8 stream derived from `(seed, name)` for any name: `data/driver`, `user/retries`.
-/// The fixed streams are `stream_named(seed, "schedule")` and so on.
-pub fn stream_named(seed: u64, name: &str) -> ChaCha8Rng {
-    let mut h = Sha256::new();
-    h.update(b"calametra.stream.v1\0");
-    h.update(seed.to_le_bytes());
-    h.update(name.as_bytes());
-    ChaCha8Rng::from_seed(h.finalize().into())
-}
-
-/// The name of an actor's data stream: `data/<actor>`.
-pub fn data_stream(actor: &str) -> String {
-    format!("data/{actor}")
-}
-
-/// The name of a scenario's own stream: `user/<name>`.
-pub fn user_stream(name: &str) -> String {
-    format!("user/{name}")
-}
-
-/// Uniform in `0..n` (n > 0) without modulo bias.
-pub fn below(rng: &mut ChaCha8Rng, n: u64) -> u64 {
-    debug_assert!(n > 0);
-    if n <= 1 {
-        return 0;
-    }
-    let zone = u64::MAX - (u64::MAX % n) - 1;
-    loop {
-        let v = rng.next_u64();
-        if v <= zone {
-            return v % n;
-        }
-    }
-}
-
-/// Derives the `i`th seed of a scenario from a base seed and the scenario's path, so seeds are
-/// stable across runs and builds and differ between scenarios.
-pub fn derive_seed(base: u64, scenario: &str, i: u64) -> u64 {
-    let mut h = Sha256::new();
-    h.update(b"calametra.seed.v1\0");
-    h.update(base.to_le_bytes());
-    h.update(scenario.as_bytes());
-    h.update([0]);
-    h.update(i.to_le_bytes());
-    let d = h.finalize();
-    // 48 bits keep trial names short (`seed::0x4f21a93c0d11`) and are plenty per scenario.
-    u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], 0, 0])
-}
-
-/// One entry in the record of a run's choices: what exploration varied, what minimization cuts.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Event {
-    /// At scheduling point `point`, option `pick` (0-based, of the ready tasks or simultaneous
-    /// events in their stable order) was taken instead of the first.
-    Schedule {
-        /// The scheduling point (step index).
-        point: u64,
-        /// The option taken.
-        pick: u32,
-        /// What that option was, for people (ignored on replay).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        what: Option<String>,
-    },
-    /// The scenario's external event `name` fired before scheduling point `point` (an
-    /// in-process run; a guest run's externals are [`Event::GuestExternal`]).
-    External {
-        /// The name given to `Sim::external`.
-        name: String,
-        /// The scheduling point (step index) it fired at.
-        point: u64,
-    },
-    /// A guest scenario's external event `name` fired when the guest's virtual clock read
-    /// `at_ns` (a lockstep guest run, where the model's clock is the guest's).
-    GuestExternal {
-        /// The name given to `Guest::external`.
-        name: String,
-        /// The guest's virtual clock, in ns since its boot, at which it fired.
-        at_ns: u64,
-    },
-    /// `fault` was injected at `site`.
-    Fault {
-        /// The fault site (`ctrl.get_status#3`, `flip.pending->shown#1`).
-        site: String,
-        /// The primitive.
-        fault: Fault,
-    },
-    /// A client draw returned `value`.
-    Client {
-        /// The value drawn.
-        value: u64,
-        /// The action's name, for people (ignored on replay).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        label: Option<String>,
-    },
-    /// A data draw (or a draw from a scenario's own stream) returned `value`.
-    Data {
-        /// The value drawn.
-        value: u64,
-        /// The stream it came from (`data/driver`, `user/retries`); a replay answers each stream
-        /// from its own queue. `None` in cases saved before draws were per actor: those are
-        /// answered in the order they were recorded, whoever draws.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        stream: Option<String>,
-    },
-    /// The seeded run's swarm configuration (its first record, kind `config`). A replay writes
-    /// the same record; the swarm changes nothing else of a replay, whose faults, externals and
-    /// picks are its events.
-    Swarm {
-        /// The configuration.
-        swarm: Swarm,
-    },
-    /// Where the next event (a schedule pick, an external or a fault) happened, relative to a
-    /// stable anchor: the `nth` occurrence of `after` (a transfer that completed with an
-    /// error, `ctrl.clear_halt stall`; a device's USB transition, `dock usb->attached`; an
-    /// external, `external unplug`; or `start`), then `offset` more steps (a pick, an
-    /// external) or the `offset`th crossing of the fault's site (`bulk.out`) since it. The
-    /// event keeps its raw position (step, site ordinal) as the fallback: a replay places it
-    /// by the anchor, and where the anchor never happens, by the raw position. See [`Anchor`].
-    Anchor {
-        /// What the next event follows (see [`Anchor::after`]).
-        after: String,
-        /// Which occurrence of it (1-based).
-        nth: u32,
-        /// Steps after it, or which crossing of the fault's site since it.
-        offset: u64,
-    },
-}
-
-/// A stable place in a run that an event is recorded relative to (see [`Event::Anchor`]).
-///
-/// Anchors are occurrences that do not move when unrelated events come and go: a transfer
-/// that completed with an error (by its request and status, not its ordinal among all
-/// transfers), a USB transition of a device, an external firing. An event is anchored to the
-/// most recent one before it, so dropping an earlier event that moved every step (a delay
-/// fault, a retry) leaves the later events where they were relative to what they follow, and a
-/// driver that makes one more unrelated transfer at start-up still meets its saved case's
-/// faults and externals where they belong.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Anchor {
-    /// What the event follows: `ctrl.clear_halt stall`, `dock usb->attached`,
-    /// `external unplug`, `start`.
-    pub after: String,
-    /// Which occurrence of it (1-based).
-    pub nth: u32,
-    /// Steps after it (a pick, an external), or which crossing of the fault's site since it
-    /// (a fault, 1-based).
-    pub offset: u64,
-}
-
-impl Anchor {
-    /// The run's start: every run has it, once, at step 0.
-    pub const START: &'static str = "start";
-
-    /// The event that records this anchor before the event it anchors.
-    pub fn event(&self) -> Event {
-        Event::Anchor {
-            after: self.after.clone(),
-            nth: self.nth,
-            offset: self.offset,
-        }
-    }
-}
-
-impl fmt::Display for Anchor {
-    /// `+2 after the 1st ctrl.clear_halt stall`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let th = match (self.nth % 100, self.nth % 10) {
-            (11..=13, _) => "th",
-            (_, 1) => "st",
-            (_, 2) => "nd",
-            (_, 3) => "rd",
-            _ => "th",
-        };
-        write!(
-            f,
-            "+{} after the {}{th} {}",
-            self.offset, self.nth, self.after
-        )
-    }
-}
-
-/// The base of a site name: `ctrl.clear_halt#2` -> `ctrl.clear_halt`.
-pub fn site_base(site: &str) -> &str {
-    site.rsplit_once('#').map(|(b, _)| b).unwrap_or(site)
-}
-
-/// Events paired with the anchor recorded before each (`None`: raw position only, as in cases
-/// saved before anchors); the [`Event::Anchor`] entries themselves are folded in.
-pub fn anchored(events: &[Event]) -> Vec<(usize, Option<Anchor>, &Event)> {
-    let mut out = Vec::with_capacity(events.len());
-    let mut pending: Option<Anchor> = None;
-    for (i, e) in events.iter().enumerate() {
-        match e {
-            Event::Anchor { after, nth, offset } => {
-                pending = Some(Anchor {
-                    after: after.clone(),
-                    nth: *nth,
-                    offset: *offset,
-                })
-            }
-            Event::Schedule { .. } | Event::External { .. } | Event::Fault { .. } => {
-                out.push((i, pending.take(), e))
-            }
-            _ => out.push((i, None, e)),
-        }
-    }
-    out
-}
-
-/// The events without their anchors (every event at its raw position).
-pub fn without_anchors(events: &[Event]) -> Vec<Event> {
-    events
-        .iter()
-        .filter(|e| !matches!(e, Event::Anchor { .. }))
-        .cloned()
-        .collect()
-}
-
-/// The events recorded without an anchor (and every draw and swarm), in order: what a replay
-/// places by raw position.
-fn without_anchored(events: Vec<Event>) -> Vec<Event> {
-    let keep: Vec<usize> = anchored(&events)
-        .into_iter()
-        .filter(|(_, a, _)| a.is_none())
-        .map(|(i, _, _)| i)
-        .collect();
-    let mut out = Vec::with_capacity(keep.len());
-    let mut k = keep.iter().peekable();
-    for (i, e) in events.into_iter().enumerate() {
-        if k.peek() == Some(&&i) {
-            k.next();
-            out.push(e);
-        }
-    }
-    out
-}
-
-/// How many events a list holds, not counting anchors (the count minimization reports).
-pub fn count_events(events: &[Event]) -> usize {
-    events
-        .iter()
-        .filter(|e| !matches!(e, Event::Anchor { .. }))
-        .count()
-}
-
-impl fmt::Display for Event {
-    /// Words a person can read aloud: `get_status`, `unplug`, `stall at ctrl.get_edid#2`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Event::Schedule { point, pick, what } => match what {
-                Some(w) => write!(f, "{w} (step {point})"),
-                None => write!(f, "switch to option {pick} (step {point})"),
-            },
-            Event::External { name, .. } => f.write_str(name),
-            Event::GuestExternal { name, at_ns } => write!(f, "{name} (guest clock {at_ns} ns)"),
-            Event::Fault { site, fault } => write!(f, "{fault} at {site}"),
-            Event::Client { value, label } => match label {
-                Some(l) => f.write_str(l),
-                None => write!(f, "client {value}"),
-            },
-            Event::Data {
-                value,
-                stream: None,
-            } => write!(f, "data {value}"),
-            Event::Data {
-                value,
-                stream: Some(s),
-            } => write!(f, "{s}: {value}"),
-            Event::Swarm { swarm } => write!(f, "{swarm}"),
-            Event::Anchor { after, nth, offset } => write!(
-                f,
-                "({})",
-                Anchor {
-                    after: after.clone(),
-                    nth: *nth,
-                    offset: *offset
-                }
-            ),
-        }
-    }
-}
-
-/// The minimal story of a run: its events joined by ` . `.
-pub fn story(events: &[Event]) -> String {
-    if events.is_empty() {
-        return "(no events: the default run)".into();
-    }
-    events
-        .iter()
-        .filter(|e| !matches!(e, Event::Anchor { .. }))
-        .map(|e| e.to_string())
-        .collect::<Vec<_>>()
-        .join(" . ")
-}
-
-/// The first of `recorded` (a replayed event list) that the replayed run did not apply, by
-/// its index: a fault whose site was never reached, an external never placed (its name unknown
-/// or the run over before its point), a schedule pick at a point with no such choice, a client
-/// or data draw that no longer happens or returned another value. Draws are matched per stream:
-/// the `k`th recorded draw of `data/driver` against the `k`th draw of `data/driver` the run
-/// took; draws recorded without a stream name (old cases) against the run's draws in global
-/// order. An anchored event (one recorded after an [`Event::Anchor`]) applied when the run took
-/// it by its anchor (the run logs the same anchor before it) or at its raw position (step,
-/// site); anchors themselves always apply. `log` is the replayed run's own record of the events
-/// it took. `None`: every recorded event applied.
-pub fn first_unapplied(recorded: &[Event], log: &[Event]) -> Option<usize> {
-    unapplied(recorded, log).first().copied()
-}
-
-/// Every event of `recorded` that the replayed run did not apply, by index (see
-/// [`first_unapplied`]).
-pub fn unapplied(recorded: &[Event], log: &[Event]) -> Vec<usize> {
-    let mut clients = log.iter().filter_map(|e| match e {
-        Event::Client { value, .. } => Some(*value),
-        _ => None,
-    });
-    let mut datas = log.iter().filter_map(|e| match e {
-        Event::Data { value, .. } => Some(*value),
-        _ => None,
-    });
-    let mut per_stream: BTreeMap<&str, VecDeque<u64>> = BTreeMap::new();
-    for e in log {
-        if let Event::Data {
-            value,
-            stream: Some(s),
-        } = e
-        {
-            per_stream.entry(s).or_default().push_back(*value);
-        }
-    }
-    let taken = anchored(log);
-    let by_anchor = |anchor: &Option<Anchor>, la: &Option<Anchor>| anchor.is_some() && la == anchor;
-    let mut out = Vec::new();
-    for (i, anchor, e) in anchored(recorded) {
-        let applied = match e {
-            Event::Schedule { point, pick, .. } => taken.iter().any(|(_, la, l)| {
-                matches!(l, Event::Schedule { point: p, pick: k, .. }
-                    if k == pick && (p == point || by_anchor(&anchor, la)))
-            }),
-            Event::External { name, point } => taken.iter().any(|(_, la, l)| {
-                matches!(l, Event::External { name: n, point: p }
-                    if n == name && (p == point || by_anchor(&anchor, la)))
-            }),
-            Event::GuestExternal { name, at_ns } => taken.iter().any(|(_, _, l)| {
-                matches!(l, Event::GuestExternal { name: n, at_ns: t } if n == name && t == at_ns)
-            }),
-            Event::Fault { site, fault } => taken.iter().any(|(_, la, l)| {
-                matches!(l, Event::Fault { site: s, fault: f }
-                    if f == fault && (s == site || by_anchor(&anchor, la)))
-            }),
-            Event::Client { value, .. } => clients.next() == Some(*value),
-            Event::Data {
-                value,
-                stream: None,
-            } => datas.next() == Some(*value),
-            Event::Data {
-                value,
-                stream: Some(s),
-            } => per_stream.get_mut(s.as_str()).and_then(|q| q.pop_front()) == Some(*value),
-            Event::Swarm { swarm } => log
-                .iter()
-                .any(|l| matches!(l, Event::Swarm { swarm: w } if w == swarm)),
-            Event::Anchor { .. } => true,
-        };
-        if !applied {
-            out.push(i);
-        }
-    }
-    out
-}
-
-/// Why an event did not apply, in words for the `stale` verdict.
-pub fn why_unapplied(e: &Event) -> String {
-    match e {
-        Event::Schedule { point, pick, .. } => format!(
-            "no scheduling choice with option {pick} happened at step {point}"
-        ),
-        Event::External { name, point } => format!(
-            "the external `{name}` was not placed at step {point} (no such external, or the run ended before)"
-        ),
-        Event::GuestExternal { name, at_ns } => format!(
-            "the guest external `{name}` was not placed at guest clock {at_ns} ns (no such external, or the run ended before)"
-        ),
-        Event::Fault { site, .. } => format!(
-            "the fault site `{site}` was never reached (a renamed request or a changed driver?)"
-        ),
-        Event::Client { value, .. } => {
-            format!("the client draw of {value} no longer happens (or is out of range)")
-        }
-        Event::Data {
-            value,
-            stream: None,
-        } => {
-            format!("the data draw of {value} no longer happens (or is out of range)")
-        }
-        Event::Data {
-            value,
-            stream: Some(s),
-        } => {
-            format!("the draw of {value} from `{s}` no longer happens (or is out of range)")
-        }
-        Event::Swarm { .. } => "the swarm configuration was not recorded".to_string(),
-        Event::Anchor { .. } => "an anchor always applies".to_string(),
-    }
-}
 
 /// Where a run's decisions come from.
 #[derive(Clone, Debug)]
@@ -500,15 +68,26 @@ pub enum Source {
     Replay(Vec<Event>),
 }
 
-/// A seeded run's stream, derived on first use (a pure function of seed and name, so when it
-/// is derived changes nothing it draws).
+/// A seeded run's fixed stream `name`, derived on first use (a pure function of seed and name,
+/// so when it is derived changes nothing it draws) and kept in `slots`: one small vector, so a
+/// run pays for the streams it draws from and the decider stays small to move.
 fn lazy(
-    slot: &mut Option<ChaCha8Rng>,
+    slots: &mut Vec<(StreamName, ChaCha8Rng)>,
     seed: Option<u64>,
     name: StreamName,
 ) -> Option<&mut ChaCha8Rng> {
     let seed = seed?;
-    Some(slot.get_or_insert_with(|| stream(seed, name)))
+    let i = match slots.iter().position(|(n, _)| *n == name) {
+        Some(i) => i,
+        None => {
+            if slots.capacity() == 0 {
+                slots.reserve_exact(3);
+            }
+            slots.push((name, stream(seed, name)));
+            slots.len() - 1
+        }
+    };
+    Some(&mut slots[i].1)
 }
 
 /// The live decision maker of one run.
@@ -518,10 +97,9 @@ pub(crate) struct Decider {
     seed: Option<u64>,
     /// The run's swarm: drawn for a seeded run that uses one, or read from a replayed list.
     pub(crate) swarm: Option<Swarm>,
-    schedule: Option<ChaCha8Rng>,
-    externals: Option<ChaCha8Rng>,
-    faults: Option<ChaCha8Rng>,
-    client: Option<ChaCha8Rng>,
+    /// The fixed streams this seeded run drew from so far (`schedule`, `externals`, `faults`,
+    /// `client`; `swarm` once the swarm is drawn), each derived on first use.
+    streams: Vec<(StreamName, ChaCha8Rng)>,
     /// Data and user streams by name (`data/driver`, `user/retries`), derived on first use.
     draws: BTreeMap<String, ChaCha8Rng>,
     /// Replay: schedule picks by point, in point order (with the anchor they were recorded
@@ -558,13 +136,10 @@ pub(crate) struct Decider {
 impl Decider {
     pub(crate) fn new(source: Source) -> Self {
         let mut d = Decider {
-            source: source.clone(),
+            source: Source::Default,
             seed: None,
             swarm: None,
-            schedule: None,
-            externals: None,
-            faults: None,
-            client: None,
+            streams: Vec::new(),
             draws: BTreeMap::new(),
             replay_schedule: Default::default(),
             pending_picks: Vec::new(),
@@ -581,18 +156,21 @@ impl Decider {
             task_choices: 0,
             forced: None,
         };
-        match source {
+        match &source {
             Source::Default => {}
-            Source::Seeded(seed) => d.seed = Some(seed),
+            Source::Seeded(seed) => d.seed = Some(*seed),
             Source::Replay(events) => {
-                for (_, anchor, e) in anchored(&events) {
+                let events = anchored(events);
+                for (_, anchor, e) in &events {
                     match (anchor, e) {
-                        (Some(a), Event::Schedule { pick, .. }) => d.pending_picks.push((a, *pick)),
+                        (Some(a), Event::Schedule { pick, .. }) => {
+                            d.pending_picks.push((a.clone(), *pick))
+                        }
                         (Some(a), Event::External { name, .. }) => {
-                            d.pending_externals.push((a, name.clone()))
+                            d.pending_externals.push((a.clone(), name.clone()))
                         }
                         (Some(a), Event::Fault { site, fault }) => d.pending_faults.push((
-                            a,
+                            a.clone(),
                             site_base(site).to_string(),
                             fault.clone(),
                             None,
@@ -606,21 +184,28 @@ impl Decider {
                         *armed = Some(0);
                     }
                 }
-                for e in without_anchored(events) {
+                // The events recorded without an anchor (and every draw and swarm), in order:
+                // what the replay places by raw position.
+                for (_, _, e) in events.iter().filter(|(_, a, _)| a.is_none()) {
                     match e {
                         Event::Schedule { point, pick, .. } => {
-                            d.replay_schedule.entry(point).or_insert((pick, None));
+                            d.replay_schedule.entry(*point).or_insert((*pick, None));
                         }
-                        Event::Client { value, .. } => d.replay_client.push_back(value),
+                        Event::Client { value, .. } => d.replay_client.push_back(*value),
                         Event::Data {
                             value,
                             stream: None,
-                        } => d.replay_data.push_back(value),
+                        } => d.replay_data.push_back(*value),
                         Event::Data {
                             value,
                             stream: Some(s),
-                        } => d.replay_draws.entry(s).or_default().push_back(value),
-                        Event::Swarm { swarm } => d.swarm = Some(swarm),
+                        } => match d.replay_draws.get_mut(s) {
+                            Some(q) => q.push_back(*value),
+                            None => {
+                                d.replay_draws.insert(s.clone(), VecDeque::from([*value]));
+                            }
+                        },
+                        Event::Swarm { swarm } => d.swarm = Some(swarm.clone()),
                         // Guest externals are placed by the lockstep loop, from the events.
                         Event::External { .. }
                         | Event::GuestExternal { .. }
@@ -630,6 +215,7 @@ impl Decider {
                 }
             }
         }
+        d.source = source;
         d
     }
 
@@ -640,6 +226,23 @@ impl Decider {
     /// The seed of a seeded source.
     pub(crate) fn seed(&self) -> Option<u64> {
         self.seed
+    }
+
+    /// Keeps a seeded run's swarm as drawn so far ([`Swarm::draw_open`]) and the `swarm`
+    /// stream where that draw left it, for [`Decider::take_swarm_stream`].
+    pub(crate) fn open_swarm(&mut self, swarm: Swarm, rng: ChaCha8Rng) {
+        self.swarm = Some(swarm);
+        self.streams.retain(|(n, _)| *n != StreamName::Swarm);
+        self.streams.push((StreamName::Swarm, rng));
+    }
+
+    /// The `swarm` stream kept by [`Decider::open_swarm`], taken.
+    pub(crate) fn take_swarm_stream(&mut self) -> Option<ChaCha8Rng> {
+        let i = self
+            .streams
+            .iter()
+            .position(|(n, _)| *n == StreamName::Swarm)?;
+        Some(self.streams.swap_remove(i).1)
     }
 
     /// Picks one of `n` options (simultaneous events) at scheduling point `point`; logs a
@@ -684,7 +287,7 @@ impl Decider {
             _ => Strategy::Uniform,
         };
         let mut replayed_anchor = None;
-        let pick = match lazy(&mut self.schedule, self.seed, StreamName::Schedule) {
+        let pick = match lazy(&mut self.streams, self.seed, StreamName::Schedule) {
             Some(rng) => match (strategy, id_of) {
                 (
                     Strategy::Priority {
@@ -787,12 +390,12 @@ impl Decider {
 
     /// A raw draw from the externals stream (where an external lands); None when not seeded.
     pub(crate) fn externals_below(&mut self, n: u64) -> Option<u64> {
-        lazy(&mut self.externals, self.seed, StreamName::Externals).map(|r| below(r, n.max(1)))
+        lazy(&mut self.streams, self.seed, StreamName::Externals).map(|r| below(r, n.max(1)))
     }
 
     /// A raw draw from the faults stream; None when not seeded.
     pub(crate) fn faults_below(&mut self, n: u64) -> Option<u64> {
-        lazy(&mut self.faults, self.seed, StreamName::Faults).map(|r| below(r, n.max(1)))
+        lazy(&mut self.streams, self.seed, StreamName::Faults).map(|r| below(r, n.max(1)))
     }
 
     /// A client draw in `0..n`; None when a replayed list is exhausted (the client stops).
@@ -801,7 +404,7 @@ impl Decider {
         n: u64,
         label: impl FnOnce(u64) -> Option<String>,
     ) -> Option<u64> {
-        let v = match lazy(&mut self.client, self.seed, StreamName::Client) {
+        let v = match lazy(&mut self.streams, self.seed, StreamName::Client) {
             Some(rng) => below(rng, n.max(1)),
             None => match self.source {
                 Source::Default => return None,
@@ -869,21 +472,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn streams_are_independent_and_stable() {
-        let mut a = stream(7, StreamName::Schedule);
-        let mut b = stream(7, StreamName::Schedule);
-        let mut c = stream(7, StreamName::Client);
-        let xa: Vec<u64> = (0..4).map(|_| a.next_u64()).collect();
-        let xb: Vec<u64> = (0..4).map(|_| b.next_u64()).collect();
-        let xc: Vec<u64> = (0..4).map(|_| c.next_u64()).collect();
-        assert_eq!(xa, xb);
-        assert_ne!(xa, xc);
-        assert_ne!(derive_seed(0, "a::b", 0), derive_seed(0, "a::b", 1));
-        assert_ne!(derive_seed(0, "a::b", 0), derive_seed(1, "a::b", 0));
-        assert!(derive_seed(0, "a::b", 0) < 1 << 48);
-    }
-
-    #[test]
     fn an_external_says_its_unit_and_an_in_process_one_reads_and_writes_as_before() {
         // In process: a scheduling point, the bytes of every saved case unchanged.
         let e = Event::External {
@@ -922,14 +510,6 @@ mod tests {
             at_ns: 6_000,
         };
         assert_eq!(unapplied(&[other], &log), vec![0]);
-    }
-
-    #[test]
-    fn below_is_in_range() {
-        let mut r = stream(1, StreamName::Data);
-        for n in 1..50 {
-            assert!(below(&mut r, n) < n);
-        }
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! table and completion in `bus`); a driver's transfers, through its [`interface::Interface`],
 //! cross the bus on the virtual [`clock`], run by the single-threaded executor ([`exec`], the
 //! task table in `tasks`, the thread-local context in `context`) under the loop in [`sim`];
-//! every decision comes from a named stream in [`choices`]; every step becomes a [`trace`]
-//! record and the records a hash; [`fault`] names the sites and primitives that exploration
+//! every decision comes from a named stream ([`stream`]) and is logged by [`choices`]; every
+//! step becomes a [`trace`] record and the records a hash; [`fault`] names the sites and primitives that exploration
 //! varies and applies them; [`picture`] watches what a display model shows.
 //!
 //! Users depend on the `calametra` facade, which re-exports this crate and adds the harness.
@@ -37,6 +37,7 @@ pub mod shrink;
 pub mod sim;
 pub mod spec;
 pub mod state;
+pub mod stream;
 pub mod swarm;
 pub mod sweep;
 pub mod sync;

@@ -1,8 +1,11 @@
 //! Pictures a device shows (a display's scanout), watched during a run on request.
 //!
-//! A model that shows something offers it through two defaulted [`Device`] methods:
-//! [`Device::pictures`] names what it shows now (cheap: called at every scheduling point of a
-//! run that watches), [`Device::picture`] renders one of those names as a PNG (called once per
+//! A model that shows something offers it through two defaulted
+//! [`Device`](crate::device::Device) methods:
+//! [`Device::pictures`](crate::device::Device::pictures) names what it shows now (cheap: called
+//! at every scheduling point of a run that watches),
+//! [`Device::picture`](crate::device::Device::picture) renders one of those names as a PNG
+//! (called once per
 //! name, when it first appears). A name is the model's promise about content: a new frame shown
 //! gets a new name. The default is no pictures, so only models with a display implement them.
 //!
@@ -13,9 +16,10 @@
 //! ([`RunConfig::stop_at`](crate::sim::RunConfig::stop_at)). Watching writes no trace record
 //! and draws from no stream, so a run's trace and hash are the same with it or without it.
 //! Nothing here reads the wall clock, and the PNG bytes come from the model: the core encodes
-//! no image.
+//! no image. This module owns the picture types, the log of a watching run and the index of a
+//! directory of pictures; it asks devices through the functions `sim` passes it, so it does
+//! not depend on the device module.
 
-use crate::device::Device;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 
@@ -39,7 +43,7 @@ pub struct Shown {
     pub device: usize,
     /// The device's name (the `actor` of its trace records).
     pub device_name: String,
-    /// The picture's name, as [`Device::pictures`] gave it.
+    /// The picture's name, as [`Device::pictures`](crate::device::Device::pictures) gave it.
     pub name: String,
     /// The scheduling point at which it was first seen (what `CALAMETRA_STOP_AT` takes).
     pub step: u64,
@@ -66,16 +70,17 @@ pub struct PictureLog {
 }
 
 impl PictureLog {
-    /// Looks at every device's pictures now, rendering each name not on show at the last look.
-    pub(crate) fn look<'a>(
+    /// Looks at every device's pictures now (`names` of a device: what it shows now; `render`:
+    /// one of those names as a picture), rendering each name not on show at the last look.
+    pub(crate) fn look<'a, D: ?Sized + 'a>(
         &mut self,
-        devices: impl Iterator<Item = (&'a str, &'a dyn Device)>,
-        step: u64,
-        t_ns: u64,
-        records: u64,
+        devices: impl Iterator<Item = (&'a str, &'a D)>,
+        names: impl Fn(&D) -> Vec<String>,
+        render: impl Fn(&D, &str) -> Option<Picture>,
+        (step, t_ns, records): (u64, u64, u64),
     ) {
         for (i, (device_name, dev)) in devices.enumerate() {
-            let names = dev.pictures();
+            let names = names(dev);
             if self.current.len() <= i {
                 self.current.resize(i + 1, Vec::new());
             }
@@ -83,7 +88,7 @@ impl PictureLog {
                 if self.current[i].contains(name) {
                     continue;
                 }
-                let picture = dev.picture(name).ok_or_else(|| {
+                let picture = render(dev, name).ok_or_else(|| {
                     format!("the device named picture `{name}` but did not render it")
                 });
                 self.shown.push(Shown {
@@ -148,7 +153,7 @@ pub struct PictureEntry {
     pub error: Option<String>,
     /// The device's name (the actor of its trace records).
     pub device: String,
-    /// The picture's name ([`Device::pictures`]).
+    /// The picture's name ([`Device::pictures`](crate::device::Device::pictures)).
     pub name: String,
     /// [`Shown::step`].
     pub step: u64,
@@ -230,7 +235,7 @@ pub fn file_stem(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::{DevCtx, Reply};
+    use crate::device::{DevCtx, Device, Reply};
     use calametra_usb::Setup;
     use std::cell::Cell;
 
@@ -271,9 +276,9 @@ mod tests {
         let look = |log: &mut PictureLog, step: u64| {
             log.look(
                 std::iter::once(("screen", &s as &dyn Device)),
-                step,
-                step * 10,
-                step,
+                |d| d.pictures(),
+                |d, n| d.picture(n),
+                (step, step * 10, step),
             );
         };
         look(&mut log, 1);

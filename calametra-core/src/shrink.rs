@@ -52,10 +52,25 @@ fn flat(units: &[Vec<Event>]) -> Vec<Event> {
     units.iter().flatten().cloned().collect()
 }
 
+/// The units of `cur` without those in `skip` (a range, or one index), flattened: the event
+/// list a candidate replays.
+fn flat_without(cur: &[Vec<Event>], skip: std::ops::Range<usize>) -> Vec<Event> {
+    cur[..skip.start]
+        .iter()
+        .chain(&cur[skip.end..])
+        .flatten()
+        .cloned()
+        .collect()
+}
+
 /// Minimizes `events`. `fails(candidate)` replays a candidate and returns the events its run
 /// actually took when it fails with the original signature, `None` otherwise. The result is
 /// 1-minimal: removing any single remaining event (with its anchor) makes that signature go
 /// away. Counts (the chain) leave anchors out.
+///
+/// Runs are deterministic, so a candidate already replayed without the failure is not replayed
+/// again (ddmin meets the same list again after a reduction): its answer is known. Every replay
+/// that does happen is a whole run; `attempts` counts those.
 pub fn minimize(
     events: Vec<Event>,
     fails: &mut dyn FnMut(&[Event]) -> Option<Vec<Event>>,
@@ -63,6 +78,19 @@ pub fn minimize(
     let mut cur = units(events);
     let mut chain = vec![cur.len()];
     let mut attempts = 0u64;
+    // Candidates replayed without the failure.
+    let mut passed: Vec<Vec<Event>> = Vec::new();
+    let mut fails = |cand: Vec<Event>, attempts: &mut u64| -> Option<Vec<Event>> {
+        if passed.contains(&cand) {
+            return None;
+        }
+        *attempts += 1;
+        let r = fails(&cand);
+        if r.is_none() {
+            passed.push(cand);
+        }
+        r
+    };
     let accept = |cur: &mut Vec<Vec<Event>>,
                   cand: Vec<Vec<Event>>,
                   taken: Vec<Event>,
@@ -87,9 +115,9 @@ pub fn minimize(
         let mut start = 0;
         while start < cur.len() {
             let end = (start + chunk).min(cur.len());
-            let cand: Vec<Vec<Event>> = cur[..start].iter().chain(&cur[end..]).cloned().collect();
-            attempts += 1;
-            if let Some(taken) = fails(&flat(&cand)) {
+            if let Some(taken) = fails(flat_without(&cur, start..end), &mut attempts) {
+                let cand: Vec<Vec<Event>> =
+                    cur[..start].iter().chain(&cur[end..]).cloned().collect();
                 accept(&mut cur, cand, taken, &mut chain);
                 reduced = true;
                 break;
@@ -111,10 +139,9 @@ pub fn minimize(
         let mut removed = false;
         let mut i = 0;
         while i < cur.len() {
-            let mut cand = cur.clone();
-            cand.remove(i);
-            attempts += 1;
-            if let Some(taken) = fails(&flat(&cand)) {
+            if let Some(taken) = fails(flat_without(&cur, i..i + 1), &mut attempts) {
+                let mut cand = cur.clone();
+                cand.remove(i);
                 accept(&mut cur, cand, taken, &mut chain);
                 removed = true;
             } else {
@@ -192,6 +219,29 @@ mod tests {
                 times, 1,
                 "removing {:?} alone was tried {times} times",
                 s.events[i]
+            );
+        }
+    }
+
+    #[test]
+    fn a_candidate_that_passed_is_not_replayed_again() {
+        // As a run does: it stops at the failure (3 then 17), so it takes only the events up to
+        // there; ddmin then meets lists it already replayed.
+        let events: Vec<Event> = (0..40).map(|v| ev(v % 20)).collect();
+        let mut tried: Vec<Vec<Event>> = Vec::new();
+        let mut fails = |c: &[Event]| {
+            tried.push(c.to_vec());
+            let three = c.iter().position(|e| *e == ev(3))?;
+            let end = three + 1 + c[three + 1..].iter().position(|e| *e == ev(17))?;
+            Some(c[..=end].to_vec())
+        };
+        let s = minimize(events, &mut fails);
+        assert_eq!(s.events, vec![ev(3), ev(17)]);
+        assert_eq!(s.attempts, tried.len() as u64);
+        for (i, c) in tried.iter().enumerate() {
+            assert!(
+                !tried[..i].contains(c),
+                "replayed twice: {c:?} (attempt {i})"
             );
         }
     }

@@ -236,20 +236,22 @@ pub fn run(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     )
 }
 
-fn run_once(config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
+fn run_once(mut config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     install_panic_hook();
-    let mut decide = Decider::new(config.source.clone());
-    if let (Source::Seeded(seed), true) = (&config.source, config.swarm) {
+    // The decider owns the source (a replay's events are not copied); the run reads it there.
+    let seeded = match config.source {
+        Source::Seeded(seed) => Some(seed),
+        _ => None,
+    };
+    let mut decide = Decider::new(std::mem::replace(&mut config.source, Source::Default));
+    if let (Some(seed), true) = (seeded, config.swarm) {
         // Its faults part is in force from the start (a setup may cross a fault site); the
-        // externals part is drawn once the setup has declared them (see `record_swarm`).
-        decide.swarm = Some(Swarm::draw(
-            *seed,
-            &config.fault_set,
-            &[],
-            config.change_point_horizon(),
-        ));
+        // externals part is drawn once the setup has declared them, from where this draw left
+        // the `swarm` stream (see `record_swarm`).
+        let (swarm, rng) = Swarm::draw_open(seed, &config.fault_set, config.change_point_horizon());
+        decide.open_swarm(swarm, rng);
     }
-    if let Source::Seeded(_) = &config.source {
+    if seeded.is_some() {
         decide.forced = config.strategy;
     }
     let mut core = Core::new(
@@ -298,7 +300,12 @@ fn look_at_pictures(sim: &mut Sim) {
     };
     let w = sim.world.borrow();
     let devices = w.devices.iter().map(|d| (d.name.as_str(), &*d.dev));
-    log.look(devices, w.core.point, w.core.now, w.core.trace.len());
+    log.look(
+        devices,
+        |d| d.pictures(),
+        |d, n| d.picture(n),
+        (w.core.point, w.core.now, w.core.trace.len()),
+    );
 }
 
 /// [`RunConfig::stop_at`]: at that point, keeps the world's state, writes a `stop` record and
@@ -353,12 +360,19 @@ fn record_swarm(sim: &Sim) {
         } else {
             Vec::new()
         };
-        let mut swarm = Swarm::draw(
-            seed,
-            &sim.config.fault_set,
-            &names,
-            sim.config.change_point_horizon(),
-        );
+        let decide = &mut w.core.decide;
+        let mut swarm = match (decide.swarm.take(), decide.take_swarm_stream()) {
+            (Some(mut open), Some(mut rng)) => {
+                open.draw_externals(&mut rng, &names);
+                open
+            }
+            _ => Swarm::draw(
+                seed,
+                &sim.config.fault_set,
+                &names,
+                sim.config.change_point_horizon(),
+            ),
+        };
         if let Some(s) = sim.config.strategy {
             swarm.schedule = s;
         }
@@ -387,10 +401,8 @@ fn record_swarm(sim: &Sim) {
 fn place_externals(sim: &Sim) -> Vec<(u64, usize)> {
     let mut w = sim.world.borrow_mut();
     let mut placed = Vec::new();
-    match &sim.config.source {
-        Source::Default => {}
-        Source::Seeded(_) if !sim.config.place_externals => {}
-        Source::Seeded(_) => {
+    if w.core.decide.is_seeded() {
+        if sim.config.place_externals {
             for (i, (name, _)) in sim.externals.iter().enumerate() {
                 let Some(p) = w.core.decide.externals_below(sim.config.horizon.max(1)) else {
                     continue;
@@ -404,14 +416,13 @@ fn place_externals(sim: &Sim) -> Vec<(u64, usize)> {
                 }
             }
         }
-        Source::Replay(events) => {
-            // Externals recorded with an anchor are placed when it happens (see
-            // `Decider::occur`); the others at their raw step, as cases saved before anchors.
-            for (_, anchor, e) in anchored(events) {
-                if let (None, Event::External { name, point }) = (anchor, e) {
-                    if let Some(i) = sim.externals.iter().position(|(n, _)| n == name) {
-                        placed.push((*point, i));
-                    }
+    } else if let Source::Replay(events) = &w.core.decide.source {
+        // Externals recorded with an anchor are placed when it happens (see
+        // `Decider::occur`); the others at their raw step, as cases saved before anchors.
+        for (_, anchor, e) in anchored(events) {
+            if let (None, Event::External { name, point }) = (anchor, e) {
+                if let Some(i) = sim.externals.iter().position(|(n, _)| n == name) {
+                    placed.push((*point, i));
                 }
             }
         }

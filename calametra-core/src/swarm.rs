@@ -31,8 +31,8 @@
 //! whatever the set offers, and the externals' draws come last, one each in declaration order,
 //! so adding an external at the end changes nothing else of the swarm.
 
-use crate::choices::{below, stream, StreamName};
 use crate::fault::{Fault, FaultKind, FaultSet, SiteFamily};
+use crate::stream::{below, stream, StreamName};
 use rand_chacha::ChaCha8Rng;
 use rand_core::RngCore;
 use serde::{Deserialize, Serialize};
@@ -401,6 +401,15 @@ impl Swarm {
     /// (`RunConfig::change_point_horizon`: the harness sets the baseline's; a priority
     /// strategy's change points are drawn over a multiple of it). A pure function: the same arguments give the same swarm.
     pub fn draw(seed: u64, fault_set: &FaultSet, externals: &[&str], horizon: u64) -> Swarm {
+        let (mut swarm, mut rng) = Swarm::draw_open(seed, fault_set, horizon);
+        swarm.draw_externals(&mut rng, externals);
+        swarm
+    }
+
+    /// The first part of [`Swarm::draw`]: everything but the externals (none yet), and the
+    /// `swarm` stream where it stopped, for [`Swarm::draw_externals`] once the scenario has
+    /// declared them. The two together draw exactly what [`Swarm::draw`] draws.
+    pub(crate) fn draw_open(seed: u64, fault_set: &FaultSet, horizon: u64) -> (Swarm, ChaCha8Rng) {
         let mut rng = stream(seed, StreamName::Swarm);
         let faults = subset(&mut rng, &FaultKind::ALL, &fault_set.kinds(), 2);
         let families: Vec<SiteFamily> = SiteFamily::ALL
@@ -421,18 +430,24 @@ impl Swarm {
             },
             Kind::Priority { spawn_order } => Strategy::priority_from(param, horizon, spawn_order),
         };
-        let externals = externals
+        let swarm = Swarm {
+            faults,
+            sites,
+            odds,
+            externals: Vec::new(),
+            schedule,
+        };
+        (swarm, rng)
+    }
+
+    /// The last part of [`Swarm::draw`]: which of the scenario's externals (names in declaration
+    /// order) may fire, one draw each from the `swarm` stream where [`Swarm::draw_open`] left it.
+    pub(crate) fn draw_externals(&mut self, rng: &mut ChaCha8Rng, externals: &[&str]) {
+        self.externals = externals
             .iter()
             .filter(|_| rng.next_u64() & 1 == 1)
             .map(|s| s.to_string())
             .collect();
-        Swarm {
-            faults,
-            sites,
-            odds,
-            externals,
-            schedule,
-        }
     }
 
     /// Whether `fault` may be injected at a site of `family`.

@@ -127,11 +127,12 @@ pub(crate) struct Tasks {
 
 impl Tasks {
     pub(crate) fn new() -> Self {
+        // Room for the tasks and wakes of a small run: no growth step by step.
         Tasks {
-            slots: Vec::new(),
-            ready: ReadySet::default(),
-            queue: Arc::new(WakeQueue(Mutex::new(Vec::new()))),
-            scratch: Vec::new(),
+            slots: Vec::with_capacity(4),
+            ready: ReadySet(Vec::with_capacity(4)),
+            queue: Arc::new(WakeQueue(Mutex::new(Vec::with_capacity(4)))),
+            scratch: Vec::with_capacity(4),
         }
     }
 

@@ -1,7 +1,8 @@
 //! `peers`: runs every tool on every workload it fits and prints one table (see `run.sh`,
 //! which also runs the madsim binary and merges its rows with `--merge FILE`).
 //!
-//! Options: `--quick` (smaller budgets, for a smoke run), `--only A|B|C|D`, `--merge FILE`,
+//! Options: `--quick` (smaller budgets, for a smoke run), `--only A|B|C|D` (or a list: `A,B,C`),
+//! `--merge FILE`,
 //! `--tsv FILE` (also write the rows as tab-separated lines).
 
 use calametra_core::choices::{derive_seed, story, Source};
@@ -42,7 +43,12 @@ fn opts() -> Opts {
             "--spin" => {
                 // For `perf record`: only Calametra's runs of one workload, in a loop.
                 let w = args.next().unwrap_or_default();
-                spin(&w);
+                // An optional count (runs; rounds of the 20 seeds for `bs`), e.g. for callgrind.
+                let n = std::env::args()
+                    .skip_while(|a| a != "--spin")
+                    .nth(2)
+                    .and_then(|n| n.parse().ok());
+                spin(&w, n);
                 std::process::exit(0);
             }
             other => {
@@ -54,7 +60,10 @@ fn opts() -> Opts {
     o
 }
 
-fn spin(w: &str) {
+fn spin(w: &str, n: Option<u64>) {
+    if w == "bs" {
+        return spin_shrink(n.unwrap_or(200));
+    }
     let f: fn(&mut Sim) = match w {
         "a" => cw::a_noyield_correct,
         "ay" => cw::a_yield_correct,
@@ -66,7 +75,7 @@ fn spin(w: &str) {
     } else {
         Default::default()
     };
-    let n = if w == "c" { 50_000 } else { 300_000 };
+    let n = n.unwrap_or(if w == "c" { 50_000 } else { 300_000 });
     // Every run's hash folded into one, so two builds can be shown to run the same runs.
     let mut fold = [0u8; 32];
     let (secs, ()) = seconds(|| {
@@ -89,6 +98,42 @@ fn spin(w: &str) {
         "{w}: {:.0} runs/s (hashes folded: {digest})",
         n as f64 / secs
     );
+}
+
+/// `--spin bs`: workload B's find and shrink over the 20 seeds, `rounds` times (Calametra
+/// alone, as `workload_b` times it).
+fn spin_shrink(rounds: u64) {
+    let mut replays = 0;
+    let (secs, ()) = seconds(|| {
+        for _ in 0..rounds {
+            for &seed in &SEEDS {
+                let s = find_and_shrink(seed).expect("B is found");
+                assert_eq!(s.events.len(), 3);
+                replays += s.attempts;
+            }
+        }
+    });
+    println!(
+        "bs: {:.3} ms a find+shrink ({replays} replays)",
+        secs * 1e3 / (rounds * SEEDS.len() as u64) as f64
+    );
+}
+
+/// Workload B for one seed: the first failing seeded run, minimized by replays.
+fn find_and_shrink(seed: u64) -> Option<calametra_core::shrink::Shrunk> {
+    let f: fn(&mut Sim) = cw::b_status_ops;
+    let base = RunConfig::default();
+    let failing = (0..1000u64)
+        .map(|i| run(seeded(derive_seed(seed, "peers::b", i)), &f))
+        .find(|r| r.failure.is_some())?;
+    let sig = failing.failure.as_ref()?.signature();
+    Some(minimize(failing.events, &mut |cand| {
+        let r = run(replay_config(&base, cand), &f);
+        match r.failure {
+            Some(fl) if fl.signature() == sig => Some(r.events),
+            _ => None,
+        }
+    }))
 }
 
 fn seeded(seed: u64) -> RunConfig {
@@ -384,24 +429,10 @@ fn push_find(
 fn workload_b(rows: &mut Vec<Row>) {
     eprintln!("peers: B");
     let wl = "B";
-    let f: fn(&mut Sim) = cw::b_status_ops;
-    let base = RunConfig::default();
     let (mut ms, mut lens, mut three, mut found, mut replays) = (vec![], vec![], 0, 0, vec![]);
     let mut one_minimal = 0;
     for &seed in &SEEDS {
-        let (secs, shrunk) = seconds(|| {
-            let failing = (0..1000u64)
-                .map(|i| run(seeded(derive_seed(seed, "peers::b", i)), &f))
-                .find(|r| r.failure.is_some())?;
-            let sig = failing.failure.as_ref()?.signature();
-            Some(minimize(failing.events, &mut |cand| {
-                let r = run(replay_config(&base, cand), &f);
-                match r.failure {
-                    Some(fl) if fl.signature() == sig => Some(r.events),
-                    _ => None,
-                }
-            }))
-        });
+        let (secs, shrunk) = seconds(|| find_and_shrink(seed));
         if let Some(s) = shrunk {
             found += 1;
             ms.push(secs * 1e3);
@@ -743,7 +774,7 @@ fn main() {
     let o = opts();
     calametra_peers::quiet_panics();
     let mut rows = Vec::new();
-    let want = |w: &str| o.only.as_deref().is_none_or(|x| x == w);
+    let want = |w: &str| o.only.as_deref().is_none_or(|x| x.split(',').any(|x| x == w));
     if want("A") {
         workload_a(&o, &mut rows);
     }

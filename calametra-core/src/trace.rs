@@ -5,35 +5,53 @@
 //! Every record shares one envelope:
 //! `{"seq":12,"t_ns":250000,"kind":"transfer","actor":"driver","deterministic":true,"data":{...}}`.
 //!
-//! # The hash (version [`HASH_VERSION`] = 2)
+//! # The hash (version [`HASH_VERSION`] = 3)
 //!
 //! The trace hash is SHA-256 over the canonical binary encoding of the deterministic records, in
 //! order, fed as they are produced (a run need not keep its records, and JSON is formatted only
 //! when records are kept or written). Integers are unsigned LEB128 varints (7 bits a byte, low
-//! bits first, the high bit set on every byte but the last; the shortest form). One record
-//! encodes as
+//! bits first, the high bit set on every byte but the last; the shortest form); a *difference*
+//! is the wrapping 64-bit difference in zigzag form (0, -1, 1, -2, ... as 0, 1, 2, 3, ...) as a
+//! varint. One record encodes as
 //!
 //! | part | bytes |
 //! |---|---|
-//! | `seq` | varint |
-//! | `t_ns` | varint |
+//! | `seq` | difference from the previous record's `seq` plus one (0 for the first record's `seq` 0) |
+//! | `t_ns` | difference from the previous record's `t_ns` (the first record's from 0) |
 //! | `kind` | string |
 //! | `actor` | string |
-//! | `data` | value (always an object) |
+//! | `data` | each field in the order written: its key, then its value; then a `0x00` byte |
 //!
-//! where a *string* is its UTF-8 byte length as a varint, then its bytes, and a *value* is one
-//! tag byte and its body: `0x01` string; `0x02` unsigned integer (varint); `0x03` negative
-//! integer (varint of its magnitude); `0x04` false; `0x05` true; `0x06` null; `0x07` other number
-//! (f64 bits, 8 bytes little-endian); `0x08` array (count as a varint, then the values); `0x09`
-//! object (each field, in the order written, as its key's byte length plus one as a varint, the
-//! key's bytes and the value; then a `0x00` byte). The encoding is a function of the record's
-//! JSON value (hex bytes are their hex string; `deterministic` is not encoded, only
-//! deterministic records are), so a record read back from a JSONL file hashes exactly as it did
-//! when produced ([`hash_lines`]); every part is length-prefixed or terminated, so two record
-//! sequences encode alike only if their JSON values are alike, key order included.
+//! **Strings are interned per trace**: a *string* is a varint code: `0`, then its UTF-8 byte
+//! length (varint) and its bytes, for a string the trace has not had before, which then gets
+//! the next index (0, 1, 2, ... in the order strings first appear); or its index plus one for a
+//! string it has had. A *key* is the same code plus one (so `0x00` ends the object). Kinds,
+//! actors, keys, string values, hex bytes and site-name bases all share the one table, which
+//! holds at most 4,096 strings (a new string after that is written out every time and gets no
+//! index). A *value* is one tag byte and its body: `0x01` string (a string); `0x02` unsigned
+//! integer (varint); `0x03` negative integer (varint of its magnitude); `0x04` false; `0x05`
+//! true; `0x06` null; `0x07` other number (f64 bits, 8 bytes little-endian); `0x08` array
+//! (count as a varint, then the values); `0x09` object (its fields as in `data`, then `0x00`);
+//! `0x0a` hex: a JSON string of an even, non-zero number of lowercase hex digits, as the string
+//! of the bytes it spells (so `"4001"` is the two bytes `0x40 0x01`); `0x0b` site: a JSON
+//! string `<base>#<n>` where `<n>` is decimal digits without a leading zero (`0` itself
+//! allowed) that fit 64 bits, split at its last `#`, as the string `<base>` and `n` as a
+//! varint. Every JSON string is written as exactly one of `0x0b`, `0x0a`, `0x01`, in that order
+//! of preference.
 //!
-//! Version 1 (before) hashed the JSON lines themselves; [`hash_records`] still computes it, so a
-//! saved case of version 1 can be checked byte-exactly and migrated.
+//! The encoding is a function of the records' JSON values in order (`deterministic` is not
+//! encoded, only deterministic records are), so records read back from a JSONL file hash
+//! exactly as they did when produced ([`hash_lines`]); every part is length-prefixed, tagged or
+//! terminated and the table is rebuilt by reading in order, so two record sequences encode
+//! alike only if their JSON values are alike, key order included.
+//!
+//! Older versions, which [`hash_records`] still computes so a saved case of that version can be
+//! checked byte-exactly and migrated: version 1 hashed the JSON lines themselves (each with its
+//! `\n`); version 2 is the encoding above with every string written out as its byte length and
+//! bytes (kinds, actors and string values alike; hex bytes as their hex string, site names
+//! whole), keys as their byte length plus one and their bytes, `seq` and `t_ns` as plain
+//! varints, and `data` as an object value (`0x09`, fields, `0x00`). One traversal
+//! (`encode::Sink`) writes both binary versions.
 //!
 //! `seq` counts deterministic records only; a record with `deterministic:false` (a wall-clock
 //! reading, a host timing) carries the `seq` of the next deterministic record and is never hashed
@@ -82,52 +100,16 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// The version of the trace hash's encoding this build produces (see the module docs).
-pub const HASH_VERSION: u64 = 2;
+pub const HASH_VERSION: u64 = 3;
 
-/// The trace hash versions this build can compute: 1 (JSON lines) and 2 (binary encoding).
-pub const HASH_VERSIONS: &[u64] = &[1, 2];
-
-/// Value tags of the binary encoding (module docs).
-mod tag {
-    pub const STR: u8 = 0x01;
-    pub const UINT: u8 = 0x02;
-    pub const NEG: u8 = 0x03;
-    pub const FALSE: u8 = 0x04;
-    pub const TRUE: u8 = 0x05;
-    pub const NULL: u8 = 0x06;
-    pub const FLOAT: u8 = 0x07;
-    pub const ARRAY: u8 = 0x08;
-    pub const OBJECT: u8 = 0x09;
-}
-
-/// Appends `v` as an unsigned LEB128 varint.
-fn enc_uint(buf: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        buf.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    buf.push(v as u8);
-}
-
-/// Appends a length-prefixed string of the binary encoding.
-fn enc_str(buf: &mut Vec<u8>, s: &str) {
-    enc_uint(buf, s.len() as u64);
-    buf.extend_from_slice(s.as_bytes());
-}
-
-/// Appends an object field's key (length plus one: 0 ends the object).
-fn enc_key(buf: &mut Vec<u8>, k: &str) {
-    enc_uint(buf, k.len() as u64 + 1);
-    buf.extend_from_slice(k.as_bytes());
-}
-
-/// The byte that ends an object.
-const END: u8 = 0x00;
+/// The trace hash versions this build can compute: 1 (JSON lines), 2 (binary encoding) and 3
+/// (binary encoding with interned strings).
+pub const HASH_VERSIONS: &[u64] = &[1, 2, 3];
 
 /// The builder for a record's `data` object. Keys are written in the order they are added, to
 /// the binary encoding (when the record is hashed) and the JSON text (when it is kept).
 pub struct Data<'a> {
-    bin: Option<&'a mut Vec<u8>>,
+    bin: Option<&'a mut V3>,
     json: Option<&'a mut Vec<u8>>,
     first: bool,
 }
@@ -142,7 +124,7 @@ impl<'a> Data<'a> {
             json.push(b':');
         }
         if let Some(bin) = self.bin.as_deref_mut() {
-            enc_key(bin, k);
+            bin.key(k);
         }
         self.first = false;
     }
@@ -153,8 +135,23 @@ impl<'a> Data<'a> {
             push_json_bytes(json, v);
         }
         if let Some(bin) = self.bin.as_deref_mut() {
-            bin.push(tag::STR);
-            enc_str(bin, v);
+            bin.str(v);
+        }
+        self
+    }
+    /// A site name field, `<base>#<n>`, given by its parts: the same record as
+    /// `str(k, "<base>#<n>")`, without building the name unless the line is kept.
+    pub fn site(&mut self, k: &str, base: &str, n: u64) -> &mut Self {
+        self.key(k);
+        if let Some(json) = self.json.as_deref_mut() {
+            let mut name = String::with_capacity(base.len() + 4);
+            name.push_str(base);
+            name.push('#');
+            name.push_str(std::str::from_utf8(decimal(n, &mut [0; 20])).unwrap_or("0"));
+            push_json_bytes(json, &name);
+        }
+        if let Some(bin) = self.bin.as_deref_mut() {
+            bin.site(base, n);
         }
         self
     }
@@ -165,8 +162,7 @@ impl<'a> Data<'a> {
             push_u64(json, v);
         }
         if let Some(bin) = self.bin.as_deref_mut() {
-            bin.push(tag::UINT);
-            enc_uint(bin, v);
+            bin.uint(v);
         }
         self
     }
@@ -181,8 +177,11 @@ impl<'a> Data<'a> {
         }
         if let Some(bin) = self.bin.as_deref_mut() {
             // A non-negative i64 is the same JSON as a u64, so it encodes as one.
-            bin.push(if v < 0 { tag::NEG } else { tag::UINT });
-            enc_uint(bin, v.unsigned_abs());
+            if v < 0 {
+                bin.neg(v.unsigned_abs());
+            } else {
+                bin.uint(v.unsigned_abs());
+            }
         }
         self
     }
@@ -193,7 +192,7 @@ impl<'a> Data<'a> {
             json.extend_from_slice(if v { b"true" } else { b"false" });
         }
         if let Some(bin) = self.bin.as_deref_mut() {
-            bin.push(if v { tag::TRUE } else { tag::FALSE });
+            bin.bool(v);
         }
         self
     }
@@ -210,9 +209,7 @@ impl<'a> Data<'a> {
             json.push(b'"');
         }
         if let Some(bin) = self.bin.as_deref_mut() {
-            bin.push(tag::STR);
-            enc_uint(bin, v.len() as u64 * 2);
-            push_hex(bin, v);
+            bin.hex(v);
         }
     }
     /// Bytes of a payload: hex when short, else length, head and a digest so the hash still
@@ -227,22 +224,22 @@ impl<'a> Data<'a> {
             json.extend_from_slice(b"{\"head\":");
         }
         if let Some(bin) = self.bin.as_deref_mut() {
-            bin.push(tag::OBJECT);
-            enc_key(bin, "head");
+            bin.object();
+            bin.key("head");
         }
         self.hex_value(&v[..32]);
         if let Some(json) = self.json.as_deref_mut() {
             json.extend_from_slice(b",\"sha256\":");
         }
         if let Some(bin) = self.bin.as_deref_mut() {
-            enc_key(bin, "sha256");
+            bin.key("sha256");
         }
         self.hex_value(&digest[..16]);
         if let Some(json) = self.json.as_deref_mut() {
             json.push(b'}');
         }
         if let Some(bin) = self.bin.as_deref_mut() {
-            bin.push(END);
+            bin.end();
         }
         self
     }
@@ -260,11 +257,9 @@ impl<'a> Data<'a> {
             json.push(b']');
         }
         if let Some(bin) = self.bin.as_deref_mut() {
-            bin.push(tag::ARRAY);
-            enc_uint(bin, v.len() as u64);
+            bin.array(v.len());
             for s in v {
-                bin.push(tag::STR);
-                enc_str(bin, s.as_ref());
+                bin.str(s.as_ref());
             }
         }
         self
@@ -284,141 +279,6 @@ impl<'a> Data<'a> {
             node.encode(bin);
         }
         self
-    }
-}
-
-/// A JSON value with its object keys in document order (what the binary encoding needs;
-/// `serde_json::Value` sorts keys).
-#[derive(Debug, Clone, PartialEq)]
-enum Node {
-    Null,
-    Bool(bool),
-    UInt(u64),
-    Neg(i64),
-    Float(f64),
-    Str(String),
-    Array(Vec<Node>),
-    Object(Vec<(String, Node)>),
-}
-
-impl Node {
-    fn encode(&self, buf: &mut Vec<u8>) {
-        match self {
-            Node::Null => buf.push(tag::NULL),
-            Node::Bool(false) => buf.push(tag::FALSE),
-            Node::Bool(true) => buf.push(tag::TRUE),
-            Node::UInt(v) => {
-                buf.push(tag::UINT);
-                enc_uint(buf, *v);
-            }
-            Node::Neg(v) => {
-                buf.push(tag::NEG);
-                enc_uint(buf, v.unsigned_abs());
-            }
-            Node::Float(v) => {
-                buf.push(tag::FLOAT);
-                buf.extend_from_slice(&v.to_bits().to_le_bytes());
-            }
-            Node::Str(s) => {
-                buf.push(tag::STR);
-                enc_str(buf, s);
-            }
-            Node::Array(items) => {
-                buf.push(tag::ARRAY);
-                enc_uint(buf, items.len() as u64);
-                for i in items {
-                    i.encode(buf);
-                }
-            }
-            Node::Object(fields) => {
-                buf.push(tag::OBJECT);
-                for (k, v) in fields {
-                    enc_key(buf, k);
-                    v.encode(buf);
-                }
-                buf.push(END);
-            }
-        }
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Node {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Node, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Node;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON value")
-            }
-            fn visit_unit<E>(self) -> Result<Node, E> {
-                Ok(Node::Null)
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<Node, E> {
-                Ok(Node::Bool(v))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Node, E> {
-                Ok(Node::UInt(v))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<Node, E> {
-                Ok(if v < 0 {
-                    Node::Neg(v)
-                } else {
-                    Node::UInt(v as u64)
-                })
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<Node, E> {
-                Ok(Node::Float(v))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Node, E> {
-                Ok(Node::Str(v.to_owned()))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Node, E> {
-                Ok(Node::Str(v))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
-                let mut v = Vec::new();
-                while let Some(x) = a.next_element()? {
-                    v.push(x);
-                }
-                Ok(Node::Array(v))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
-                let mut v = Vec::new();
-                while let Some((k, x)) = a.next_entry::<String, Node>()? {
-                    v.push((k, x));
-                }
-                Ok(Node::Object(v))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// The canonical binary encoding (module docs) of a record read back from JSON Lines; `None`
-/// when its line is not a JSON object with a `data` object.
-pub fn encode_record(r: &Record) -> Option<Vec<u8>> {
-    let data = match serde_json::from_str::<Node>(&r.line).ok()? {
-        Node::Object(fields) => fields.into_iter().find(|(k, _)| k == "data")?.1,
-        _ => return None,
-    };
-    if !matches!(data, Node::Object(_)) {
-        return None;
-    }
-    let mut buf = Vec::with_capacity(r.line.len());
-    enc_uint(&mut buf, r.seq);
-    enc_uint(&mut buf, r.t_ns);
-    enc_str(&mut buf, &r.kind);
-    enc_str(&mut buf, &r.actor);
-    data.encode(&mut buf);
-    Some(buf)
-}
-
-fn push_hex(buf: &mut Vec<u8>, bytes: &[u8]) {
-    const D: &[u8; 16] = b"0123456789abcdef";
-    buf.reserve(bytes.len() * 2);
-    for &b in bytes {
-        buf.push(D[(b >> 4) as usize]);
-        buf.push(D[(b & 15) as usize]);
     }
 }
 
@@ -481,8 +341,8 @@ const HASH_CHUNK: usize = 4096;
 pub struct Trace {
     seq: u64,
     hasher: Sha256,
-    /// Encoded deterministic records not yet fed to `hasher`.
-    pending: Vec<u8>,
+    /// The binary encoding; its `buf` holds deterministic records not yet fed to `hasher`.
+    enc: V3,
     line: Vec<u8>,
     kept: Option<Vec<String>>,
     records: u64,
@@ -491,10 +351,12 @@ pub struct Trace {
 impl Trace {
     /// A trace that hashes every deterministic record and keeps lines only when `keep` is set.
     pub fn new(keep: bool) -> Self {
+        let mut enc = V3::default();
+        enc.buf.reserve(HASH_CHUNK + 512);
         Trace {
             seq: 0,
             hasher: Sha256::new(),
-            pending: Vec::with_capacity(HASH_CHUNK + 512),
+            enc,
             line: Vec::with_capacity(if keep { 256 } else { 0 }),
             kept: keep.then(Vec::new),
             records: 0,
@@ -524,12 +386,7 @@ impl Trace {
             return;
         }
         if deterministic {
-            let bin = &mut self.pending;
-            enc_uint(bin, self.seq);
-            enc_uint(bin, t_ns);
-            enc_str(bin, kind);
-            enc_str(bin, actor);
-            bin.push(tag::OBJECT);
+            self.enc.head(self.seq, t_ns, kind, actor);
         }
         if keep {
             let line = &mut self.line;
@@ -549,16 +406,16 @@ impl Trace {
             });
         }
         fill(&mut Data {
-            bin: deterministic.then_some(&mut self.pending),
+            bin: deterministic.then_some(&mut self.enc),
             json: keep.then_some(&mut self.line),
             first: true,
         });
         if deterministic {
-            self.pending.push(END);
+            self.enc.end();
             self.seq += 1;
-            if self.pending.len() >= HASH_CHUNK {
-                self.hasher.update(&self.pending);
-                self.pending.clear();
+            if self.enc.buf.len() >= HASH_CHUNK {
+                self.hasher.update(&self.enc.buf);
+                self.enc.buf.clear();
             }
         }
         if let Some(kept) = &mut self.kept {
@@ -588,7 +445,7 @@ impl Trace {
     /// on).
     pub fn hash(&self) -> TraceHash {
         let mut h = self.hasher.clone();
-        h.update(&self.pending);
+        h.update(&self.enc.buf);
         TraceHash(h.finalize().into())
     }
 
@@ -604,39 +461,37 @@ impl Trace {
 }
 
 /// The trace hash (version [`HASH_VERSION`]) of records read back from JSON Lines: their
-/// canonical binary encodings, deterministic records only, so it equals the hash [`Trace`]
+/// canonical binary encoding, deterministic records only, so it equals the hash [`Trace`]
 /// computed when it wrote them. A record whose line does not parse contributes its bytes as
 /// written (so an edited file still hashes differently from the original).
 pub fn hash_lines<'a>(lines: impl IntoIterator<Item = &'a Record>) -> TraceHash {
-    hash_with(lines, HASH_VERSION)
+    hash_records(lines, HASH_VERSION).unwrap_or(TraceHash([0; 32]))
 }
 
 /// The trace hash of `records` under encoding `version` (1: the JSON lines themselves, each
-/// followed by `\n`; 2: the binary encoding), or `None` for a version this build does not know.
+/// followed by `\n`; 2 and 3: the binary encodings), or `None` for a version this build does
+/// not know.
 pub fn hash_records<'a>(
     records: impl IntoIterator<Item = &'a Record>,
     version: u64,
 ) -> Option<TraceHash> {
-    HASH_VERSIONS
-        .contains(&version)
-        .then(|| hash_with(records, version))
-}
-
-fn hash_with<'a>(records: impl IntoIterator<Item = &'a Record>, version: u64) -> TraceHash {
     let mut h = Sha256::new();
-    for r in records.into_iter().filter(|r| r.deterministic) {
-        match (version, encode_record(r)) {
-            (2, Some(bin)) => h.update(&bin),
-            _ => {
-                h.update(r.line.as_bytes());
-                h.update(b"\n");
-            }
-        }
-    }
-    TraceHash(h.finalize().into())
+    encode::encode_with(records, version, |b| h.update(b)).then(|| TraceHash(h.finalize().into()))
 }
 
+/// The bytes the trace hash of `records` under `version` is computed over (see
+/// [`hash_records`]), or `None` for a version this build does not know.
+pub fn encode_records<'a>(
+    records: impl IntoIterator<Item = &'a Record>,
+    version: u64,
+) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    encode::encode_with(records, version, |b| out.extend_from_slice(b)).then_some(out)
+}
+
+mod encode;
 mod read;
+use encode::{push_hex, Node, Sink, V3};
 pub use read::*;
 
 #[cfg(test)]
@@ -703,10 +558,10 @@ mod tests {
         assert!(first_divergence(&ra, &ra).is_none());
     }
 
-    /// The bytes of three records, pinned: a change here is a new [`HASH_VERSION`].
+    /// The bytes of four records, pinned: a change here is a new [`HASH_VERSION`].
     #[test]
     fn binary_encoding_is_pinned() {
-        let mut t = Trace::new(false);
+        let mut t = Trace::new(true);
         t.emit(250_000, "transfer", "driver", true, |d| {
             d.str("site", "ctrl#1")
                 .u64("len", 300)
@@ -714,6 +569,102 @@ mod tests {
         });
         #[rustfmt::skip]
         let first: &[u8] = &[
+            0, // seq 0: the expected one (zigzag 0)
+            0xa0, 0xc2, 0x1e, // t_ns +250000: zigzag 500000
+            0, 8, b't', b'r', b'a', b'n', b's', b'f', b'e', b'r', // new string 0
+            0, 6, b'd', b'r', b'i', b'v', b'e', b'r', // new string 1
+            1, 4, b's', b'i', b't', b'e', // key: new string 2
+            0x0b, 0, 4, b'c', b't', b'r', b'l', 1, // site: base new string 3, n 1
+            1, 3, b'l', b'e', b'n', 0x02, 0xac, 0x02, // key: new string 4; 300
+            1, 4, b'd', b'a', b't', b'a', 0x0a, 0, 2, 0x01, 0xab, // hex: new string 6
+            0x00, // end of data
+        ];
+        assert_eq!(t.enc.buf, first);
+        t.emit(1, "mark", "host", false, |d| {
+            d.u64("wall_ns", 5);
+        });
+        assert_eq!(
+            t.enc.buf.len(),
+            first.len(),
+            "not encoded: not deterministic"
+        );
+        t.emit(250_000, "transfer", "driver", true, |d| {
+            d.site("site", "ctrl", 2)
+                .str("status", "ok")
+                .hex("data", &[1, 0xab]);
+        });
+        #[rustfmt::skip]
+        let second: &[u8] = &[
+            0, 0, 1, 2, // seq and t as expected; strings 0 and 1 again
+            4, 0x0b, 4, 2, // key string 2; site: base string 3, n 2
+            1, 6, b's', b't', b'a', b't', b'u', b's', // key: new string 7
+            0x01, 0, 2, b'o', b'k', // string: new string 8
+            7, 0x0a, 7, // key string 5; hex string 6
+            0x00,
+        ];
+        assert_eq!(&t.enc.buf[first.len()..], second);
+        assert!(
+            t.lines()[2].contains("\"site\":\"ctrl#2\""),
+            "{}",
+            t.lines()[2]
+        );
+        t.emit(100, "k", "a", true, |d| {
+            d.i64("n", -2)
+                .i64("p", 3)
+                .bool("b", true)
+                .strs("l", &["x", "0a"])
+                .str("e", "");
+        });
+        #[rustfmt::skip]
+        let third: &[u8] = &[
+            0, 0xd7, 0xc0, 0x1e, // t_ns -249900: zigzag 499799
+            0, 1, b'k', 0, 1, b'a',
+            1, 1, b'n', 0x03, 2,
+            1, 1, b'p', 0x02, 3,
+            1, 1, b'b', 0x05,
+            1, 1, b'l', 0x08, 2, 0x01, 0, 1, b'x', 0x0a, 0, 1, 0x0a,
+            1, 1, b'e', 0x01, 0, 0, // the empty string is a string, not hex
+            0x00,
+        ];
+        let at = first.len() + second.len();
+        assert_eq!(&t.enc.buf[at..], third);
+        t.emit(100, "k", "a", true, |d| {
+            d.payload("p", &[7; 65]);
+        });
+        let fourth = &t.enc.buf[at + third.len()..];
+        let digest = &Sha256::digest([7u8; 65])[..16];
+        // Strings so far: 0-8 above, then k 9, a 10, n 11, p 12, b 13, l 14, x 15, [0a] 16,
+        // e 17, "" 18: a string's code is its index plus one, a key's plus two.
+        let mut want = vec![0, 0, 10, 11, 14, 0x09];
+        want.extend_from_slice(&[1, 4, b'h', b'e', b'a', b'd', 0x0a, 0, 32]);
+        want.extend_from_slice(&[7; 32]);
+        want.extend_from_slice(&[1, 6, b's', b'h', b'a', b'2', b'5', b'6', 0x0a, 0, 16]);
+        want.extend_from_slice(digest);
+        want.extend_from_slice(&[0x00, 0x00]);
+        assert_eq!(fourth, &want[..]);
+        let all: Vec<u8> = t.enc.buf.clone();
+        assert_eq!(t.hash(), TraceHash(Sha256::digest(&all).into()));
+        // Read back from the JSON lines, the records encode to the same bytes.
+        let recs = parse_kept(t.lines());
+        assert_eq!(encode_records(&recs, 3).unwrap(), all);
+        assert_eq!(hash_lines(&recs), t.hash());
+    }
+
+    /// Version 2's bytes of the first and third records above, pinned: saved cases of version
+    /// 2 are checked against them.
+    #[test]
+    fn version_two_encoding_is_pinned() {
+        let mut t = Trace::new(true);
+        t.emit(250_000, "transfer", "driver", true, |d| {
+            d.str("site", "ctrl#1")
+                .u64("len", 300)
+                .hex("data", &[1, 0xab]);
+        });
+        t.emit(2, "k", "a", true, |d| {
+            d.i64("n", -2).i64("p", 3).bool("b", true).strs("l", &["x"]);
+        });
+        #[rustfmt::skip]
+        let want: &[u8] = &[
             0, // seq 0
             0x90, 0xa1, 0x0f, // t_ns 250000 = 0x3d090
             8, b't', b'r', b'a', b'n', b's', b'f', b'e', b'r',
@@ -723,21 +674,6 @@ mod tests {
             4, b'l', b'e', b'n', 0x02, 0xac, 0x02, // 300 = 0b10_0101100
             5, b'd', b'a', b't', b'a', 0x01, 4, b'0', b'1', b'a', b'b',
             0x00, // end of data
-        ];
-        assert_eq!(t.pending, first);
-        t.emit(1, "mark", "host", false, |d| {
-            d.u64("wall_ns", 5);
-        });
-        assert_eq!(
-            t.pending.len(),
-            first.len(),
-            "a non-deterministic record is not encoded"
-        );
-        t.emit(2, "k", "a", true, |d| {
-            d.i64("n", -2).i64("p", 3).bool("b", true).strs("l", &["x"]);
-        });
-        #[rustfmt::skip]
-        let second: &[u8] = &[
             1, 2, 1, b'k', 1, b'a', 0x09,
             2, b'n', 0x03, 2,
             2, b'p', 0x02, 3,
@@ -745,35 +681,34 @@ mod tests {
             2, b'l', 0x08, 1, 0x01, 1, b'x',
             0x00,
         ];
-        assert_eq!(&t.pending[first.len()..], second);
-        t.emit(3, "k", "a", true, |d| {
-            d.payload("p", &[7; 65]);
-        });
-        let third = &t.pending[first.len() + second.len()..];
-        let digest = crate::hex::encode(&Sha256::digest([7u8; 65])[..16]);
-        let mut want = vec![2, 3, 1, b'k', 1, b'a', 0x09];
-        want.extend_from_slice(&[2, b'p', 0x09, 5, b'h', b'e', b'a', b'd', 0x01, 64]);
-        want.extend_from_slice("07".repeat(32).as_bytes());
-        want.extend_from_slice(&[7, b's', b'h', b'a', b'2', b'5', b'6', 0x01, 32]);
-        want.extend_from_slice(digest.as_bytes());
-        want.extend_from_slice(&[0x00, 0x00]);
-        assert_eq!(third, &want[..]);
-        let all: Vec<u8> = t.pending.clone();
-        assert_eq!(t.hash(), TraceHash(Sha256::digest(&all).into()));
+        let recs = parse_kept(t.lines());
+        assert_eq!(encode_records(&recs, 2).unwrap(), want);
+        assert_eq!(
+            hash_records(&recs, 2),
+            Some(TraceHash(Sha256::digest(want).into()))
+        );
     }
 
-    /// A record drawn from `rng`: fields of every kind, strings with escapes and non-ASCII.
+    /// A record drawn from `rng`: fields of every kind, strings with escapes, non-ASCII, hex
+    /// digits and site names, often repeated (so interned).
     fn random_record(rng: &mut rand_chacha::ChaCha8Rng, t: &mut Trace) {
         use rand_core::RngCore;
-        let words = ["a", "b", "site", "", "q\"x", "\n", "é", "01ab", "5", "true"];
+        let words = [
+            "a", "b", "site", "", "q\"x", "\n", "é", "01ab", "5", "true", "x#1", "x#01", "#0",
+        ];
         let pick = |rng: &mut rand_chacha::ChaCha8Rng, n: usize| (rng.next_u32() as usize) % n;
         let kind = words[pick(rng, 4)];
         let actor = words[pick(rng, words.len())];
         let t_ns = u64::from(rng.next_u32() % 3);
+        let seq_skip = rng.next_u32().is_multiple_of(8);
         let n = pick(rng, 4);
         let fields: Vec<(usize, &str, u32)> = (0..n)
-            .map(|_| (pick(rng, 8), words[pick(rng, words.len())], rng.next_u32()))
+            .map(|_| (pick(rng, 9), words[pick(rng, words.len())], rng.next_u32()))
             .collect();
+        if seq_skip {
+            // A record that is not deterministic: the next one's seq is the same.
+            t.emit(t_ns, kind, actor, false, |_| {});
+        }
         t.emit(t_ns, kind, actor, true, |d| {
             for (how, w, x) in &fields {
                 let k = w.char_indices().nth(1).map_or(*w, |(i, _)| &w[..i]);
@@ -785,49 +720,71 @@ mod tests {
                     4 => d.hex(k, &x.to_le_bytes()[..(*x as usize % 3)]),
                     5 => d.strs(k, &words[..(*x as usize % 3)]),
                     6 => d.payload(k, &vec![(*x % 2) as u8; 60 + (*x as usize % 10)]),
+                    7 => d.site(k, ["x", "", "a#b"][*x as usize % 3], u64::from(x % 3)),
                     _ => d.raw_json(
                         k,
-                        ["5", "\"5\"", "[1,-1]", "{\"b\":1,\"a\":null}", "1.5"][*x as usize % 5],
+                        [
+                            "5",
+                            "\"5\"",
+                            "[1,-1]",
+                            "{\"b\":1,\"a\":null}",
+                            "1.5",
+                            "\"ab\"",
+                        ][*x as usize % 6],
                     ),
                 };
             }
         });
     }
 
-    /// Over many random record pairs (often equal, often near misses): two records hash alike
-    /// only if they encode alike, encode alike only if their JSON values are alike, and a record
-    /// read back from its JSON line encodes to exactly the bytes that were hashed.
+    /// Over many random pairs of short traces (often equal, often near misses): two traces hash
+    /// alike only if they encode alike, encode alike only if their records' JSON values are
+    /// alike, and records read back from their JSON lines encode to exactly the bytes that were
+    /// hashed.
     #[test]
     fn records_hash_alike_only_if_they_encode_alike() {
         use rand_chacha::rand_core::SeedableRng;
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(20);
         let (mut same, mut differ) = (0, 0);
         for _ in 0..4000 {
-            // Each record comes from one of 32 small seeds, so pairs are often equal.
+            // Each trace has 1 or 2 records, each from one of 8 small seeds, so pairs are often
+            // equal and strings often repeat.
             let one = |rng: &mut rand_chacha::ChaCha8Rng| {
                 use rand_core::RngCore;
                 let mut t = Trace::new(true);
-                let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(u64::from(rng.next_u32() % 32));
-                random_record(&mut r, &mut t);
-                let line = t.lines()[0].clone();
-                let rec = parse_record(line.trim_end(), 1).expect("a kept line parses");
-                let read_back = encode_record(&rec).expect("a kept line encodes");
-                assert_eq!(read_back, t.pending, "{line}");
-                assert_eq!(hash_lines([&rec]), t.hash(), "{line}");
-                let value: serde_json::Value = serde_json::from_str(&line).expect("JSON");
-                (t.hash(), t.pending.clone(), value, line)
+                for _ in 0..=rng.next_u32() % 2 {
+                    let mut r =
+                        rand_chacha::ChaCha8Rng::seed_from_u64(u64::from(rng.next_u32() % 8));
+                    random_record(&mut r, &mut t);
+                }
+                let text: String = t.lines().concat();
+                let recs = parse_kept(t.lines());
+                let read_back = encode_records(&recs, HASH_VERSION).expect("current version");
+                assert_eq!(read_back, t.enc.buf, "{text}");
+                assert_eq!(hash_lines(&recs), t.hash(), "{text}");
+                let values: Vec<serde_json::Value> = recs
+                    .iter()
+                    .filter(|r| r.deterministic)
+                    .map(|r| serde_json::from_str(&r.line).expect("JSON"))
+                    .collect();
+                let det: Vec<String> = recs
+                    .iter()
+                    .filter(|r| r.deterministic)
+                    .map(|r| r.line.clone())
+                    .collect();
+                (t.hash(), t.enc.buf.clone(), values, det, text)
             };
-            let (ha, ea, va, la) = one(&mut rng);
-            let (hb, eb, vb, lb) = one(&mut rng);
-            assert_eq!(ha == hb, ea == eb, "{la}{lb}");
+            let (ha, ea, va, la, ta) = one(&mut rng);
+            let (hb, eb, vb, lb, tb) = one(&mut rng);
+            assert_eq!(ha == hb, ea == eb, "{ta}{tb}");
             // serde_json::Value sorts keys, so equal values with other key orders may encode
-            // apart; equal encodings always mean equal values and equal lines.
+            // apart; equal encodings always mean equal values and equal deterministic lines.
             if ea == eb {
-                assert_eq!(va, vb, "{la}{lb}");
-                assert_eq!(la, lb);
+                assert_eq!(va, vb, "{ta}{tb}");
+                assert_eq!(la, lb, "{ta}{tb}");
                 same += 1;
             } else {
-                assert_ne!(la, lb);
+                assert_ne!(la, lb, "{ta}{tb}");
                 differ += 1;
             }
         }
@@ -835,7 +792,7 @@ mod tests {
     }
 
     #[test]
-    fn version_one_hashes_the_json_lines() {
+    fn older_versions_hash_their_own_encodings() {
         let mut t = Trace::new(true);
         t.emit(0, "task", "t", true, |d| {
             d.u64("i", 1);
@@ -846,9 +803,11 @@ mod tests {
             v1,
             TraceHash(Sha256::digest(t.lines()[0].as_bytes()).into())
         );
-        assert_eq!(hash_records(&recs, 2), Some(t.hash()));
-        assert_ne!(v1, t.hash());
-        assert_eq!(hash_records(&recs, 3), None);
+        let v2 = hash_records(&recs, 2).unwrap();
+        assert_eq!(hash_records(&recs, 3), Some(t.hash()));
+        assert!(v1 != t.hash() && v2 != t.hash() && v1 != v2);
+        assert_eq!(hash_records(&recs, 4), None);
+        assert_eq!(hash_records(&recs, 0), None);
     }
 
     #[test]

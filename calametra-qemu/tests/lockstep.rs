@@ -548,8 +548,10 @@ fn an_unplug_placed_by_the_seed_lands_at_the_same_guest_clock_on_every_run() {
             .events
             .iter()
             .filter_map(|e| match e {
-                calametra_core::choices::Event::External { name, point } if name == "unplug" => {
-                    Some(*point)
+                calametra_core::choices::Event::GuestExternal { name, at_ns }
+                    if name == "unplug" =>
+                {
+                    Some(*at_ns)
                 }
                 _ => None,
             })

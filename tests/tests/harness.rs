@@ -267,10 +267,15 @@ fn a_planted_bug_is_found_minimized_saved_and_replayed() {
         .env("CALAMETRA_REGRESSIONS", &regs)
         .env("CALAMETRA_TEST_FIXED", "1"));
     assert!(ok, "{out}");
-    // A case saved before the binary trace encoding (hash version 1: SHA-256 over the
-    // deterministic JSON lines, no `hash_version` field) replays byte-exactly under its version,
-    // strict replay included, and is re-hashed in place with a note; never stale or failed.
-    let v2_text = std::fs::read_to_string(&files[0]).unwrap();
+    // Cases saved before the current trace encoding (hash version 1: SHA-256 over the
+    // deterministic JSON lines, no `hash_version` field; version 2: the binary encoding with
+    // every string written out) replay byte-exactly under their version, strict replay
+    // included, and are re-hashed in place with a note; never stale or failed.
+    let cur = calametra::trace::HASH_VERSION;
+    assert_eq!(cur, 3);
+    let cur_text = std::fs::read_to_string(&files[0]).unwrap();
+    let cur_hash = v["trace_hash"].as_str().unwrap();
+    assert!(cur_text.contains(&format!("  \"hash_version\": {cur},\n")));
     let trace = tmp.path().join("case-trace.jsonl");
     let (ok, out) = run(bin("planted")
         .args(["--exact", "status_long::replay"])
@@ -285,57 +290,82 @@ fn a_planted_bug_is_found_minimized_saved_and_replayed() {
             json_lines.push('\n');
         }
     }
+    let records = calametra::trace::read_jsonl(&trace).unwrap();
     let v1_hash = format!(
         "sha256:{}",
         calametra::trace::sha256_hex(json_lines.as_bytes())
     );
-    let v2_hash = v["trace_hash"].as_str().unwrap();
-    assert_ne!(v1_hash, v2_hash);
-    // A trace file of version 1 (its summary without `hash_version`, its hash over the JSON
-    // lines) replays byte-exactly under it, with a note.
+    let hash_of = |version| {
+        calametra::trace::hash_records(&records, version)
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(hash_of(1), v1_hash);
+    assert_eq!(hash_of(cur), cur_hash);
     let trace_text = std::fs::read_to_string(&trace).unwrap();
-    assert!(trace_text.contains(&format!("\"hash\":\"{v2_hash}\",\"hash_version\":2")));
-    let v1_trace = tmp.path().join("case-trace-v1.jsonl");
-    std::fs::write(
-        &v1_trace,
-        trace_text
-            .replace(",\"hash_version\":2", "")
-            .replace(v2_hash, &v1_hash),
-    )
-    .unwrap();
-    let (ok, out) = run(bin("planted")
-        .args(["--exact", "status_long::replay"])
-        .env("CALAMETRA_REPLAY_FILE", &v1_trace));
-    assert!(ok, "{out}");
-    assert!(
-        out.contains("recorded with trace-hash version 1 and reproduced byte-exactly under it"),
-        "{out}"
-    );
-    let v1_text = v2_text
-        .replace(v2_hash, &v1_hash)
-        .replace("  \"hash_version\": 2,\n", "");
-    assert!(!v1_text.contains("hash_version"), "{v1_text}");
-    std::fs::write(&files[0], &v1_text).unwrap();
-    let (ok, out) = run(bin("planted")
-        .args(["--exact", &reg_trial])
-        .env("CALAMETRA_REGRESSIONS", &regs)
-        .env("CALAMETRA_REPLAY", "strict"));
-    assert!(ok, "{out}");
-    assert!(
-        out.contains(&format!("saved with trace-hash version 1 ({v1_hash}), which this replay reproduced byte-exactly; re-hashed to version 2: {v2_hash} (file rewritten)")),
-        "{out}"
-    );
-    assert_eq!(std::fs::read_to_string(&files[0]).unwrap(), v2_text);
-    // A version-1 hash that the replay does not reproduce is not byte-exact.
-    std::fs::write(&files[0], v1_text.replace(&v1_hash, v2_hash)).unwrap();
-    let (ok, out) = run(bin("planted")
-        .args(["--exact", &reg_trial])
-        .env("CALAMETRA_REGRESSIONS", &regs));
-    assert!(
-        !ok && out.contains("hash version 1); replay is not byte-exact"),
-        "{out}"
-    );
-    std::fs::write(&files[0], &v2_text).unwrap();
+    let cur_field = format!(",\"hash_version\":{cur}");
+    assert!(trace_text.contains(&format!("\"hash\":\"{cur_hash}\"{cur_field}")));
+    for version in [1, 2] {
+        let old_hash = hash_of(version);
+        assert_ne!(old_hash, cur_hash);
+        // A trace file of that version (version 1: its summary without `hash_version`)
+        // replays byte-exactly under it, with a note.
+        let field = match version {
+            1 => String::new(),
+            _ => format!(",\"hash_version\":{version}"),
+        };
+        let old_trace = tmp.path().join(format!("case-trace-v{version}.jsonl"));
+        std::fs::write(
+            &old_trace,
+            trace_text
+                .replace(&cur_field, &field)
+                .replace(cur_hash, &old_hash),
+        )
+        .unwrap();
+        let (ok, out) = run(bin("planted")
+            .args(["--exact", "status_long::replay"])
+            .env("CALAMETRA_REPLAY_FILE", &old_trace));
+        assert!(ok, "{out}");
+        assert!(
+            out.contains(&format!(
+                "recorded with trace-hash version {version} and reproduced byte-exactly under it"
+            )),
+            "{out}"
+        );
+        // A saved case of that version is replayed by its events, checked under its version
+        // and rewritten with the current one.
+        let field = match version {
+            1 => String::new(),
+            _ => format!("  \"hash_version\": {version},\n"),
+        };
+        let old_text = cur_text
+            .replace(cur_hash, &old_hash)
+            .replace(&format!("  \"hash_version\": {cur},\n"), &field);
+        assert_eq!(old_text.contains("hash_version"), version > 1, "{old_text}");
+        std::fs::write(&files[0], &old_text).unwrap();
+        let (ok, out) = run(bin("planted")
+            .args(["--exact", &reg_trial])
+            .env("CALAMETRA_REGRESSIONS", &regs)
+            .env("CALAMETRA_REPLAY", "strict"));
+        assert!(ok, "{out}");
+        assert!(
+            out.contains(&format!("saved with trace-hash version {version} ({old_hash}), which this replay reproduced byte-exactly; re-hashed to version {cur}: {cur_hash} (file rewritten)")),
+            "{out}"
+        );
+        assert_eq!(std::fs::read_to_string(&files[0]).unwrap(), cur_text);
+        // A hash of that version that the replay does not reproduce is not byte-exact.
+        std::fs::write(&files[0], old_text.replace(&old_hash, cur_hash)).unwrap();
+        let (ok, out) = run(bin("planted")
+            .args(["--exact", &reg_trial])
+            .env("CALAMETRA_REGRESSIONS", &regs));
+        assert!(
+            !ok && out.contains(&format!(
+                "hash version {version}); replay is not byte-exact"
+            )),
+            "{out}"
+        );
+        std::fs::write(&files[0], &cur_text).unwrap();
+    }
 
     // A tampered hash makes strict replay fail and say so.
     let text = std::fs::read_to_string(&files[0]).unwrap();

@@ -1,0 +1,671 @@
+//! The canonical binary encodings of trace records that the trace hash is computed over:
+//! version 3 (strings interned per trace, [`V3`]) and version 2 (every string written out,
+//! [`V2`]), both written through one [`Sink`] so a record, a JSON value and a record read back
+//! from JSON Lines are traversed by one piece of code ([`Node::encode`], [`record`]). The
+//! formats are documented in [`crate::trace`] and DESIGN.md section 3. Nothing here formats
+//! JSON or keeps a trace.
+
+use super::Record;
+use std::fmt;
+
+/// Value tags of the binary encodings (module docs of [`crate::trace`]).
+pub(super) mod tag {
+    pub const STR: u8 = 0x01;
+    pub const UINT: u8 = 0x02;
+    pub const NEG: u8 = 0x03;
+    pub const FALSE: u8 = 0x04;
+    pub const TRUE: u8 = 0x05;
+    pub const NULL: u8 = 0x06;
+    pub const FLOAT: u8 = 0x07;
+    pub const ARRAY: u8 = 0x08;
+    pub const OBJECT: u8 = 0x09;
+    /// Version 3: a string of lowercase hex digit pairs, as its bytes.
+    pub const HEX: u8 = 0x0a;
+    /// Version 3: a string `<base>#<n>` (a site name), as its base and `n`.
+    pub const SITE: u8 = 0x0b;
+}
+
+/// The byte that ends an object (and, in version 3, a record's `data`).
+pub(super) const END: u8 = 0x00;
+
+/// Appends `v` as an unsigned LEB128 varint.
+pub(super) fn enc_uint(buf: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        buf.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
+}
+
+/// The zigzag form of a wrapping 64-bit difference: 0, -1, 1, -2, ... become 0, 1, 2, 3, ...
+/// (a bijection of `u64`, so small steps either way are short varints).
+fn zigzag(d: u64) -> u64 {
+    let d = d as i64;
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+/// Where an encoding is written: the record envelope, keys and strings differ by version; the
+/// other values are the same in every binary version (the provided methods).
+pub(super) trait Sink {
+    /// The bytes written so far.
+    fn buf(&mut self) -> &mut Vec<u8>;
+    /// A record's envelope, before its `data` fields.
+    fn head(&mut self, seq: u64, t_ns: u64, kind: &str, actor: &str);
+    /// An object field's key (of `data` or a nested object).
+    fn key(&mut self, k: &str);
+    /// A string value.
+    fn str(&mut self, s: &str);
+    /// Bytes written as their lowercase hex string.
+    fn hex(&mut self, bytes: &[u8]);
+
+    /// An unsigned integer.
+    fn uint(&mut self, v: u64) {
+        let b = self.buf();
+        b.push(tag::UINT);
+        enc_uint(b, v);
+    }
+    /// A negative integer, by its magnitude.
+    fn neg(&mut self, magnitude: u64) {
+        let b = self.buf();
+        b.push(tag::NEG);
+        enc_uint(b, magnitude);
+    }
+    /// A boolean.
+    fn bool(&mut self, v: bool) {
+        self.buf().push(if v { tag::TRUE } else { tag::FALSE });
+    }
+    /// Null.
+    fn null(&mut self) {
+        self.buf().push(tag::NULL);
+    }
+    /// A number that is not an integer.
+    fn float(&mut self, v: f64) {
+        let b = self.buf();
+        b.push(tag::FLOAT);
+        b.extend_from_slice(&v.to_bits().to_le_bytes());
+    }
+    /// An array of `n` values (the values follow).
+    fn array(&mut self, n: usize) {
+        let b = self.buf();
+        b.push(tag::ARRAY);
+        enc_uint(b, n as u64);
+    }
+    /// An object (its fields follow, then [`Sink::end`]).
+    fn object(&mut self) {
+        self.buf().push(tag::OBJECT);
+    }
+    /// The end of an object or of a record's `data`.
+    fn end(&mut self) {
+        self.buf().push(END);
+    }
+}
+
+/// Version 2: every string written out as its byte length and bytes; a record's `data` is an
+/// object value.
+#[derive(Default)]
+pub(super) struct V2 {
+    pub(super) buf: Vec<u8>,
+}
+
+impl V2 {
+    fn string(&mut self, s: &[u8]) {
+        enc_uint(&mut self.buf, s.len() as u64);
+        self.buf.extend_from_slice(s);
+    }
+}
+
+impl Sink for V2 {
+    fn buf(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+    fn head(&mut self, seq: u64, t_ns: u64, kind: &str, actor: &str) {
+        enc_uint(&mut self.buf, seq);
+        enc_uint(&mut self.buf, t_ns);
+        self.string(kind.as_bytes());
+        self.string(actor.as_bytes());
+        self.buf.push(tag::OBJECT);
+    }
+    fn key(&mut self, k: &str) {
+        enc_uint(&mut self.buf, k.len() as u64 + 1);
+        self.buf.extend_from_slice(k.as_bytes());
+    }
+    fn str(&mut self, s: &str) {
+        self.buf.push(tag::STR);
+        self.string(s.as_bytes());
+    }
+    fn hex(&mut self, bytes: &[u8]) {
+        self.buf.push(tag::STR);
+        enc_uint(&mut self.buf, bytes.len() as u64 * 2);
+        push_hex(&mut self.buf, bytes);
+    }
+}
+
+/// The most strings one trace's table holds (version 3); later new strings are written out each
+/// time, so a long run's table stays bounded.
+pub(super) const MAX_INTERNED: usize = 4096;
+
+/// Version 3: strings interned per trace (each distinct string written out once, then referred
+/// to by its index), `seq` and `t_ns` as zigzag differences from the previous record, hex and
+/// site-name strings by their parts, a record's `data` as bare fields.
+#[derive(Default)]
+pub(super) struct V3 {
+    pub(super) buf: Vec<u8>,
+    strings: Interner,
+    /// The `seq` the next record is expected to carry (the previous one's plus one).
+    next_seq: u64,
+    /// The previous record's `t_ns`.
+    prev_t: u64,
+    /// Bytes of a hex string being decoded (reused).
+    scratch: Vec<u8>,
+}
+
+impl V3 {
+    /// A string by the table: its index plus `1 + bias` when the table has it, else `bias`, its
+    /// byte length and its bytes (it then gets the next index while the table has room).
+    #[inline(always)]
+    fn string(&mut self, s: &[u8], bias: u64) {
+        match self.strings.find(s) {
+            Some(i) => {
+                let code = u64::from(i) + 1 + bias;
+                if code < 0x80 {
+                    self.buf.push(code as u8);
+                } else {
+                    enc_uint(&mut self.buf, code);
+                }
+            }
+            None => self.new_string(s, bias),
+        }
+    }
+
+    /// A string the table does not have: written out, and added while the table has room.
+    #[cold]
+    #[inline(never)]
+    fn new_string(&mut self, s: &[u8], bias: u64) {
+        self.strings.add(s);
+        enc_uint(&mut self.buf, bias);
+        enc_uint(&mut self.buf, s.len() as u64);
+        self.buf.extend_from_slice(s);
+    }
+}
+
+impl Sink for V3 {
+    fn buf(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+    fn head(&mut self, seq: u64, t_ns: u64, kind: &str, actor: &str) {
+        enc_uint(&mut self.buf, zigzag(seq.wrapping_sub(self.next_seq)));
+        enc_uint(&mut self.buf, zigzag(t_ns.wrapping_sub(self.prev_t)));
+        self.next_seq = seq.wrapping_add(1);
+        self.prev_t = t_ns;
+        self.string(kind.as_bytes(), 0);
+        self.string(actor.as_bytes(), 0);
+    }
+    fn key(&mut self, k: &str) {
+        // 0 is the end of the object, so a key's code is its string code plus one.
+        self.string(k.as_bytes(), 1);
+    }
+    fn str(&mut self, s: &str) {
+        if let Some((base, n)) = site_parts(s) {
+            self.buf.push(tag::SITE);
+            self.string(base.as_bytes(), 0);
+            enc_uint(&mut self.buf, n);
+        } else if is_hex(s.as_bytes()) {
+            let mut bytes = std::mem::take(&mut self.scratch);
+            bytes.clear();
+            bytes.extend(
+                s.as_bytes()
+                    .chunks_exact(2)
+                    .map(|p| (hex_digit(p[0]) << 4) | hex_digit(p[1])),
+            );
+            self.buf.push(tag::HEX);
+            self.string(&bytes, 0);
+            self.scratch = bytes;
+        } else {
+            self.buf.push(tag::STR);
+            self.string(s.as_bytes(), 0);
+        }
+    }
+    fn hex(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            // The empty string is not a hex string (module docs).
+            return self.str("");
+        }
+        self.buf.push(tag::HEX);
+        self.string(bytes, 0);
+    }
+}
+
+impl V3 {
+    /// A site name by its parts: exactly what [`Sink::str`] writes for `<base>#<n>`.
+    pub(super) fn site(&mut self, base: &str, n: u64) {
+        self.buf.push(tag::SITE);
+        self.string(base.as_bytes(), 0);
+        enc_uint(&mut self.buf, n);
+    }
+}
+
+/// `<base>#<n>` split at its last `#`, when `n` is decimal digits without a leading zero (`0`
+/// itself allowed) that fit a `u64`.
+pub(super) fn site_parts(s: &str) -> Option<(&str, u64)> {
+    let i = s.as_bytes().iter().rposition(|&b| b == b'#')?;
+    let digits = &s.as_bytes()[i + 1..];
+    if digits.is_empty() || (digits[0] == b'0' && digits.len() > 1) {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some((&s[..i], n))
+}
+
+/// Whether `s` is a non-empty even number of lowercase hex digits.
+pub(super) fn is_hex(s: &[u8]) -> bool {
+    !s.is_empty()
+        && s.len().is_multiple_of(2)
+        && s.iter()
+            .all(|&b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn hex_digit(b: u8) -> u8 {
+    if b.is_ascii_digit() {
+        b - b'0'
+    } else {
+        b - b'a' + 10
+    }
+}
+
+/// Appends `bytes` as lowercase hex digits.
+pub(super) fn push_hex(buf: &mut Vec<u8>, bytes: &[u8]) {
+    const D: &[u8; 16] = b"0123456789abcdef";
+    buf.reserve(bytes.len() * 2);
+    for &b in bytes {
+        buf.push(D[(b >> 4) as usize]);
+        buf.push(D[(b & 15) as usize]);
+    }
+}
+
+/// A trace's string table: the distinct strings in the order first met, found by an
+/// open-addressing index. Only the order strings are met in decides an index, never the index's
+/// hash, so the encoding does not depend on it. A string of up to 16 bytes is held in its slot
+/// as two words that cover all its bytes (so finding one reads no other memory); a longer one
+/// is held in `long` and its slot holds its hash and where it starts.
+#[derive(Default)]
+struct Interner {
+    /// Power-of-two sized, at most half full.
+    slots: Vec<Slot>,
+    /// How many strings the table holds.
+    count: u32,
+    /// The bytes of strings longer than 16 bytes.
+    long: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    /// Up to 16 bytes: the first word of the string (see [`Interner::words`]); longer: its hash.
+    a: u64,
+    /// Up to 16 bytes: the last word; longer: its start in `long`.
+    b: u64,
+    len: u32,
+    /// 0 when empty, else the string's index plus one.
+    idx: u32,
+}
+
+const K: u64 = 0x517c_c1b7_2722_0a95;
+
+#[inline(always)]
+fn word8(s: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&s[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+#[inline(always)]
+fn word4(s: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&s[at..at + 4]);
+    u64::from(u32::from_le_bytes(w))
+}
+
+impl Interner {
+    /// Two words that, with the length, determine a string of up to 16 bytes (its first and
+    /// last 8, 4 or 1 bytes, overlapping); for a longer string, a hash of all its bytes.
+    #[inline(always)]
+    fn words(s: &[u8]) -> (u64, u64) {
+        let n = s.len();
+        match n {
+            0 => (0, 0),
+            1..=3 => (
+                u64::from(s[0]) | u64::from(s[n / 2]) << 8 | u64::from(s[n - 1]) << 16,
+                0,
+            ),
+            4..=7 => (word4(s, 0), word4(s, n - 4)),
+            8..=16 => (word8(s, 0), word8(s, n - 8)),
+            _ => {
+                let mut h = n as u64;
+                let mut at = 0;
+                while at + 8 <= n {
+                    h = (h.rotate_left(5) ^ word8(s, at)).wrapping_mul(K);
+                    at += 8;
+                }
+                h = (h.rotate_left(5) ^ word8(s, n - 8)).wrapping_mul(K);
+                (h, 0)
+            }
+        }
+    }
+
+    /// Where a string's search starts: a mix of its words and length.
+    fn bucket(a: u64, b: u64, len: u32, mask: usize) -> usize {
+        let h = (a ^ u64::from(len).rotate_right(8)).wrapping_mul(K);
+        let h = (h.rotate_left(26) ^ b).wrapping_mul(K);
+        (h >> 40) as usize & mask
+    }
+
+    /// The index of `s` when the table has it.
+    #[inline(always)]
+    fn find(&self, s: &[u8]) -> Option<u32> {
+        if s.len() > 16 {
+            return self.find_long(s);
+        }
+        let (a, b) = Self::words(s);
+        let len = s.len() as u32;
+        let mask = self.slots.len().checked_sub(1)?;
+        let mut i = Self::bucket(a, b, len, mask);
+        loop {
+            let slot = &self.slots[i];
+            if slot.idx == 0 {
+                return None;
+            }
+            if slot.a == a && slot.b == b && slot.len == len {
+                return Some(slot.idx - 1);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    #[inline(never)]
+    fn find_long(&self, s: &[u8]) -> Option<u32> {
+        let len = u32::try_from(s.len()).ok()?;
+        let (a, _) = Self::words(s);
+        let mask = self.slots.len().checked_sub(1)?;
+        let mut i = Self::bucket(a, 0, len, mask);
+        loop {
+            let slot = &self.slots[i];
+            if slot.idx == 0 {
+                return None;
+            }
+            let start = slot.b as usize;
+            if slot.a == a && slot.len == len && self.long.get(start..start + s.len()) == Some(s) {
+                return Some(slot.idx - 1);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Adds `s`, which the table does not have, while the table has room.
+    fn add(&mut self, s: &[u8]) {
+        let n = s.len();
+        let Ok(len) = u32::try_from(n) else {
+            return;
+        };
+        if self.count as usize >= MAX_INTERNED {
+            return;
+        }
+        if self.slots.is_empty() {
+            self.slots = vec![Slot::default(); 64];
+        }
+        let (a, b) = Self::words(s);
+        let b = if n <= 16 {
+            b
+        } else {
+            self.long.extend_from_slice(s);
+            (self.long.len() - n) as u64
+        };
+        self.count += 1;
+        let slot = Slot {
+            a,
+            b,
+            len,
+            idx: self.count,
+        };
+        if self.count as usize * 2 > self.slots.len() {
+            self.grow();
+        }
+        self.place(slot);
+    }
+
+    /// Puts `slot` in the first free place from its bucket.
+    fn place(&mut self, slot: Slot) {
+        let mask = self.slots.len() - 1;
+        let b = if slot.len <= 16 { slot.b } else { 0 };
+        let mut i = Self::bucket(slot.a, b, slot.len, mask);
+        while self.slots[i].idx != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = slot;
+    }
+
+    fn grow(&mut self) {
+        let bigger = vec![Slot::default(); self.slots.len() * 2];
+        let old = std::mem::replace(&mut self.slots, bigger);
+        for slot in old.into_iter().filter(|s| s.idx != 0) {
+            self.place(slot);
+        }
+    }
+}
+
+/// A JSON value with its object keys in document order (what the binary encoding needs;
+/// `serde_json::Value` sorts keys).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Node {
+    Null,
+    Bool(bool),
+    UInt(u64),
+    Neg(i64),
+    Float(f64),
+    Str(String),
+    Array(Vec<Node>),
+    Object(Vec<(String, Node)>),
+}
+
+impl Node {
+    pub(super) fn encode<S: Sink>(&self, s: &mut S) {
+        match self {
+            Node::Null => s.null(),
+            Node::Bool(v) => s.bool(*v),
+            Node::UInt(v) => s.uint(*v),
+            Node::Neg(v) => s.neg(v.unsigned_abs()),
+            Node::Float(v) => s.float(*v),
+            Node::Str(v) => s.str(v),
+            Node::Array(items) => {
+                s.array(items.len());
+                for i in items {
+                    i.encode(s);
+                }
+            }
+            Node::Object(fields) => {
+                s.object();
+                for (k, v) in fields {
+                    s.key(k);
+                    v.encode(s);
+                }
+                s.end();
+            }
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Node {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Node, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Node;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Node, E> {
+                Ok(Node::Null)
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Node, E> {
+                Ok(Node::Bool(v))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Node, E> {
+                Ok(Node::UInt(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Node, E> {
+                Ok(if v < 0 {
+                    Node::Neg(v)
+                } else {
+                    Node::UInt(v as u64)
+                })
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Node, E> {
+                Ok(Node::Float(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Node, E> {
+                Ok(Node::Str(v.to_owned()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Node, E> {
+                Ok(Node::Str(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
+                let mut v = Vec::new();
+                while let Some(x) = a.next_element()? {
+                    v.push(x);
+                }
+                Ok(Node::Array(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
+                let mut v = Vec::new();
+                while let Some((k, x)) = a.next_entry::<String, Node>()? {
+                    v.push((k, x));
+                }
+                Ok(Node::Object(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Encodes a record read back from JSON Lines into `s`; `false` (nothing written) when its
+/// line is not a JSON object with a `data` object.
+pub(super) fn record<S: Sink>(s: &mut S, r: &Record) -> bool {
+    let fields = match serde_json::from_str::<Node>(&r.line) {
+        Ok(Node::Object(fields)) => fields,
+        _ => return false,
+    };
+    let Some(Node::Object(data)) = fields.into_iter().find(|(k, _)| k == "data").map(|f| f.1)
+    else {
+        return false;
+    };
+    s.head(r.seq, r.t_ns, &r.kind, &r.actor);
+    for (k, v) in &data {
+        s.key(k);
+        v.encode(s);
+    }
+    s.end();
+    true
+}
+
+/// The bytes hashed for the deterministic `records` under `version` (1: each JSON line and its
+/// `\n`; 2 and 3: the binary encoding, where a record whose line does not parse contributes
+/// its line and `\n` as written), handed to `out` in pieces; `false` for a version this build
+/// does not know.
+pub(super) fn encode_with<'a>(
+    records: impl IntoIterator<Item = &'a Record>,
+    version: u64,
+    mut out: impl FnMut(&[u8]),
+) -> bool {
+    fn binary<'a, S: Sink>(
+        mut s: S,
+        records: impl IntoIterator<Item = &'a Record>,
+        out: &mut impl FnMut(&[u8]),
+    ) {
+        for r in records {
+            if !record(&mut s, r) {
+                s.buf().extend_from_slice(r.line.as_bytes());
+                s.buf().push(b'\n');
+            }
+            if s.buf().len() >= super::HASH_CHUNK {
+                out(s.buf());
+                s.buf().clear();
+            }
+        }
+        out(s.buf());
+    }
+    let records = records.into_iter().filter(|r| r.deterministic);
+    match version {
+        1 => {
+            for r in records {
+                out(r.line.as_bytes());
+                out(b"\n");
+            }
+        }
+        2 => binary(V2::default(), records, &mut out),
+        3 => binary(V3::default(), records, &mut out),
+        _ => return false,
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn site_names_and_hex_strings_are_recognised_exactly() {
+        assert_eq!(site_parts("ctrl.load#12"), Some(("ctrl.load", 12)));
+        assert_eq!(site_parts("a#b#0"), Some(("a#b", 0)));
+        assert_eq!(site_parts("#7"), Some(("", 7)));
+        for not in ["x#", "x#07", "x#1a", "x", "x#18446744073709551616", "x#-1"] {
+            assert_eq!(site_parts(not), None, "{not}");
+        }
+        assert_eq!(site_parts("x#18446744073709551615"), Some(("x", u64::MAX)));
+        assert!(is_hex(b"00ff") && is_hex(b"ab"));
+        for not in [&b""[..], b"a", b"0A", b"0g", b"abc"] {
+            assert!(!is_hex(not));
+        }
+    }
+
+    #[test]
+    fn zigzag_is_a_bijection_on_small_steps() {
+        assert_eq!(zigzag(0), 0);
+        assert_eq!(zigzag(u64::MAX), 1);
+        assert_eq!(zigzag(1), 2);
+        assert_eq!(zigzag(2u64.wrapping_neg()), 3);
+        assert_eq!(zigzag(i64::MAX as u64), u64::MAX - 1);
+        assert_eq!(zigzag(i64::MIN as u64), u64::MAX);
+    }
+
+    #[test]
+    fn the_table_finds_what_it_added_and_stops_growing_at_its_bound() {
+        let mut t = Interner::default();
+        // Every length from 0 to 40 (short strings are held in their slots, longer ones
+        // apart), strings that share their first and last bytes, and the empty string.
+        let words: Vec<String> = (0..MAX_INTERNED + 10)
+            .map(|i| match i % 4 {
+                0 => format!("w{i}"),
+                1 => format!("a{i}{}z", "-".repeat(i % 41)),
+                2 => format!("{i:0w$}", w = i % 41),
+                _ => format!("{}{i}{}", "x".repeat(1 + i % 17), "y".repeat(i % 9)),
+            })
+            .collect();
+        let distinct: std::collections::BTreeSet<&String> = words.iter().collect();
+        assert_eq!(distinct.len(), words.len(), "the words are distinct");
+        for w in &words {
+            assert_eq!(t.find(w.as_bytes()), None);
+            t.add(w.as_bytes());
+        }
+        for (i, w) in words.iter().enumerate().take(MAX_INTERNED) {
+            assert_eq!(t.find(w.as_bytes()), Some(i as u32));
+        }
+        // Past the bound a new string is never added, so it is written out each time.
+        for w in &words[MAX_INTERNED..] {
+            assert_eq!(t.find(w.as_bytes()), None);
+        }
+        assert_eq!(t.find(b""), None);
+    }
+}

@@ -206,7 +206,11 @@ impl Decider {
                             }
                         },
                         Event::Swarm { swarm } => d.swarm = Some(swarm.clone()),
-                        Event::External { .. } | Event::Fault { .. } | Event::Anchor { .. } => {}
+                        // Guest externals are placed by the lockstep loop, from the events.
+                        Event::External { .. }
+                        | Event::GuestExternal { .. }
+                        | Event::Fault { .. }
+                        | Event::Anchor { .. } => {}
                     }
                 }
             }
@@ -466,6 +470,47 @@ impl Decider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_external_says_its_unit_and_an_in_process_one_reads_and_writes_as_before() {
+        // In process: a scheduling point, the bytes of every saved case unchanged.
+        let e = Event::External {
+            name: "unplug".into(),
+            point: 7,
+        };
+        let j = serde_json::to_string(&e).unwrap();
+        assert_eq!(j, r#"{"event":"external","name":"unplug","point":7}"#);
+        assert_eq!(serde_json::from_str::<Event>(&j).unwrap(), e);
+        // In a guest: the guest clock, in its own variant.
+        let g = Event::GuestExternal {
+            name: "unplug".into(),
+            at_ns: 5_000,
+        };
+        let j = serde_json::to_string(&g).unwrap();
+        assert_eq!(
+            j,
+            r#"{"event":"guest_external","name":"unplug","at_ns":5000}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&j).unwrap(), g);
+        assert_eq!(g.to_string(), "unplug (guest clock 5000 ns)");
+        // Neither reads as the other.
+        assert!(serde_json::from_str::<Event>(
+            r#"{"event":"external","name":"unplug","at_ns":5000}"#
+        )
+        .is_err());
+        assert!(serde_json::from_str::<Event>(
+            r#"{"event":"guest_external","name":"unplug","point":7}"#
+        )
+        .is_err());
+        // A guest external applies only where it was taken.
+        let log = vec![g.clone()];
+        assert!(unapplied(&[g.clone()], &log).is_empty());
+        let other = Event::GuestExternal {
+            name: "unplug".into(),
+            at_ns: 6_000,
+        };
+        assert_eq!(unapplied(&[other], &log), vec![0]);
+    }
 
     #[test]
     fn events_serialize_readably() {

@@ -260,7 +260,7 @@ fn streams(source: &Source, log: &[Event], point: u64, swarm: bool) -> Vec<Strea
     let key = |e: &Event| -> Option<String> {
         Some(match e {
             Event::Schedule { .. } => "schedule".into(),
-            Event::External { .. } => "externals".into(),
+            Event::External { .. } | Event::GuestExternal { .. } => "externals".into(),
             Event::Fault { .. } => "faults".into(),
             Event::Client { .. } => "client".into(),
             Event::Data {

@@ -586,3 +586,52 @@ fn read_descriptors(host: &mut DeviceHost) -> Result<DeviceInfo, String> {
     }
     Ok(DeviceInfo { device, configs })
 }
+/// The usbredir transport: the loop feeds QEMU's `usb-redir` stream to the bridge.
+impl crate::runloop::Transport for Bridge {
+    fn feed(&mut self, bytes: &[u8]) -> Result<(), String> {
+        Bridge::feed(self, bytes).map_err(|e| e.to_string())
+    }
+
+    fn take_output(&mut self) -> Vec<u8> {
+        Bridge::take_output(self)
+    }
+
+    fn activity(&self) -> u64 {
+        Bridge::activity(self)
+    }
+
+    /// Console lines are `guest` records (not deterministic: see [`crate::launcher`]); the
+    /// device is plugged in when `/init` starts (with `defer_connect`).
+    fn console_line(&mut self, line: &str) {
+        self.host_mut().record("guest", "guest", false, |r| {
+            r.str("line", line);
+        });
+        if line.contains(crate::guest::marker::INIT) {
+            self.plug_in();
+        }
+    }
+
+    fn idle(&mut self) -> bool {
+        if self.wants_tick() {
+            self.idle_tick();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn exited(&mut self, code: Option<i32>) {
+        self.host_mut().record("emulator", "qemu", false, |r| {
+            r.str("event", "exit")
+                .i64("code", code.map(i64::from).unwrap_or(-1));
+        });
+    }
+
+    fn host_mut(&mut self) -> &mut DeviceHost {
+        Bridge::host_mut(self)
+    }
+
+    fn describe(&self) -> String {
+        format!("usbredir {:?}", self.stats())
+    }
+}

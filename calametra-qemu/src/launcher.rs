@@ -1,6 +1,8 @@
-//! The QEMU launcher: boots the guest under TCG with the instruction-count clock, serves the
-//! device to its `usb-redir` over a unix socket, captures the serial console line by line, and
-//! runs the `emulator_blocked` watchdog.
+//! The QEMU launcher: boots the guest under TCG with the instruction-count clock, starts QEMU
+//! with its console and stderr read line by line ([`start_qemu`]), accepts its connection
+//! ([`accept_qemu`]), and runs the usb-redir transport: the [`Bridge`] served through
+//! [`crate::runloop`]'s loop (the console, the `emulator_blocked` watchdog). The lockstep run
+//! ([`crate::lockstep`]) uses the same pieces.
 //!
 //! This module reads the wall clock, on purpose and only here: the watchdog and the benchmark
 //! timings are about the host. Wall-clock facts never enter a deterministic trace record.
@@ -11,13 +13,14 @@
 //! instruction count), so kernel timestamps and the interleaving of messages vary.
 
 use crate::bridge::{Bridge, BridgeError, BridgeOptions, Stats};
-use crate::guest::{self, marker, GuestImage, Probe};
+use crate::guest::{self, GuestImage, Probe};
+use crate::runloop::{run_loop, LoopOptions};
 use crate::watchdog::{self, GuestWatch};
 use calametra_core::host::DeviceHost;
 use calametra_core::trace::TraceHash;
 use calametra_core::usb::Device;
 use calametra_core::RunConfig;
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -38,7 +41,7 @@ pub enum Outcome {
     },
     /// The model was asked something it has no evidence for (its own outcome, never a pass).
     ModelGap {
-        /// The first `model_gap` trace record's data.
+        /// The first `model_gap` trace record: which device was asked what in which state.
         gap: String,
     },
     /// The guest made no progress (no console output, no USB traffic) within its budget, or
@@ -428,6 +431,65 @@ pub(crate) fn accept_qemu(
     }
 }
 
+/// A run's private scratch space: a temporary directory only this run can enter (removed when
+/// the run ends), the socket QEMU's USB device connects to (listening, non-blocking) and the
+/// run's initrd (the guest's initramfs with the probe's files appended).
+pub(crate) struct Scratch {
+    /// The directory (dropped last).
+    pub(crate) dir: tempfile::TempDir,
+    /// `<dir>/<transport>.sock`.
+    pub(crate) socket: PathBuf,
+    /// `<dir>/initrd.img`.
+    pub(crate) initrd: PathBuf,
+    /// Listening on `socket`.
+    pub(crate) listener: UnixListener,
+}
+
+impl Scratch {
+    /// Scratch space for a `transport` run (`usbredir`, `lockstep`) of `probe` on the guest
+    /// whose initramfs is `initramfs`.
+    pub(crate) fn new(
+        transport: &str,
+        initramfs: &Path,
+        probe: &Probe,
+    ) -> Result<Scratch, QemuError> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("calametra-{transport}-"))
+            .tempdir()
+            .map_err(io("creating a scratch directory"))?;
+        let socket = dir.path().join(format!("{transport}.sock"));
+        let initrd = dir.path().join("initrd.img");
+        guest::write_initrd(initramfs, probe, &initrd)
+            .map_err(io(format!("writing {}", initrd.display())))?;
+        let listener =
+            UnixListener::bind(&socket).map_err(io(format!("binding {}", socket.display())))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(io("making the socket non-blocking"))?;
+        Ok(Scratch {
+            dir,
+            socket,
+            initrd,
+            listener,
+        })
+    }
+
+    /// The directory's path.
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// The guest kernel's command line for `probe` and the device `vid:pid`, with `extra` words.
+pub(crate) fn kernel_append(probe: &Probe, vid: u16, pid: u16, extra: &str) -> String {
+    format!(
+        "console=ttyS0 quiet panic=-1 usbcore.autosuspend=-1 calametra.probe={} calametra.dev={vid:04x}:{pid:04x} {extra}",
+        probe.name(),
+    )
+    .trim()
+    .to_string()
+}
+
 /// Boots the guest with `device` on its USB bus, runs `probe`, and returns the run and the
 /// device host (to read the model's ground truth afterwards). `config` gives the fault plan
 /// and choice source of the model's side; its trace is always kept.
@@ -445,29 +507,11 @@ pub fn run_with_host<D: Device>(
     let host = DeviceHost::new(device, &cfg);
     let mut bridge = Bridge::new(host, qemu.bridge.clone()).map_err(QemuError::Bridge)?;
 
-    let scratch = tempfile::Builder::new()
-        .prefix("calametra-qemu-")
-        .tempdir()
-        .map_err(io("creating a scratch directory"))?;
-    let dir = scratch.path();
-    let socket = dir.join("usbredir.sock");
-    let initrd = dir.join("initrd.img");
-    guest::write_initrd(&qemu.guest.initramfs, probe, &initrd)
-        .map_err(io(format!("writing {}", initrd.display())))?;
-    let listener =
-        UnixListener::bind(&socket).map_err(io(format!("binding {}", socket.display())))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(io("making the socket non-blocking"))?;
-
+    let scratch = Scratch::new("usbredir", &qemu.guest.initramfs, probe)?;
     let (vid, pid) = (bridge.info().vendor_id(), bridge.info().product_id());
-    let append = format!(
-        "console=ttyS0 quiet panic=-1 usbcore.autosuspend=-1 calametra.probe={} calametra.dev={vid:04x}:{pid:04x} {}",
-        probe.name(),
-        qemu.extra_append
-    );
-    let qmp_path = dir.join("qmp.sock");
-    let mut cmd = qemu.command(&socket, &initrd, append.trim());
+    let append = kernel_append(probe, vid, pid, &qemu.extra_append);
+    let qmp_path = scratch.path().join("qmp.sock");
+    let mut cmd = qemu.command(&scratch.socket, &scratch.initrd, &append);
     cmd.arg("-qmp").arg(watchdog::qmp_arg(&qmp_path));
     let mut q = start_qemu(cmd, &qemu.qemu)?;
     let qmp = watchdog::open_qmp(&qmp_path, &mut q);
@@ -477,7 +521,7 @@ pub fn run_with_host<D: Device>(
     });
 
     // QEMU connects to us while it starts.
-    let stream = accept_qemu(&listener, &mut q, start, "usbredir")?;
+    let stream = accept_qemu(&scratch.listener, &mut q, start, "usbredir")?;
     let Started {
         console_rx,
         stderr_rx,
@@ -485,32 +529,30 @@ pub fn run_with_host<D: Device>(
         ..
     } = q;
     let watch = GuestWatch::new(qemu, qmp, start);
-    let outcome = serve(
+    bridge.start();
+    let end = run_loop(
         &mut bridge,
         stream,
         &mut guard,
         console_rx,
-        (watch, qemu.idle_after),
+        watch,
         start,
+        &LoopOptions {
+            read_timeout: Duration::from_millis(2),
+            idle_after: Some(qemu.idle_after),
+            power_off_grace: Some(Duration::from_secs(20)),
+            exit_drain: Duration::from_millis(500),
+        },
     );
-    let (outcome_kind, console, timings, exit) = outcome;
+    let (outcome_kind, console, timings, exit) = (end.outcome, end.console, end.timings, end.exit);
     let stderr: Vec<String> = stderr_rx.iter().flat_map(|r| r.try_iter()).collect();
     drop(scratch);
 
     let host = bridge.host();
     let trace: Vec<String> = host.lines().to_vec();
-    let gap = trace
-        .iter()
-        .find(|l| l.contains("\"kind\":\"model_gap\""))
-        .map(|l| {
-            l.split("\"data\":")
-                .nth(1)
-                .unwrap_or(l)
-                .trim_end()
-                .trim_end_matches('}')
-                .to_string()
-                + "}"
-        });
+    // The first model gap, read with the core's trace parser.
+    let gap = crate::runloop::model_gap(&trace)
+        .map(|g| format!("{} asked `{}` in state `{}`", g.device, g.request, g.state));
     let outcome = match (outcome_kind, gap) {
         (o @ Outcome::EmulatorBlocked { .. }, _) => o,
         (_, Some(gap)) => Outcome::ModelGap { gap },
@@ -543,174 +585,6 @@ pub fn run<D: Device>(
     qemu: &QemuConfig,
 ) -> Result<QemuRun, QemuError> {
     run_with_host(device, config, probe, qemu).map(|(r, _)| r)
-}
-
-type Served = (Outcome, Vec<String>, Timings, Option<i32>);
-
-/// The run loop: socket <-> bridge, console -> trace, watchdog.
-fn serve(
-    bridge: &mut Bridge,
-    mut stream: UnixStream,
-    guard: &mut Guard,
-    console_rx: Option<Receiver<String>>,
-    (mut watch, idle_after): (GuestWatch, Duration),
-    start: Instant,
-) -> Served {
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(2)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
-    bridge.start();
-    let mut console = Vec::new();
-    let mut timings = Timings::default();
-    let mut enumerated_at = None;
-    let mut probe_rc: Option<i32> = None;
-    let mut ended_at: Option<Instant> = None;
-    let mut socket_open = true;
-    let mut last_traffic = Instant::now();
-    let mut last_activity = bridge.activity();
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut blocked: Option<String> = None;
-    let mut stream_error: Option<String> = None;
-    loop {
-        // Socket: guest -> bridge -> guest.
-        if socket_open {
-            let out = bridge.take_output();
-            if !out.is_empty() && stream.write_all(&out).is_err() {
-                socket_open = false;
-            }
-            match stream.read(&mut buf) {
-                Ok(0) => socket_open = false,
-                Ok(n) => {
-                    last_traffic = Instant::now();
-                    if let Err(e) = bridge.feed(&buf[..n]) {
-                        stream_error = Some(e.to_string());
-                        socket_open = false;
-                    }
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if last_traffic.elapsed() >= idle_after && bridge.wants_tick() {
-                        bridge.idle_tick();
-                        last_traffic = Instant::now();
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => socket_open = false,
-            }
-            let out = bridge.take_output();
-            if !out.is_empty() && stream.write_all(&out).is_err() {
-                socket_open = false;
-            }
-        } else {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if bridge.activity() != last_activity {
-            last_activity = bridge.activity();
-            watch.progress();
-        }
-        // Console lines.
-        if let Some(rx) = &console_rx {
-            for line in rx.try_iter() {
-                watch.line(&line);
-                bridge.host_mut().record("guest", "guest", false, |r| {
-                    r.str("line", &line);
-                });
-                if line.contains(marker::INIT) {
-                    bridge.plug_in();
-                }
-                if line.contains(marker::ENUMERATED) && enumerated_at.is_none() {
-                    enumerated_at = Some(Instant::now());
-                    timings.enumerated = Some(start.elapsed());
-                }
-                if let Some(rc) = guest::probe_end_rc(&line) {
-                    probe_rc = Some(rc);
-                    ended_at = Some(Instant::now());
-                    timings.probe = enumerated_at.map(|t| t.elapsed());
-                }
-                console.push(line);
-            }
-        }
-        // QEMU exited?
-        let status = guard.0.as_mut().and_then(|c| c.try_wait().ok().flatten());
-        if let Some(status) = status {
-            // Drain what the console thread still holds.
-            if let Some(rx) = &console_rx {
-                let deadline = Instant::now() + Duration::from_millis(500);
-                while let Ok(line) =
-                    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                {
-                    if let Some(rc) = guest::probe_end_rc(&line) {
-                        probe_rc = Some(rc);
-                    }
-                    bridge.host_mut().record("guest", "guest", false, |r| {
-                        r.str("line", &line);
-                    });
-                    console.push(line);
-                }
-            }
-            guard.0 = None;
-            let code = status.code();
-            bridge.host_mut().record("emulator", "qemu", false, |r| {
-                r.str("event", "exit")
-                    .i64("code", code.map(i64::from).unwrap_or(-1));
-            });
-            let outcome = match probe_rc {
-                Some(0) => Outcome::Passed,
-                Some(rc) => Outcome::Failed {
-                    rc: Some(rc),
-                    reason: format!("the probe exited with {rc}"),
-                },
-                None => Outcome::Failed {
-                    rc: None,
-                    reason: match &stream_error {
-                        Some(e) => format!("QEMU exited ({status}) before the probe ended; {e}"),
-                        None => format!("QEMU exited ({status}) before the probe ended"),
-                    },
-                },
-            };
-            return (outcome, console, timings, code);
-        }
-        // After the probe ended the guest powers off; give it a moment.
-        if let Some(t) = ended_at {
-            if t.elapsed() > Duration::from_secs(20) {
-                kill(guard);
-                let rc = probe_rc.unwrap_or(-1);
-                let outcome = if rc == 0 {
-                    Outcome::Passed
-                } else {
-                    Outcome::Failed {
-                        rc: Some(rc),
-                        reason: format!("the probe exited with {rc} (QEMU did not power off)"),
-                    }
-                };
-                return (outcome, console, timings, None);
-            }
-            continue;
-        }
-        // The watchdog.
-        if let Some(why) = watch.check() {
-            blocked = Some(format!(
-                "{why} (last line: {:?}; usbredir {:?})",
-                console.last().cloned().unwrap_or_default(),
-                bridge.stats()
-            ));
-        }
-        if let Some(reason) = blocked.take() {
-            let r = reason.clone();
-            bridge
-                .host_mut()
-                .record("emulator", "watchdog", false, |d| {
-                    d.str("event", "emulator_blocked").str("reason", &r);
-                });
-            kill(guard);
-            return (Outcome::EmulatorBlocked { reason }, console, timings, None);
-        }
-    }
-}
-
-fn kill(guard: &mut Guard) {
-    if let Some(mut c) = guard.0.take() {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,10 @@
 //! model to QEMU's `usb-redir` device through a [`calametra_core::host::DeviceHost`], so faults,
 //! transitions, model gaps and the trace hash are those of an in-process run; [`guest`] knows
 //! the disposable guest `guest/build.sh` builds and the probes it runs; [`launcher`] boots it
-//! under TCG with the instruction-count clock, and [`watchdog`] ends a guest that makes no
+//! under TCG with the instruction-count clock. Both transports (the usbredir bridge and the
+//! lockstep server) are sans-I/O [`runloop::Transport`]s driven by one loop
+//! ([`runloop`]: QEMU's socket, the console, the watchdog, how a run ends), and [`watchdog`]
+//! ends a guest that makes no
 //! progress (judged by its own clocks, its virtual clock and instruction count, read over
 //! [`qmp`]) as
 //! [`Outcome::EmulatorBlocked`], which is neither a pass nor a failure. [`lockstep`] is the
@@ -49,6 +52,7 @@ pub mod lockstep;
 pub mod probes;
 pub mod proto;
 pub mod qmp;
+pub mod runloop;
 pub mod scenario;
 pub mod snapshot;
 pub mod watchdog;

@@ -61,13 +61,16 @@
 //! [`encode_reply`]), sans-I/O; [`server`] answers requests from a [`DeviceHost`] and writes
 //! every frame as a deterministic `emulator` record; `config.rs` has the config
 //! ([`LockstepConfig`], [`Start`], the QEMU command lines); this file has the run
-//! ([`run_with_host`]: a snapshot start or a cold boot, the socket and the console). Only the run reads the wall clock (the watchdog,
-//! the timings); nothing the server decides depends on it.
+//! ([`run_with_host`]: a snapshot start or a cold boot, then [`crate::runloop`]'s loop over
+//! the [`LockstepTransport`], the console as records, the outcome). Only the loop reads the
+//! wall clock (the watchdog, the timings); nothing the server decides depends on it.
 
-use crate::guest::{self, marker, GuestImage, Probe};
+use crate::guest::{GuestImage, Probe};
 use crate::launcher::{
-    accept_qemu, io, start_qemu, Guard, Outcome, QemuConfig, QemuError, Started, Timings,
+    accept_qemu, kernel_append, start_qemu, Outcome, QemuConfig, QemuError, Scratch, Started,
+    Timings,
 };
+use crate::runloop::{self, run_loop, LoopEnd, LoopOptions, Transport};
 use crate::snapshot;
 use crate::watchdog::{self, GuestWatch};
 use calametra_core::choices::{self, Event};
@@ -76,13 +79,9 @@ use calametra_core::fault::Fault;
 use calametra_core::host::DeviceHost;
 use calametra_core::trace::{parse_kept, Record, TraceHash};
 use calametra_core::usb::Device;
-use calametra_core::world::ModelGap;
 use calametra_core::{Failure, RunConfig};
-use std::io::{ErrorKind, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 mod config;
@@ -93,8 +92,8 @@ pub use frame::*;
 pub use server::*;
 
 /// The events of a run read back from its trace (with the core's parser), in order: the faults
-/// injected (`fault` records) and the externals fired (`external` records, `point` = guest
-/// clock in ns). What a replay needs; schedule picks among simultaneous model events and data
+/// injected (`fault` records) and the externals fired (`external` records, as
+/// [`Event::GuestExternal`] at the guest clock). What a replay needs; schedule picks among simultaneous model events and data
 /// draws are not in the trace, and a replay that needed them shows a different hash, never a
 /// silent pass.
 pub fn events_of(lines: &[String]) -> Vec<Event> {
@@ -111,8 +110,8 @@ pub fn events_of(lines: &[String]) -> Vec<Event> {
             }
             "external" => {
                 let at = r.data.get("at_ns").and_then(|v| v.as_u64());
-                if let (Some(name), Some(point)) = (text(&r, "external"), at) {
-                    out.push(Event::External { name, point });
+                if let (Some(name), Some(at_ns)) = (text(&r, "external"), at) {
+                    out.push(Event::GuestExternal { name, at_ns });
                 }
             }
             _ => {}
@@ -128,28 +127,9 @@ fn run_events(host: &DeviceHost, trace: &[String]) -> Vec<Event> {
     events.extend(
         events_of(trace)
             .into_iter()
-            .filter(|e| matches!(e, Event::External { .. })),
+            .filter(|e| matches!(e, Event::GuestExternal { .. })),
     );
     events
-}
-
-/// The first model gap of a trace.
-fn model_gap(lines: &[String]) -> Option<ModelGap> {
-    let r = parse_kept(lines)
-        .into_iter()
-        .find(|r| r.kind == "model_gap")?;
-    let text = |k: &str| {
-        r.data
-            .get(k)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string()
-    };
-    Some(ModelGap {
-        device: r.actor.clone(),
-        request: text("request"),
-        state: text("state"),
-    })
 }
 
 /// Everything a lockstep guest run produced.
@@ -231,15 +211,67 @@ impl LockstepRun {
     }
 }
 
-/// Every line still to come from `rx`, until its writer ends (QEMU exited) or `patience`.
-fn drain(rx: &Receiver<String>, patience: Duration) -> Vec<String> {
-    let deadline = Instant::now() + patience;
-    let mut out = Vec::new();
-    loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(l) => out.push(l),
-            Err(RecvTimeoutError::Disconnected) | Err(RecvTimeoutError::Timeout) => return out,
+/// The lockstep transport: QEMU's frames to the [`Server`], its replies back; sans I/O. A run
+/// stops on the frame after which an invariant broke (the server says [`Served::Stop`]).
+pub struct LockstepTransport<'a> {
+    server: &'a mut Server,
+    reader: FrameReader,
+    out: Vec<u8>,
+    stopped: bool,
+}
+
+impl<'a> LockstepTransport<'a> {
+    /// A transport over `server`; `stopped` when the run already stopped on the hello (a
+    /// snapshot start serves it before the loop).
+    pub fn new(server: &'a mut Server, stopped: bool) -> LockstepTransport<'a> {
+        LockstepTransport {
+            server,
+            reader: FrameReader::new(),
+            out: Vec::new(),
+            stopped,
         }
+    }
+}
+
+impl Transport for LockstepTransport<'_> {
+    fn feed(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.reader.push(bytes);
+        while !self.stopped {
+            let Some(r) = self.reader.next_request() else {
+                break;
+            };
+            match r.and_then(|req| self.server.serve(&req)) {
+                Ok(Served::Reply(bytes)) => self.out.extend_from_slice(&bytes),
+                Ok(Served::Stop) => self.stopped = true,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(())
+    }
+
+    fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
+    }
+
+    fn stop(&self) -> Option<String> {
+        self.stopped.then(|| {
+            self.server
+                .failure()
+                .map(|f| f.to_string())
+                .unwrap_or_else(|| "stopped".into())
+        })
+    }
+
+    fn activity(&self) -> u64 {
+        self.server.frames()
+    }
+
+    fn host_mut(&mut self) -> &mut DeviceHost {
+        self.server.host_mut()
+    }
+
+    fn describe(&self) -> String {
+        format!("{} frames", self.server.frames())
     }
 }
 
@@ -295,45 +327,29 @@ pub fn run_with_extras<D: Device>(
     )
     .map_err(|e| QemuError::Qemu(e.to_string()))?;
 
-    let scratch = tempfile::Builder::new()
-        .prefix("calametra-lockstep-")
-        .tempdir()
-        .map_err(io("creating a scratch directory"))?;
+    let scratch = Scratch::new("lockstep", &lock.qemu.guest.initramfs, probe)?;
     let dir = scratch.path();
-    let socket = dir.join("lockstep.sock");
-    let initrd = dir.join("initrd.img");
-    guest::write_initrd(&lock.qemu.guest.initramfs, probe, &initrd)
-        .map_err(io(format!("writing {}", initrd.display())))?;
-    let listener =
-        UnixListener::bind(&socket).map_err(io(format!("binding {}", socket.display())))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(io("making the socket non-blocking"))?;
-
+    let (socket, initrd, listener) = (&scratch.socket, &scratch.initrd, &scratch.listener);
     let d = server.device_descriptor();
     let (vid, pid) = (
         u16::from_le_bytes([d[8], d[9]]),
         u16::from_le_bytes([d[10], d[11]]),
     );
-    let append = format!(
-        "console=ttyS0 quiet panic=-1 usbcore.autosuspend=-1 calametra.probe={} calametra.dev={vid:04x}:{pid:04x} {}",
-        probe.name(),
-        lock.qemu.extra_append
-    );
-    let append = append.trim();
+    let append = kernel_append(probe, vid, pid, &lock.qemu.extra_append);
+    let append = append.as_str();
     let mut timings = Timings::default();
     let (q, stream, qmp, stopped) = match &lock.start {
         Start::ColdBoot => {
             let qmp_path = dir.join("qmp.sock");
-            let mut cmd = lock.command(&socket, &initrd, append);
+            let mut cmd = lock.command(socket, initrd, append);
             cmd.arg("-qmp").arg(watchdog::qmp_arg(&qmp_path));
             let mut q = start_qemu(cmd, &lock.qemu.qemu)?;
             let qmp = watchdog::open_qmp(&qmp_path, &mut q);
-            let stream = accept_qemu(&listener, &mut q, start, "lockstep")?;
+            let stream = accept_qemu(listener, &mut q, start, "lockstep")?;
             (q, stream, qmp, false)
         }
         Start::Snapshot { cache } => {
-            let snap = snapshot::ensure(lock, cache, &initrd, append)?;
+            let snap = snapshot::ensure(lock, cache, initrd, append)?;
             timings.snapshot = Some(snap.made_in).filter(|_| snap.fresh);
             server
                 .host_mut()
@@ -347,11 +363,11 @@ pub fn run_with_extras<D: Device>(
             let r = snapshot::restore(
                 lock,
                 &snap,
-                &initrd,
+                initrd,
                 append,
                 dir,
-                &socket,
-                &listener,
+                socket,
+                listener,
                 &mut server,
             )?;
             timings.restored = Some(restoring.elapsed());
@@ -368,16 +384,21 @@ pub fn run_with_extras<D: Device>(
         mut guard,
         ..
     } = q;
-    let served = serve(
-        &mut server,
+    let served = run_loop(
+        &mut LockstepTransport::new(&mut server, stopped),
         stream,
         &mut guard,
         console_rx,
         GuestWatch::new(&lock.qemu, qmp, start),
         start,
-        stopped,
+        &LoopOptions {
+            read_timeout: Duration::from_millis(20),
+            idle_after: None,
+            power_off_grace: None,
+            exit_drain: Duration::from_secs(5),
+        },
     );
-    let served = ServeEnd {
+    let served = LoopEnd {
         timings: Timings {
             snapshot: timings.snapshot,
             restored: timings.restored,
@@ -386,7 +407,7 @@ pub fn run_with_extras<D: Device>(
         ..served
     };
     let stderr: Vec<String> = stderr_rx
-        .map(|rx| drain(&rx, Duration::from_millis(500)))
+        .map(|rx| runloop::drain(&rx, Duration::from_millis(500)))
         .unwrap_or_default();
     drop(scratch);
     // QEMU stopped by a signal from outside (exit status 0, "terminating on signal 15 from
@@ -414,7 +435,7 @@ pub fn run_with_extras<D: Device>(
         });
     }
     let trace: Vec<String> = server.host().lines().to_vec();
-    let gap = model_gap(&trace);
+    let gap = crate::runloop::model_gap(&trace);
     let failure = match (&served.outcome, server.failure(), &gap) {
         (Outcome::EmulatorBlocked { .. }, _, _) => None,
         (_, Some(f), _) => Some(f.clone()),
@@ -468,203 +489,6 @@ pub fn run_with_extras<D: Device>(
         command,
     };
     Ok((run, server.into_host()))
-}
-
-struct ServeEnd {
-    outcome: Outcome,
-    console: Vec<String>,
-    console_at: Vec<Duration>,
-    timings: Timings,
-    exit: Option<i32>,
-    /// QEMU exited by itself or was stopped on a frame: the console is complete and the same
-    /// on every run.
-    deterministic_end: bool,
-}
-
-/// The run loop: socket <-> server, console lines, watchdog.
-fn serve(
-    server: &mut Server,
-    mut stream: UnixStream,
-    guard: &mut Guard,
-    console_rx: Option<Receiver<String>>,
-    mut watch: GuestWatch,
-    start: Instant,
-    stopped_on_hello: bool,
-) -> ServeEnd {
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(20)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
-    let mut reader = FrameReader::new();
-    let mut console = Vec::new();
-    let mut console_at = Vec::new();
-    let mut timings = Timings::default();
-    let mut enumerated_at = None;
-    let mut probe_rc: Option<i32> = None;
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut socket_open = true;
-    let mut lost: Option<String> = None;
-    let mut stopped = stopped_on_hello;
-    let mut on_line = |line: String,
-                       console: &mut Vec<String>,
-                       console_at: &mut Vec<Duration>,
-                       timings: &mut Timings,
-                       probe_rc: &mut Option<i32>| {
-        console_at.push(start.elapsed());
-        if line.contains(marker::ENUMERATED) && enumerated_at.is_none() {
-            enumerated_at = Some(Instant::now());
-            timings.enumerated = Some(start.elapsed());
-        }
-        if let Some(rc) = guest::probe_end_rc(&line) {
-            if probe_rc.is_none() {
-                timings.probe = enumerated_at.map(|t: Instant| t.elapsed());
-            }
-            *probe_rc = Some(rc);
-        }
-        console.push(line);
-    };
-    loop {
-        if socket_open && !stopped {
-            match stream.read(&mut buf) {
-                Ok(0) => socket_open = false,
-                Ok(n) => {
-                    watch.progress();
-                    reader.push(&buf[..n]);
-                    while let Some(r) = reader.next_request() {
-                        let served = r.and_then(|req| server.serve(&req));
-                        match served {
-                            Ok(Served::Reply(bytes)) => {
-                                if stream.write_all(&bytes).is_err() {
-                                    socket_open = false;
-                                    break;
-                                }
-                            }
-                            Ok(Served::Stop) => {
-                                stopped = true;
-                                break;
-                            }
-                            Err(e) => {
-                                lost = Some(e.to_string());
-                                socket_open = false;
-                                break;
-                            }
-                        }
-                    }
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => socket_open = false,
-            }
-        } else {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if let Some(rx) = &console_rx {
-            for line in rx.try_iter() {
-                watch.line(&line);
-                on_line(
-                    line,
-                    &mut console,
-                    &mut console_at,
-                    &mut timings,
-                    &mut probe_rc,
-                );
-            }
-        }
-        if stopped {
-            // QEMU waits on the frame we did not answer: everything the guest printed before
-            // it is in the pipe. Stop QEMU and read the rest.
-            guard.kill();
-            if let Some(rx) = &console_rx {
-                for line in drain(rx, Duration::from_secs(5)) {
-                    on_line(
-                        line,
-                        &mut console,
-                        &mut console_at,
-                        &mut timings,
-                        &mut probe_rc,
-                    );
-                }
-            }
-            let reason = server
-                .failure()
-                .map(|f| f.to_string())
-                .unwrap_or_else(|| "stopped".into());
-            return ServeEnd {
-                outcome: Outcome::Failed { rc: None, reason },
-                console,
-                console_at,
-                timings,
-                exit: None,
-                deterministic_end: true,
-            };
-        }
-        let status = guard.0.as_mut().and_then(|c| c.try_wait().ok().flatten());
-        if let Some(status) = status {
-            guard.0 = None;
-            if let Some(rx) = &console_rx {
-                for line in drain(rx, Duration::from_secs(5)) {
-                    on_line(
-                        line,
-                        &mut console,
-                        &mut console_at,
-                        &mut timings,
-                        &mut probe_rc,
-                    );
-                }
-            }
-            let code = status.code();
-            let outcome = match probe_rc {
-                Some(0) => Outcome::Passed,
-                Some(rc) => Outcome::Failed {
-                    rc: Some(rc),
-                    reason: format!("the probe exited with {rc}"),
-                },
-                None => Outcome::Failed {
-                    rc: None,
-                    reason: match &lost {
-                        Some(e) => format!("QEMU exited ({status}) before the probe ended; {e}"),
-                        None => format!("QEMU exited ({status}) before the probe ended"),
-                    },
-                },
-            };
-            return ServeEnd {
-                outcome,
-                console,
-                console_at,
-                timings,
-                exit: code,
-                deterministic_end: lost.is_none(),
-            };
-        }
-        let blocked = watch.check().map(|why| {
-            format!(
-                "{why} (last line: {:?}; {} frames)",
-                console.last().cloned().unwrap_or_default(),
-                server.frames()
-            )
-        });
-        if let Some(reason) = blocked {
-            let r = reason.clone();
-            server
-                .host_mut()
-                .record("emulator", "watchdog", false, |d| {
-                    d.str("event", "emulator_blocked").str("reason", &r);
-                });
-            guard.kill();
-            if let Some(rx) = &console_rx {
-                for line in drain(rx, Duration::from_secs(2)) {
-                    console_at.push(start.elapsed());
-                    console.push(line);
-                }
-            }
-            return ServeEnd {
-                outcome: Outcome::EmulatorBlocked { reason },
-                console,
-                console_at,
-                timings,
-                exit: None,
-                deterministic_end: false,
-            };
-        }
-    }
 }
 
 #[cfg(test)]
@@ -972,9 +796,9 @@ mod tests {
         let ev = events_of(s.host().lines());
         assert_eq!(
             ev,
-            vec![Event::External {
+            vec![Event::GuestExternal {
                 name: "unplug".into(),
-                point: 5_000
+                at_ns: 5_000
             }]
         );
         let placed = place_externals(&Source::Seeded(7), true, &ext, (1_000, 2_000));

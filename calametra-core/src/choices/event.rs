@@ -28,12 +28,21 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         what: Option<String>,
     },
-    /// The scenario's external event `name` fired before scheduling point `point`.
+    /// The scenario's external event `name` fired before scheduling point `point` (an
+    /// in-process run; a guest run's externals are [`Event::GuestExternal`]).
     External {
         /// The name given to `Sim::external`.
         name: String,
-        /// The scheduling point it fired at.
+        /// The scheduling point (step index) it fired at.
         point: u64,
+    },
+    /// A guest scenario's external event `name` fired when the guest's virtual clock read
+    /// `at_ns` (a lockstep guest run, where the model's clock is the guest's).
+    GuestExternal {
+        /// The name given to `Guest::external`.
+        name: String,
+        /// The guest's virtual clock, in ns since its boot, at which it fired.
+        at_ns: u64,
     },
     /// `fault` was injected at `site`.
     Fault {
@@ -191,6 +200,7 @@ impl fmt::Display for Event {
                 None => write!(f, "switch to option {pick} (step {point})"),
             },
             Event::External { name, .. } => f.write_str(name),
+            Event::GuestExternal { name, at_ns } => write!(f, "{name} (guest clock {at_ns} ns)"),
             Event::Fault { site, fault } => write!(f, "{fault} at {site}"),
             Event::Client { value, label } => match label {
                 Some(l) => f.write_str(l),
@@ -279,6 +289,9 @@ pub fn unapplied(recorded: &[Event], log: &[Event]) -> Vec<usize> {
                 matches!(l, Event::External { name: n, point: p }
                     if n == name && (p == point || by_anchor(&anchor, la)))
             }),
+            Event::GuestExternal { name, at_ns } => taken.iter().any(|(_, _, l)| {
+                matches!(l, Event::GuestExternal { name: n, at_ns: t } if n == name && t == at_ns)
+            }),
             Event::Fault { site, fault } => taken.iter().any(|(_, la, l)| {
                 matches!(l, Event::Fault { site: s, fault: f }
                     if f == fault && (s == site || by_anchor(&anchor, la)))
@@ -312,6 +325,9 @@ pub fn why_unapplied(e: &Event) -> String {
         ),
         Event::External { name, point } => format!(
             "the external `{name}` was not placed at step {point} (no such external, or the run ended before)"
+        ),
+        Event::GuestExternal { name, at_ns } => format!(
+            "the guest external `{name}` was not placed at guest clock {at_ns} ns (no such external, or the run ended before)"
         ),
         Event::Fault { site, .. } => format!(
             "the fault site `{site}` was never reached (a renamed request or a changed driver?)"

@@ -40,7 +40,7 @@ impl std::fmt::Debug for ExternalAction {
 /// An external event a seeded run places on the guest clock.
 #[derive(Clone, Debug)]
 pub struct External {
-    /// Its name (as in `Event::External`).
+    /// Its name (as in `Event::GuestExternal`).
     pub name: String,
     /// What it does.
     pub action: ExternalAction,
@@ -62,7 +62,8 @@ pub type Invariant = Rc<dyn Fn(&DeviceHost) -> Result<(), String>>;
 /// Where externals land: a seeded run draws each one's guest clock time uniformly in
 /// `[from_ns, to_ns)` from the seed's `schedule` stream (derived apart from the model's, so
 /// placing externals does not perturb the model's choices). A replay takes the times from its
-/// events (`Event::External`'s `point` is the guest clock in ns); the baseline places none.
+/// events (`Event::GuestExternal`, at the guest clock in ns; an in-process `Event::External`
+/// names a scheduling point and is not placed here); the baseline places none.
 pub fn place_externals(
     source: &Source,
     place: bool,
@@ -83,9 +84,9 @@ pub fn place_externals(
         }
         Source::Replay(events) => {
             for e in events {
-                if let Event::External { name, point } = e {
+                if let Event::GuestExternal { name, at_ns } = e {
                     if let Some(i) = externals.iter().position(|x| &x.name == name) {
-                        out.push((*point, i));
+                        out.push((*at_ns, i));
                     }
                 }
             }

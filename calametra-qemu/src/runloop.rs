@@ -1,0 +1,321 @@
+//! One run loop for both transports: the socket to QEMU's USB device, the console, the
+//! watchdog and how a run ends.
+//!
+//! A [`Transport`] is what answers QEMU's USB device, sans I/O: the loop feeds it the bytes
+//! QEMU sent and writes back the bytes it gives; it reads no socket and no clock. Two
+//! implement it: the usbredir [`crate::bridge::Bridge`] (QEMU's `usb-redir`, for users' own
+//! QEMU; not byte-exact) and the lockstep transport ([`crate::lockstep::LockstepTransport`],
+//! the `usb-calametra` device answered frame by frame on the guest's clock). The loop owns
+//! everything else: reading QEMU's socket, the console lines (timings, the probe's exit code),
+//! the [`crate::watchdog`], stopping QEMU and reading the rest of its console, and the run's
+//! end ([`LoopEnd`]). It reads the wall clock for the watchdog and the timings only; nothing
+//! it decides enters a deterministic trace record.
+
+use crate::guest::{self, marker};
+use crate::launcher::{Guard, Outcome, Timings};
+use crate::watchdog::GuestWatch;
+use calametra_core::host::DeviceHost;
+use calametra_core::trace::parse_kept;
+use calametra_core::world::ModelGap;
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// What answers QEMU's USB device, sans I/O (see the module doc).
+pub trait Transport {
+    /// Bytes QEMU sent. `Err` says why the stream is lost (the loop stops reading it; the run
+    /// ends when QEMU does).
+    fn feed(&mut self, bytes: &[u8]) -> Result<(), String>;
+    /// The bytes to send QEMU now.
+    fn take_output(&mut self) -> Vec<u8>;
+    /// Why the run stops on the frame just served (an invariant broke), if it does: QEMU waits
+    /// on that frame, and the loop stops it there.
+    fn stop(&self) -> Option<String> {
+        None
+    }
+    /// A counter that moves whenever USB traffic crossed (the watchdog's evidence).
+    fn activity(&self) -> u64;
+    /// The guest printed `line`.
+    fn console_line(&mut self, _line: &str) {}
+    /// QEMU's socket was quiet for [`LoopOptions::idle_after`]; whether that did anything
+    /// (the quiet time is then measured again).
+    fn idle(&mut self) -> bool {
+        false
+    }
+    /// QEMU exited by itself with `code`.
+    fn exited(&mut self, _code: Option<i32>) {}
+    /// The model's host (the loop records the watchdog's decision in its trace).
+    fn host_mut(&mut self) -> &mut DeviceHost;
+    /// What crossed, for an `emulator_blocked` reason (`usbredir Stats {..}`, `N frames`).
+    fn describe(&self) -> String;
+}
+
+/// How the loop treats a transport.
+#[derive(Clone, Debug)]
+pub(crate) struct LoopOptions {
+    /// How long one read of QEMU's socket waits.
+    pub(crate) read_timeout: Duration,
+    /// Quiet time on the socket after which [`Transport::idle`] is called (`None`: never).
+    pub(crate) idle_after: Option<Duration>,
+    /// After the probe's end line, how long QEMU may take to power off before it is stopped
+    /// (`None`: wait for it, the watchdog decides).
+    pub(crate) power_off_grace: Option<Duration>,
+    /// How long the console is read after QEMU exited.
+    pub(crate) exit_drain: Duration,
+}
+
+/// How a run's loop ended.
+pub(crate) struct LoopEnd {
+    /// The outcome from the probe's exit code, a stop, an exit or the watchdog.
+    pub(crate) outcome: Outcome,
+    /// The console, line by line.
+    pub(crate) console: Vec<String>,
+    /// When each line arrived (wall time since the run started).
+    pub(crate) console_at: Vec<Duration>,
+    /// Enumeration and probe timings.
+    pub(crate) timings: Timings,
+    /// QEMU's exit code (`None` when stopped).
+    pub(crate) exit: Option<i32>,
+    /// QEMU exited by itself with the stream intact, or was stopped on a frame: the console is
+    /// complete and, in lockstep, the same on every run.
+    pub(crate) deterministic_end: bool,
+}
+
+/// The first model gap of a trace.
+pub(crate) fn model_gap(lines: &[String]) -> Option<ModelGap> {
+    let r = parse_kept(lines)
+        .into_iter()
+        .find(|r| r.kind == "model_gap")?;
+    let text = |k: &str| {
+        r.data
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    Some(ModelGap {
+        device: r.actor.clone(),
+        request: text("request"),
+        state: text("state"),
+    })
+}
+
+/// Every line still to come from `rx`, until its writer ends (QEMU exited) or `patience`.
+pub(crate) fn drain(rx: &Receiver<String>, patience: Duration) -> Vec<String> {
+    let deadline = Instant::now() + patience;
+    let mut out = Vec::new();
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(l) => out.push(l),
+            Err(RecvTimeoutError::Disconnected) | Err(RecvTimeoutError::Timeout) => return out,
+        }
+    }
+}
+
+/// The console as the loop keeps it.
+struct Console {
+    start: Instant,
+    lines: Vec<String>,
+    at: Vec<Duration>,
+    timings: Timings,
+    enumerated_at: Option<Instant>,
+    probe_rc: Option<i32>,
+    probe_ended_at: Option<Instant>,
+}
+
+impl Console {
+    fn push(&mut self, t: &mut dyn Transport, line: String) {
+        t.console_line(&line);
+        self.at.push(self.start.elapsed());
+        if line.contains(marker::ENUMERATED) && self.enumerated_at.is_none() {
+            self.enumerated_at = Some(Instant::now());
+            self.timings.enumerated = Some(self.start.elapsed());
+        }
+        if let Some(rc) = guest::probe_end_rc(&line) {
+            if self.probe_rc.is_none() {
+                self.timings.probe = self.enumerated_at.map(|t| t.elapsed());
+                self.probe_ended_at = Some(Instant::now());
+            }
+            self.probe_rc = Some(rc);
+        }
+        self.lines.push(line);
+    }
+
+    fn drain(&mut self, t: &mut dyn Transport, rx: &Option<Receiver<String>>, patience: Duration) {
+        if let Some(rx) = rx {
+            for line in drain(rx, patience) {
+                self.push(t, line);
+            }
+        }
+    }
+
+    fn end(self, outcome: Outcome, exit: Option<i32>, deterministic_end: bool) -> LoopEnd {
+        LoopEnd {
+            outcome,
+            console: self.lines,
+            console_at: self.at,
+            timings: self.timings,
+            exit,
+            deterministic_end,
+        }
+    }
+}
+
+/// Serves QEMU through `t` on `stream` until the run ends: QEMU exits (the probe's exit code
+/// decides), the transport stops it on a frame, the probe ended and QEMU did not power off in
+/// time, or the watchdog gives up (`emulator_blocked`, recorded in the trace).
+pub(crate) fn run_loop(
+    t: &mut dyn Transport,
+    mut stream: UnixStream,
+    guard: &mut Guard,
+    console_rx: Option<Receiver<String>>,
+    mut watch: GuestWatch,
+    start: Instant,
+    opts: &LoopOptions,
+) -> LoopEnd {
+    let _ = stream.set_read_timeout(Some(opts.read_timeout));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
+    let mut c = Console {
+        start,
+        lines: Vec::new(),
+        at: Vec::new(),
+        timings: Timings::default(),
+        enumerated_at: None,
+        probe_rc: None,
+        probe_ended_at: None,
+    };
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut socket_open = true;
+    let mut lost: Option<String> = None;
+    let mut last_traffic = Instant::now();
+    let mut last_activity = t.activity();
+    let send = |t: &mut dyn Transport, stream: &mut UnixStream, open: &mut bool| {
+        let out = t.take_output();
+        if !out.is_empty() && stream.write_all(&out).is_err() {
+            *open = false;
+        }
+    };
+    loop {
+        if socket_open && t.stop().is_none() {
+            send(t, &mut stream, &mut socket_open);
+            match stream.read(&mut buf) {
+                Ok(0) => socket_open = false,
+                Ok(n) => {
+                    last_traffic = Instant::now();
+                    if let Err(e) = t.feed(&buf[..n]) {
+                        lost = Some(e);
+                    }
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if let Some(idle) = opts.idle_after {
+                        if last_traffic.elapsed() >= idle && t.idle() {
+                            last_traffic = Instant::now();
+                        }
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => socket_open = false,
+            }
+            // What was answered before a lost frame still goes out.
+            send(t, &mut stream, &mut socket_open);
+            if lost.is_some() {
+                socket_open = false;
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if t.activity() != last_activity {
+            last_activity = t.activity();
+            watch.progress();
+        }
+        if let Some(rx) = &console_rx {
+            for line in rx.try_iter() {
+                watch.line(&line);
+                c.push(t, line);
+            }
+        }
+        if let Some(reason) = t.stop() {
+            // QEMU waits on the frame not answered: everything the guest printed before it
+            // is in the pipe. Stop QEMU and read the rest.
+            guard.kill();
+            c.drain(t, &console_rx, Duration::from_secs(5));
+            return c.end(Outcome::Failed { rc: None, reason }, None, true);
+        }
+        let status = guard.0.as_mut().and_then(|q| q.try_wait().ok().flatten());
+        if let Some(status) = status {
+            guard.0 = None;
+            c.drain(t, &console_rx, opts.exit_drain);
+            let code = status.code();
+            t.exited(code);
+            let outcome = match c.probe_rc {
+                Some(0) => Outcome::Passed,
+                Some(rc) => Outcome::Failed {
+                    rc: Some(rc),
+                    reason: format!("the probe exited with {rc}"),
+                },
+                None => Outcome::Failed {
+                    rc: None,
+                    reason: match &lost {
+                        Some(e) => format!("QEMU exited ({status}) before the probe ended; {e}"),
+                        None => format!("QEMU exited ({status}) before the probe ended"),
+                    },
+                },
+            };
+            let deterministic = lost.is_none();
+            return c.end(outcome, code, deterministic);
+        }
+        if let (Some(grace), Some(ended)) = (opts.power_off_grace, c.probe_ended_at) {
+            // The probe ended and the guest powers off; give it a moment.
+            if ended.elapsed() > grace {
+                guard.kill();
+                let rc = c.probe_rc.unwrap_or(-1);
+                let outcome = if rc == 0 {
+                    Outcome::Passed
+                } else {
+                    Outcome::Failed {
+                        rc: Some(rc),
+                        reason: format!("the probe exited with {rc} (QEMU did not power off)"),
+                    }
+                };
+                return c.end(outcome, None, false);
+            }
+            continue;
+        }
+        if let Some(why) = watch.check() {
+            let reason = format!(
+                "{why} (last line: {:?}; {})",
+                c.lines.last().cloned().unwrap_or_default(),
+                t.describe()
+            );
+            t.host_mut().record("emulator", "watchdog", false, |d| {
+                d.str("event", "emulator_blocked").str("reason", &reason);
+            });
+            guard.kill();
+            c.drain(t, &console_rx, Duration::from_secs(2));
+            return c.end(Outcome::EmulatorBlocked { reason }, None, false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_model_gap_is_read_with_the_cores_parser() {
+        let lines = [
+            r#"{"seq":1,"t_ns":2,"kind":"transfer","actor":"dock","deterministic":true,"data":{"site":"ctrl.get_status#1"}}"#,
+            r#"{"seq":2,"t_ns":3,"kind":"model_gap","actor":"dock","deterministic":true,"data":{"request":"vendor 0x40/0x12","state":"streaming","note":"a } in it"}}"#,
+            r#"{"seq":3,"t_ns":4,"kind":"model_gap","actor":"other","deterministic":true,"data":{"request":"x","state":"y"}}"#,
+        ]
+        .map(|l| format!("{l}\n"));
+        let g = model_gap(&lines).expect("a gap");
+        assert_eq!(
+            (g.device.as_str(), g.request.as_str(), g.state.as_str()),
+            ("dock", "vendor 0x40/0x12", "streaming")
+        );
+        assert!(model_gap(&lines[..1]).is_none());
+        assert!(model_gap(&["not json\n".to_string()]).is_none());
+    }
+}

@@ -559,3 +559,34 @@ pub(crate) fn device_timer(core: &mut Core, dev: usize, ns: Nanos, token: u64) {
     let t = core.now.saturating_add(ns);
     core.push(t, Ev::DevTimer { dev, token });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The queue against a sorted list: inserts in any order, removals from anywhere, always
+    /// in (time, insertion) order.
+    #[test]
+    fn the_event_queue_stays_in_time_and_insertion_order() {
+        use rand_core::{RngCore, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut q = EventQueue::default();
+        let mut want: Vec<(Nanos, u64)> = Vec::new();
+        for n in 0..2_000u64 {
+            if want.is_empty() || rng.next_u32() % 3 != 0 {
+                let key = (u64::from(rng.next_u32() % 8), n);
+                q.insert(key, Ev::Arrive(n));
+                want.push(key);
+                want.sort();
+            } else {
+                let i = rng.next_u32() as usize % want.len();
+                let key = want.remove(i);
+                assert!(matches!(q.remove(&key), Some(Ev::Arrive(x)) if x == key.1));
+                assert!(q.remove(&key).is_none());
+            }
+            let keys: Vec<(Nanos, u64)> = q.iter().map(|(k, _)| *k).collect();
+            assert_eq!(keys, want);
+            assert_eq!(q.first_time(), want.first().map(|k| k.0));
+        }
+    }
+}

@@ -36,7 +36,7 @@ pub fn push_ns(buf: &mut String, ns: Nanos) {
     ];
     for (scale, unit) in units {
         if ns >= scale {
-            if ns % scale == 0 {
+            if ns.is_multiple_of(scale) {
                 push_decimal(buf, ns / scale);
             } else {
                 // The value rounded to thousandths, as the f64 it was always computed as; it is
@@ -49,7 +49,7 @@ pub fn push_ns(buf: &mut String, ns: Nanos) {
                 let mut frac = m % 1000;
                 if frac != 0 {
                     let mut width = 3;
-                    while frac % 10 == 0 {
+                    while frac.is_multiple_of(10) {
                         frac /= 10;
                         width -= 1;
                     }
@@ -78,7 +78,7 @@ fn push_decimal(buf: &mut String, v: u64) {
 pub fn format_ns_exact(ns: Nanos) -> String {
     let units: [(u64, &str); 3] = [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")];
     for (scale, unit) in units {
-        if ns != 0 && ns % scale == 0 {
+        if ns != 0 && ns.is_multiple_of(scale) {
             return format!("{}{unit}", ns / scale);
         }
     }
@@ -150,7 +150,7 @@ mod tests {
             (1, "ns"),
         ] {
             if ns >= scale {
-                return if ns % scale == 0 {
+                return if ns.is_multiple_of(scale) {
                     format!("{}{unit}", ns / scale)
                 } else {
                     let v = ns as f64 / scale as f64;

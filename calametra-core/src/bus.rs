@@ -117,9 +117,10 @@ impl XferTable {
     }
 
     /// An empty string to build a site name in: a spare buffer of a removed transfer's name,
-    /// or a new one.
+    /// or a new one with room for a usual name and its `#n` (`ctrl.get_descriptor#12`), so it
+    /// is not grown while the name is built.
     pub(crate) fn spare_name(&mut self) -> String {
-        let mut s = self.1.pop().unwrap_or_default();
+        let mut s = self.1.pop().unwrap_or_else(|| String::with_capacity(32));
         s.clear();
         s
     }

@@ -102,25 +102,43 @@ fn spin(w: &str, n: Option<u64>) {
 
 /// `--spin bs`: workload B's find and shrink over the 20 seeds, `rounds` times (Calametra
 /// alone, as `workload_b` times it).
+///
+/// Every replay's trace hash is folded into one, and so is each minimized result's event list
+/// (its `Debug` text), so two builds can be shown to replay the same runs and find the same
+/// minimal events.
 fn spin_shrink(rounds: u64) {
     let mut replays = 0;
+    let mut fold = [0u8; 32];
     let (secs, ()) = seconds(|| {
         for _ in 0..rounds {
             for &seed in &SEEDS {
-                let s = find_and_shrink(seed).expect("B is found");
+                let s = find_and_shrink_folding(seed, Some(&mut fold)).expect("B is found");
                 assert_eq!(s.events.len(), 3);
                 replays += s.attempts;
+                let text = format!("{:?}", s.events);
+                for (i, b) in text.bytes().enumerate() {
+                    fold[i % 32] = fold[i % 32].rotate_left(1) ^ b;
+                }
             }
         }
     });
+    let digest: String = fold[..8].iter().map(|b| format!("{b:02x}")).collect();
     println!(
-        "bs: {:.3} ms a find+shrink ({replays} replays)",
+        "bs: {:.3} ms a find+shrink ({replays} replays; hashes folded: {digest})",
         secs * 1e3 / (rounds * SEEDS.len() as u64) as f64
     );
 }
 
 /// Workload B for one seed: the first failing seeded run, minimized by replays.
 fn find_and_shrink(seed: u64) -> Option<calametra_core::shrink::Shrunk> {
+    find_and_shrink_folding(seed, None)
+}
+
+/// [`find_and_shrink`], folding every replay's trace hash into `fold` when given.
+fn find_and_shrink_folding(
+    seed: u64,
+    mut fold: Option<&mut [u8; 32]>,
+) -> Option<calametra_core::shrink::Shrunk> {
     let f: fn(&mut Sim) = cw::b_status_ops;
     let base = RunConfig::default();
     let failing = (0..1000u64)
@@ -129,6 +147,11 @@ fn find_and_shrink(seed: u64) -> Option<calametra_core::shrink::Shrunk> {
     let sig = failing.failure.as_ref()?.signature();
     Some(minimize(failing.events, &mut |cand| {
         let r = run(replay_config(&base, cand), &f);
+        if let Some(fold) = fold.as_deref_mut() {
+            for (a, b) in fold.iter_mut().zip(r.hash.0) {
+                *a = a.rotate_left(1) ^ b;
+            }
+        }
         match r.failure {
             Some(fl) if fl.signature() == sig => Some(r.events),
             _ => None,

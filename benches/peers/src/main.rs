@@ -108,23 +108,19 @@ fn spin(w: &str, n: Option<u64>) {
 /// minimal events.
 fn spin_shrink(rounds: u64) {
     let mut replays = 0;
-    let mut fold = [0u8; 32];
+    let mut fold = 0xcbf2_9ce4_8422_2325u64;
     let (secs, ()) = seconds(|| {
         for _ in 0..rounds {
             for &seed in &SEEDS {
                 let s = find_and_shrink_folding(seed, Some(&mut fold)).expect("B is found");
                 assert_eq!(s.events.len(), 3);
                 replays += s.attempts;
-                let text = format!("{:?}", s.events);
-                for (i, b) in text.bytes().enumerate() {
-                    fold[i % 32] = fold[i % 32].rotate_left(1) ^ b;
-                }
+                fnv(&mut fold, format!("{:?}", s.events).as_bytes());
             }
         }
     });
-    let digest: String = fold[..8].iter().map(|b| format!("{b:02x}")).collect();
     println!(
-        "bs: {:.3} ms a find+shrink ({replays} replays; hashes folded: {digest})",
+        "bs: {:.3} ms a find+shrink ({replays} replays; hashes folded: {fold:016x})",
         secs * 1e3 / (rounds * SEEDS.len() as u64) as f64
     );
 }
@@ -134,10 +130,17 @@ fn find_and_shrink(seed: u64) -> Option<calametra_core::shrink::Shrunk> {
     find_and_shrink_folding(seed, None)
 }
 
+/// FNV-1a over `bytes`, continuing from `h`.
+fn fnv(h: &mut u64, bytes: &[u8]) {
+    for &b in bytes {
+        *h = (*h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+}
+
 /// [`find_and_shrink`], folding every replay's trace hash into `fold` when given.
 fn find_and_shrink_folding(
     seed: u64,
-    mut fold: Option<&mut [u8; 32]>,
+    mut fold: Option<&mut u64>,
 ) -> Option<calametra_core::shrink::Shrunk> {
     let f: fn(&mut Sim) = cw::b_status_ops;
     let base = RunConfig::default();
@@ -148,9 +151,7 @@ fn find_and_shrink_folding(
     Some(minimize(failing.events, &mut |cand| {
         let r = run(replay_config(&base, cand), &f);
         if let Some(fold) = fold.as_deref_mut() {
-            for (a, b) in fold.iter_mut().zip(r.hash.0) {
-                *a = a.rotate_left(1) ^ b;
-            }
+            fnv(fold, &r.hash.0);
         }
         match r.failure {
             Some(fl) if fl.signature() == sig => Some(r.events),

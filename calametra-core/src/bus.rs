@@ -301,20 +301,22 @@ impl Core {
         self.next_ev += 1;
     }
 
-    /// A queued event for people: `get_status#3 arrives`, `timer`, `device timer`.
-    pub(crate) fn describe_event(&self, key: (Nanos, u64)) -> String {
-        let site = |xid: &u64| {
-            self.transfers
-                .get(xid)
-                .map(|x| x.site.strip_prefix("ctrl.").unwrap_or(&x.site).to_string())
-                .unwrap_or_else(|| "a cancelled transfer".into())
+    /// Appends a queued event for people: `get_status#3 arrives`, `a timer`, `a device timer`
+    /// (written into `out`: a logged pick's label is built every time one is taken).
+    pub(crate) fn describe_event(&self, key: (Nanos, u64), out: &mut String) {
+        let mut site = |xid: &u64, what: &str| {
+            match self.transfers.get(xid) {
+                Some(x) => out.push_str(x.site.strip_prefix("ctrl.").unwrap_or(&x.site)),
+                None => out.push_str("a cancelled transfer"),
+            }
+            out.push_str(what);
         };
         match self.queue.get(&key) {
-            Some(Ev::Arrive(x)) => format!("{} arrives", site(x)),
-            Some(Ev::Complete(x)) => format!("{} completes", site(x)),
-            Some(Ev::Wake(_)) => "a timer".into(),
-            Some(Ev::DevTimer { .. }) => "a device timer".into(),
-            None => "an event".into(),
+            Some(Ev::Arrive(x)) => site(x, " arrives"),
+            Some(Ev::Complete(x)) => site(x, " completes"),
+            Some(Ev::Wake(_)) => out.push_str("a timer"),
+            Some(Ev::DevTimer { .. }) => out.push_str("a device timer"),
+            None => out.push_str("an event"),
         }
     }
 
@@ -556,4 +558,35 @@ pub(crate) fn model_gap(core: &mut Core, device: &str, request: &str, state: &st
 pub(crate) fn device_timer(core: &mut Core, dev: usize, ns: Nanos, token: u64) {
     let t = core.now.saturating_add(ns);
     core.push(t, Ev::DevTimer { dev, token });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The queue against a sorted list: inserts in any order, removals from anywhere, always
+    /// in (time, insertion) order.
+    #[test]
+    fn the_event_queue_stays_in_time_and_insertion_order() {
+        use rand_core::{RngCore, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut q = EventQueue::default();
+        let mut want: Vec<(Nanos, u64)> = Vec::new();
+        for n in 0..2_000u64 {
+            if want.is_empty() || rng.next_u32() % 3 != 0 {
+                let key = (u64::from(rng.next_u32() % 8), n);
+                q.insert(key, Ev::Arrive(n));
+                want.push(key);
+                want.sort();
+            } else {
+                let i = rng.next_u32() as usize % want.len();
+                let key = want.remove(i);
+                assert!(matches!(q.remove(&key), Some(Ev::Arrive(x)) if x == key.1));
+                assert!(q.remove(&key).is_none());
+            }
+            let keys: Vec<(Nanos, u64)> = q.iter().map(|(k, _)| *k).collect();
+            assert_eq!(keys, want);
+            assert_eq!(q.first_time(), want.first().map(|k| k.0));
+        }
+    }
 }

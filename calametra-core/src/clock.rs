@@ -15,8 +15,18 @@ pub fn nanos(d: Duration) -> Nanos {
 
 /// Formats nanoseconds for people: `250us`, `1.5ms`, `2s`.
 pub fn format_ns(ns: Nanos) -> String {
+    let mut s = String::with_capacity(12);
+    push_ns(&mut s, ns);
+    s
+}
+
+/// Appends `ns` as [`format_ns`] writes it (a fraction rounded to three decimals, trailing
+/// zeros dropped), without the formatting machinery: schedule labels are written with it every
+/// logged pick.
+pub fn push_ns(buf: &mut String, ns: Nanos) {
     if ns == 0 {
-        return "0".into();
+        buf.push('0');
+        return;
     }
     let units: [(u64, &str); 4] = [
         (1_000_000_000, "s"),
@@ -26,15 +36,41 @@ pub fn format_ns(ns: Nanos) -> String {
     ];
     for (scale, unit) in units {
         if ns >= scale {
-            return if ns % scale == 0 {
-                format!("{}{unit}", ns / scale)
+            if ns.is_multiple_of(scale) {
+                push_decimal(buf, ns / scale);
             } else {
+                // The value rounded to thousandths, as the f64 it was always computed as; it is
+                // below 2^53 (at most 2^64 / 10^9 * 1000), so exactly an integer, and the
+                // shortest decimal of `m / 1000` is m's digits with a point before the last
+                // three, trailing zeros dropped.
                 let v = ns as f64 / scale as f64;
-                format!("{}{unit}", (v * 1000.0).round() / 1000.0)
-            };
+                let m = (v * 1000.0).round() as u64;
+                push_decimal(buf, m / 1000);
+                let mut frac = m % 1000;
+                if frac != 0 {
+                    let mut width = 3;
+                    while frac.is_multiple_of(10) {
+                        frac /= 10;
+                        width -= 1;
+                    }
+                    buf.push('.');
+                    for i in (0..width).rev() {
+                        let d = (frac / 10u64.pow(i)) % 10;
+                        buf.push(char::from(b'0' + d as u8));
+                    }
+                }
+            }
+            buf.push_str(unit);
+            return;
         }
     }
-    format!("{ns}ns")
+}
+
+/// Appends the decimal digits of `v`.
+fn push_decimal(buf: &mut String, v: u64) {
+    let mut tmp = [0u8; 20];
+    let digits = crate::trace::decimal(v, &mut tmp);
+    buf.extend(digits.iter().map(|&c| char::from(c)));
 }
 
 /// Formats nanoseconds exactly, in the largest unit that divides them: `250us`, `1ms`,
@@ -42,7 +78,7 @@ pub fn format_ns(ns: Nanos) -> String {
 pub fn format_ns_exact(ns: Nanos) -> String {
     let units: [(u64, &str); 3] = [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")];
     for (scale, unit) in units {
-        if ns != 0 && ns % scale == 0 {
+        if ns != 0 && ns.is_multiple_of(scale) {
             return format!("{}{unit}", ns / scale);
         }
     }
@@ -102,6 +138,47 @@ pub fn parse_ns(s: &str) -> Result<Nanos, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    /// What `format_ns` wrote before it was written without the formatting machinery.
+    fn format_ns_with_f64_display(ns: Nanos) -> String {
+        if ns == 0 {
+            return "0".into();
+        }
+        for (scale, unit) in [
+            (1_000_000_000u64, "s"),
+            (1_000_000, "ms"),
+            (1_000, "us"),
+            (1, "ns"),
+        ] {
+            if ns >= scale {
+                return if ns.is_multiple_of(scale) {
+                    format!("{}{unit}", ns / scale)
+                } else {
+                    let v = ns as f64 / scale as f64;
+                    format!("{}{unit}", (v * 1000.0).round() / 1000.0)
+                };
+            }
+        }
+        unreachable!()
+    }
+
+    #[test]
+    fn durations_read_as_they_always_did() {
+        use rand_core::{RngCore, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut values: Vec<u64> = vec![1, 999, 1_000, 1_001, 1_000_500, 1_999_999, u64::MAX];
+        values.extend((0..20_000).map(|i| {
+            let bits = 1 + (i % 64);
+            rng.next_u64() >> (64 - bits)
+        }));
+        values.extend((0..2_000u64).map(|i| i * 500 + 1_000_000));
+        for ns in values {
+            assert_eq!(format_ns(ns), format_ns_with_f64_display(ns), "{ns}");
+        }
+        assert_eq!(format_ns(1_250_000), "1.25ms");
+        assert_eq!(format_ns(1_000_050), "1ms");
+        assert_eq!(format_ns(1_020_000), "1.02ms");
+    }
+
     #[test]
     fn durations_round_trip() {
         for ns in [0, 1, 999, 1_000, 250_000, 1_500_000, 2_000_000_000] {

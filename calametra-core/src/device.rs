@@ -223,12 +223,13 @@ impl Device for Loopback {
                 if from != to && !cx.transition("echo", from, to) {
                     return Reply::Stall;
                 }
-                self.stored = data.to_vec();
+                // The stored copy's buffer is reused: no allocation a store.
+                self.stored.clear();
+                self.stored.extend_from_slice(data);
                 Reply::Ack
             }
             (0xc0, 0x02) => {
-                let mut d = self.stored.clone();
-                d.truncate(setup.length as usize);
+                let mut d = self.stored[..self.stored.len().min(setup.length as usize)].to_vec();
                 if self.sabotage_flip && !d.is_empty() {
                     d[0] ^= 0xff;
                 }

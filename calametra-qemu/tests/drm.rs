@@ -17,10 +17,9 @@ mod common;
 use calametra_core::fault::{Fault, FaultPlan};
 use calametra_core::host::DeviceHost;
 use calametra_core::spec::Spec;
-use calametra_core::usb::{DevCtx, Device, Reply, Setup};
 use calametra_core::RunConfig;
 use calametra_models::trigger6::{
-    Connection, DriverView, FlipBelief, PixelFormat, RamWrite, Trigger6,
+    Connection, Dock, DriverView, FlipBelief, PixelFormat, RamWrite, Trigger6,
 };
 use calametra_qemu::lockstep::{self, LockstepRun};
 use calametra_qemu::proto::speed;
@@ -83,78 +82,16 @@ fn fnv1a64(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// The dock as the test stages it: the Trigger 6 model, with the HP X27q plugged into output 0
-/// when the driver sends its first vendor request (the dock powers up with the monitor there),
-/// and, when `unplug_after_fence` is set, the monitor unplugged on the first status query of
-/// output 0 after the model shows a flip with that fence (t6probe asks after its page flip).
-/// Both are model-side events the bus orders, so they land at the same point in every run.
-struct Dock {
-    model: Trigger6,
-    unplug_after_fence: Option<u32>,
-    plugged: bool,
-    unplugged: bool,
-}
-
-impl Dock {
-    fn new(unplug_after_fence: Option<u32>) -> Dock {
-        Dock {
-            model: spec_model(),
-            unplug_after_fence,
-            plugged: false,
-            unplugged: false,
-        }
-    }
-}
-
-impl Device for Dock {
-    fn name(&self) -> &str {
-        self.model.name()
-    }
-
-    fn control(&mut self, cx: &mut DevCtx<'_>, setup: &Setup, data: &[u8]) -> Reply {
-        if !self.plugged && setup.request_type & 0x60 == 0x40 {
-            self.plugged = self.model.plug_monitor(cx, 0);
-            cx.record("external", |d| {
-                d.str("event", "plug_monitor").u64("output", 0);
-            });
-        }
-        if let Some(fence) = self.unplug_after_fence {
-            let shown = self.model.flip_state(0).shown.map_or(0, |f| f.fence);
-            if !self.unplugged
-                && (setup.request_type, setup.request, setup.value) == (0xc0, 0x87, 0)
-                && shown >= fence
-            {
-                self.unplugged = self.model.unplug_monitor(cx, 0);
-                cx.record("external", |d| {
-                    d.str("event", "unplug_monitor").u64("output", 0);
-                });
-            }
-        }
-        self.model.control(cx, setup, data)
-    }
-
-    fn out(&mut self, cx: &mut DevCtx<'_>, ep: u8, data: &[u8]) -> Reply {
-        self.model.out(cx, ep, data)
-    }
-
-    fn poll_in(&mut self, cx: &mut DevCtx<'_>, ep: u8, max_len: usize) -> Reply {
-        self.model.poll_in(cx, ep, max_len)
-    }
-
-    fn on_timer(&mut self, cx: &mut DevCtx<'_>, token: u64) {
-        self.model.on_timer(cx, token)
-    }
-
-    fn on_reset(&mut self, cx: &mut DevCtx<'_>) {
-        self.model.on_reset(cx)
-    }
-
-    fn on_disconnect(&mut self, cx: &mut DevCtx<'_>) {
-        self.model.on_disconnect(cx)
-    }
-
-    fn request_name(&self, setup: &Setup) -> Option<&str> {
-        self.model.request_name(setup)
+/// The dock as the test stages it ([`Dock`]): the Trigger 6 model, with the HP X27q plugged
+/// into output 0 when the driver sends its first vendor request (the dock powers up with the
+/// monitor there), and, when `unplug_after_fence` is set, the monitor unplugged on the first
+/// status query of output 0 after the model shows a flip with that fence (t6probe asks after
+/// its page flip). Both are model-side events the bus orders, so they land at the same point
+/// in every run.
+fn staged_dock(unplug_after_fence: Option<u32>) -> Dock {
+    match unplug_after_fence {
+        Some(fence) => Dock::new(spec_model()).unplug_after_fence(fence),
+        None => Dock::new(spec_model()),
     }
 }
 
@@ -469,7 +406,7 @@ fn a_kms_page_flip_reaches_the_model_as_colour_bars_and_the_unplug_reaches_the_g
     let flip = || {
         boot(
             test,
-            Dock::new(Some(2)),
+            staged_dock(Some(2)),
             FaultPlan::default(),
             &script("--wait-unplug 30", true),
         )
@@ -481,7 +418,7 @@ fn a_kms_page_flip_reaches_the_model_as_colour_bars_and_the_unplug_reaches_the_g
     let g = Guest::of(&run);
     let text = g.text();
     assert_eq!(run.outcome, Outcome::Passed, "{}\n{text}", run.summary());
-    let m = &dock.model;
+    let m = dock.model();
 
     // Two connectors, the monitor on the first.
     let conns = g.lines("connector ");
@@ -501,7 +438,7 @@ fn a_kms_page_flip_reaches_the_model_as_colour_bars_and_the_unplug_reaches_the_g
 
     // The unplug: the model's ground truth and what the guest reports agree.
     assert!(
-        dock.plugged && dock.unplugged,
+        dock.plugged() && dock.unplugged(),
         "the test plugged and unplugged the monitor"
     );
     assert!(!m.connected(0));
@@ -550,7 +487,7 @@ fn a_stalled_modeset_is_logged_and_retried_and_the_frame_still_arrives() {
     let test = "a_stalled_modeset_is_logged_and_retried_and_the_frame_still_arrives";
     let Some((run, host)) = boot(
         test,
-        Dock::new(None),
+        staged_dock(None),
         FaultPlan::single("ctrl.set_mode#1", Fault::Stall),
         &script("", true),
     ) else {
@@ -569,7 +506,7 @@ fn a_stalled_modeset_is_logged_and_retried_and_the_frame_still_arrives() {
     );
     assert!(!text.contains("giving up"), "{text}");
     assert_eq!(run.outcome, Outcome::Passed, "{}\n{text}", run.summary());
-    assert_bars_shown(&run, &g, &dock.model);
+    assert_bars_shown(&run, &g, dock.model());
     // The stall never reached the model: its only modeset is the retry.
     let set_modes = run
         .trace
@@ -587,7 +524,7 @@ fn a_short_bulk_transfer_is_cancelled_and_the_frame_sent_again() {
     // header, data): the dock takes 0x8000 of its 0x19000 bytes.
     let Some((run, host)) = boot(
         test,
-        Dock::new(None),
+        staged_dock(None),
         FaultPlan::single("bulk.out#4", Fault::Short(0x8000)),
         &script("", true),
     ) else {
@@ -622,9 +559,9 @@ fn a_short_bulk_transfer_is_cancelled_and_the_frame_sent_again() {
         "the driver cancelled the dock's DMA receiver"
     );
     assert_eq!(run.outcome, Outcome::Passed, "{}\n{text}", run.summary());
-    assert_bars_shown(&run, &g, &dock.model);
+    assert_bars_shown(&run, &g, dock.model());
     assert_eq!(
-        dock.model.completed_fences(),
+        dock.model().completed_fences(),
         &[1, 2],
         "fence 1 came back after the resend"
     );
@@ -637,7 +574,7 @@ fn a_disconnect_mid_frame_fails_the_upload_and_unbinds_the_driver() {
     // bulk.out#6: the data packet of the third fragment of the first frame.
     let Some((run, host)) = boot(
         test,
-        Dock::new(None),
+        staged_dock(None),
         FaultPlan::single("bulk.out#6", Fault::Disconnect),
         &script("", false),
     ) else {
@@ -669,7 +606,7 @@ fn a_disconnect_mid_frame_fails_the_upload_and_unbinds_the_driver() {
     );
     assert!(!g.kernel("dock disconnected").is_empty(), "{text}");
     // The model: the mode was set, the frame never completed, no fence.
-    let m = &dock.model;
+    let m = dock.model();
     assert!(m.mode(0).is_some());
     assert!(m.flip_state(0).shown.is_none(), "no frame was shown");
     assert!(m.completed_fences().is_empty());

@@ -24,12 +24,12 @@
 mod common;
 mod lsusb;
 
-use calametra_core::usb::{DevCtx, Device, Reply, Setup};
+use calametra_core::usb::Device;
 use calametra_core::RunConfig;
 use calametra_example_trigger6::driver::{FB_ADDR, HEIGHT, WIDTH};
 use calametra_example_trigger6::frame::{colour_bars_nv12, fnv1a64, BARS};
 use calametra_models::trigger6::{
-    Connection, DriverView, FlipBelief, PixelFormat, RamWrite, Trigger6,
+    Connection, Dock, DriverView, FlipBelief, PixelFormat, RamWrite, Trigger6,
 };
 use calametra_qemu::lockstep::{self, LockstepRun};
 use calametra_qemu::proto::speed;
@@ -49,47 +49,6 @@ static ONE_GUEST_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn spec_model() -> Trigger6 {
     Trigger6::try_from_spec(&calametra_example_trigger6::spec()).expect("the Trigger 6 model")
-}
-
-/// The dock: the model with the HP X27q plugged into output 0 when the driver sends its first
-/// vendor request (the dock powers up with the monitor there, as in the in-process scenario;
-/// the kernel's enumeration sends no vendor request). A model-side event the bus orders.
-struct Dock {
-    model: Trigger6,
-    plugged: bool,
-}
-
-impl Device for Dock {
-    fn name(&self) -> &str {
-        self.model.name()
-    }
-    fn control(&mut self, cx: &mut DevCtx<'_>, setup: &Setup, data: &[u8]) -> Reply {
-        if !self.plugged && setup.request_type & 0x60 == 0x40 {
-            self.plugged = self.model.plug_monitor(cx, 0);
-            cx.record("external", |d| {
-                d.str("event", "plug_monitor").u64("output", 0);
-            });
-        }
-        self.model.control(cx, setup, data)
-    }
-    fn out(&mut self, cx: &mut DevCtx<'_>, ep: u8, data: &[u8]) -> Reply {
-        self.model.out(cx, ep, data)
-    }
-    fn poll_in(&mut self, cx: &mut DevCtx<'_>, ep: u8, max_len: usize) -> Reply {
-        self.model.poll_in(cx, ep, max_len)
-    }
-    fn on_timer(&mut self, cx: &mut DevCtx<'_>, token: u64) {
-        self.model.on_timer(cx, token)
-    }
-    fn on_reset(&mut self, cx: &mut DevCtx<'_>) {
-        self.model.on_reset(cx)
-    }
-    fn on_disconnect(&mut self, cx: &mut DevCtx<'_>) {
-        self.model.on_disconnect(cx)
-    }
-    fn request_name(&self, setup: &Setup) -> Option<&str> {
-        self.model.request_name(setup)
-    }
 }
 
 /// Whether an ELF file has no program interpreter (`PT_INTERP`): a static executable.
@@ -415,10 +374,11 @@ fn the_example_driver_runs_over_usbfs_and_the_model_shows_the_colour_bars() {
         script: DRIVE.into(),
         files: vec![("calametra/t6-drive".into(), bytes)],
     };
-    let dock = Dock {
-        model: spec_model(),
-        plugged: false,
-    };
+    // The dock (`trigger6::Dock`): the HP X27q plugged into output 0 when the driver sends its
+    // first vendor request (the dock powers up with the monitor there, as in the in-process
+    // scenario; the kernel's enumeration sends no vendor request), a model-side event the bus
+    // orders.
+    let dock = Dock::new(spec_model());
     let Some((run, host)) = boot_lockstep(test, dock, &probe) else {
         return;
     };
@@ -450,7 +410,7 @@ fn the_example_driver_runs_over_usbfs_and_the_model_shows_the_colour_bars() {
 
     // The model's ground truth.
     let dock = host.device::<Dock>().expect("the dock");
-    let m = &dock.model;
+    let m = dock.model();
     assert_eq!(m.init_state(), "finalised");
     let mode = m.mode(0).expect("a mode on output 0");
     assert_eq!(

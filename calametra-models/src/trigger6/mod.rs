@@ -3,7 +3,8 @@
 //!
 //! The files follow the data: [`facts`] reads the spec, [`timing`] the 32-byte timing records,
 //! [`bulk`] the DMA and video framing and the interrupt packets, [`vram`] the sparse video RAM,
-//! [`model`] the device itself, [`invariants`] the checks that compare the model's ground
+//! [`model`] the device itself, [`dock`] the model with its monitor staged as guest scenarios
+//! plug and unplug it, [`invariants`] the checks that compare the model's ground
 //! truth with a driver's beliefs, [`scanout`] the picture an output shows (RGB, PNG), and
 //! [`capture`] the comparison with the real capture.
 //!
@@ -19,6 +20,7 @@
 pub mod bulk;
 pub mod capture;
 mod describe;
+pub mod dock;
 pub mod facts;
 pub mod invariants;
 pub mod model;
@@ -27,6 +29,7 @@ pub mod timing;
 pub mod vram;
 
 pub use bulk::PixelFormat;
+pub use dock::Dock;
 pub use invariants::{Connection, DriverView, FlipBelief, RamWrite};
 pub use model::{DmaStats, FlipInfo, FlipRecord, FlipState, Frame, Sabotage, Trigger6};
 pub use scanout::Scanout;

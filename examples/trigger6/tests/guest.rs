@@ -25,88 +25,25 @@
 //!   descriptors the kernel read (sysfs) are the spec's bytes, and `lsusb -v` reads the strings
 //!   and the BOS descriptor.
 
-use calametra_core::usb::{DevCtx, Device, Reply, Setup};
 use calametra_example_trigger6::frame::{colour_bars_nv12, fnv1a64};
-use calametra_models::trigger6::{PixelFormat, Trigger6};
+use calametra_models::trigger6::{Dock, PixelFormat, Trigger6};
 use calametra_qemu::Guest;
 use std::cell::Cell;
-
-/// The dock as the scenarios stage it: the model, with the HP X27q plugged into output 0 when
-/// the driver sends its first vendor request (the dock powers up with the monitor there) and
-/// unplugged on the first status query of output 0 after the model shows the page flip's
-/// fence, [`UNPLUG_AFTER_FENCE`] (t6probe asks after its page flip). Both are model-side
-/// events the bus orders, so they land at the same point of every run; each is traced as an
-/// `external` record.
-struct Dock {
-    model: Trigger6,
-    /// Whether the monitor goes after the page flip (the KMS scenarios).
-    unplug: bool,
-    plugged: bool,
-    unplugged: bool,
-}
 
 /// The page flip's fence (the modeset's frame is fence 1).
 const UNPLUG_AFTER_FENCE: u32 = 2;
 
-impl Dock {
-    fn new(guest: &Guest, unplug: bool) -> Dock {
-        Dock {
-            model: Trigger6::try_from_spec(guest.spec()).expect("the Trigger 6 model builds"),
-            unplug,
-            plugged: false,
-            unplugged: false,
-        }
-    }
-}
-
-impl Device for Dock {
-    fn name(&self) -> &str {
-        self.model.name()
-    }
-
-    fn control(&mut self, cx: &mut DevCtx<'_>, setup: &Setup, data: &[u8]) -> Reply {
-        if !self.plugged && setup.request_type & 0x60 == 0x40 {
-            self.plugged = self.model.plug_monitor(cx, 0);
-            cx.record("external", |d| {
-                d.str("event", "plug_monitor").u64("output", 0);
-            });
-        }
-        let shown = self.model.flip_state(0).shown.map_or(0, |f| f.fence);
-        if self.unplug
-            && !self.unplugged
-            && (setup.request_type, setup.request, setup.value) == (0xc0, 0x87, 0)
-            && shown >= UNPLUG_AFTER_FENCE
-        {
-            self.unplugged = self.model.unplug_monitor(cx, 0);
-            cx.record("external", |d| {
-                d.str("event", "unplug_monitor").u64("output", 0);
-            });
-        }
-        self.model.control(cx, setup, data)
-    }
-
-    fn out(&mut self, cx: &mut DevCtx<'_>, ep: u8, data: &[u8]) -> Reply {
-        self.model.out(cx, ep, data)
-    }
-
-    fn poll_in(&mut self, cx: &mut DevCtx<'_>, ep: u8, max_len: usize) -> Reply {
-        self.model.poll_in(cx, ep, max_len)
-    }
-
-    fn on_timer(&mut self, cx: &mut DevCtx<'_>, token: u64) {
-        self.model.on_timer(cx, token)
-    }
-
-    fn on_reset(&mut self, cx: &mut DevCtx<'_>) {
-        self.model.on_reset(cx)
-    }
-
-    fn on_disconnect(&mut self, cx: &mut DevCtx<'_>) {
-        self.model.on_disconnect(cx)
-    }
-
-    fn request_name(&self, setup: &Setup) -> Option<&str> {
-        self.model.request_name(setup)
+/// The dock as the scenarios stage it ([`Dock`]): the model, with the HP X27q plugged into
+/// output 0 when the driver sends its first vendor request (the dock powers up with the monitor
+/// there) and, with `unplug`, unplugged on the first status query of output 0 after the model
+/// shows the page flip's fence, [`UNPLUG_AFTER_FENCE`] (t6probe asks after its page flip).
+/// Both are model-side events the bus orders, so they land at the same point of every run;
+/// each is traced as an `external` record.
+fn dock(guest: &Guest, unplug: bool) -> Dock {
+    let model = Trigger6::try_from_spec(guest.spec()).expect("the Trigger 6 model builds");
+    match unplug {
+        true => Dock::new(model).unplug_after_fence(UNPLUG_AFTER_FENCE),
+        false => Dock::new(model),
     }
 }
 
@@ -164,7 +101,7 @@ fn pictures() -> (u64, u64) {
 /// The KMS run of both scenarios: the dock (the monitor unplugged after the page flip), the
 /// guest's script, [`flips_show`] and, with `strict`, [`nothing_rejected`].
 fn kms_session(guest: &mut Guest, strict: bool) {
-    guest.attach(Dock::new(guest, true));
+    guest.attach(dock(guest, true));
     guest.run_script(&kms_script(), Vec::new());
     flips_show(guest, true);
     if strict {
@@ -182,14 +119,14 @@ fn flips_show(guest: &mut Guest, grey_first: bool) {
     // (the next upload may overwrite the same VRAM while it is still on show).
     let judged = Cell::new(0u64);
     guest.invariant("flip_shows_what_the_guest_drew", move |d: &Dock| {
-        let Some(flip) = d.model.flip_state(0).shown else {
+        let Some(flip) = d.model().flip_state(0).shown else {
             return Ok(());
         };
         if flip.serial == judged.get() {
             return Ok(());
         }
         judged.set(flip.serial);
-        let f = d.model.shown_frame(0).ok_or(format!(
+        let f = d.model().shown_frame(0).ok_or(format!(
             "flip {} (fence {}) does not decode",
             flip.serial, flip.fence
         ))?;
@@ -217,7 +154,7 @@ fn flips_show(guest: &mut Guest, grey_first: bool) {
 
 /// `nothing_rejected`: the model refused no request or write.
 fn nothing_rejected(guest: &mut Guest) {
-    guest.invariant("nothing_rejected", |d: &Dock| match d.model.rejected() {
+    guest.invariant("nothing_rejected", |d: &Dock| match d.model().rejected() {
         [] => Ok(()),
         r => Err(format!("the model refused {}: {}", r.len(), r.join("; "))),
     });
@@ -296,7 +233,7 @@ exit 0
 /// seed delays the model's answers on the guest clock.
 #[calametra::scenario(spec = "../../specs/trigger6-jcd543.json", guest = lockstep, schedules = 1, faults = [delay])]
 fn example_driver_over_usbfs(guest: &mut Guest) {
-    guest.attach(Dock::new(guest, false));
+    guest.attach(dock(guest, false));
     let bin = match t6_drive() {
         Ok(b) => b.clone(),
         Err(e) => panic!("{e}"),

@@ -47,6 +47,7 @@
 pub mod bridge;
 pub mod descriptors;
 pub mod guest;
+pub mod guest_run;
 pub mod launcher;
 pub mod lockstep;
 pub mod probes;
@@ -59,6 +60,7 @@ pub mod watchdog;
 
 pub use bridge::{Bridge, BridgeError, BridgeOptions};
 pub use guest::{GuestImage, Probe};
+pub use guest_run::{GuestRun, Via};
 pub use launcher::{run, run_with_host, Outcome, QemuConfig, QemuError, QemuRun, Timings};
 pub use scenario::Guest;
 

@@ -2,7 +2,7 @@
 //!
 //! Both runs, usb-redir ([`crate::launcher::run_with_host`]) and lockstep
 //! ([`crate::lockstep::run_with_extras`]), end in [`crate::runloop`]'s loop and return a
-//! [`GuestRun`]: the outcome, the verdict ([`verdict`]: the invariant that broke, the model gap
+//! [`GuestRun`]: the outcome, the verdict (`verdict`: the invariant that broke, the model gap
 //! or the probe's failure), the console, the trace and its hash, the model's events, the
 //! timings and QEMU's side. What only one transport has is in [`Via`]: the usbredir bridge's
 //! counters, or the frames and guest clock of a lockstep run.

@@ -1,8 +1,9 @@
 //! The QEMU launcher: boots the guest under TCG with the instruction-count clock, starts QEMU
 //! with its console and stderr read line by line ([`start_qemu`]), accepts its connection
 //! ([`accept_qemu`]), and runs the usb-redir transport: the [`Bridge`] served through
-//! [`crate::runloop`]'s loop (the console, the `emulator_blocked` watchdog). The lockstep run
-//! ([`crate::lockstep`]) uses the same pieces.
+//! [`crate::runloop`]'s loop (the console, the `emulator_blocked` watchdog), returning a
+//! [`GuestRun`] served [`Via::Usbredir`]. The lockstep run ([`crate::lockstep`]) uses the same
+//! pieces and returns the same type.
 //!
 //! This module reads the wall clock, on purpose and only here: the watchdog and the benchmark
 //! timings are about the host. Wall-clock facts never enter a deterministic trace record.

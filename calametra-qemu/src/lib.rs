@@ -7,7 +7,8 @@
 //! the disposable guest `guest/build.sh` builds and the probes it runs; [`launcher`] boots it
 //! under TCG with the instruction-count clock. Both transports (the usbredir bridge and the
 //! lockstep server) are sans-I/O [`runloop::Transport`]s driven by one loop
-//! ([`runloop`]: QEMU's socket, the console, the watchdog, how a run ends), and [`watchdog`]
+//! ([`runloop`]: QEMU's socket, the console, the watchdog, how a run ends) into one result,
+//! [`GuestRun`] ([`guest_run`], with [`Via`] for what only one transport knows), and [`watchdog`]
 //! ends a guest that makes no
 //! progress (judged by its own clocks, its virtual clock and instruction count, read over
 //! [`qmp`]) as

@@ -62,7 +62,8 @@
 //! every frame as a deterministic `emulator` record; `config.rs` has the config
 //! ([`LockstepConfig`], [`Start`], the QEMU command lines); this file has the run
 //! ([`run_with_host`]: a snapshot start or a cold boot, then [`crate::runloop`]'s loop over
-//! the [`LockstepTransport`], the console as records, the outcome). Only the loop reads the
+//! the [`LockstepTransport`], the console as records, the outcome, a [`GuestRun`] served
+//! [`Via::Lockstep`]). Only the loop reads the
 //! wall clock (the watchdog, the timings); nothing the server decides depends on it.
 
 use crate::guest::{GuestImage, Probe};

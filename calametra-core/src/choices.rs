@@ -55,6 +55,7 @@ use crate::fault::Fault;
 use crate::swarm::{Priorities, Strategy, Swarm};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 /// Where a run's decisions come from.
 #[derive(Clone, Debug)]
@@ -125,6 +126,8 @@ pub(crate) struct Decider {
     replay_data: VecDeque<u64>,
     /// The events this run actually took, in order.
     pub(crate) log: Vec<Event>,
+    /// The client labels handed out so far, one shared copy each ([`Decider::shared_label`]).
+    labels: Vec<Arc<str>>,
     /// A priority-scheduled run's task priorities and change points.
     priorities: Priorities,
     /// Task choices so far: scheduling points where two or more tasks were ready.
@@ -152,6 +155,7 @@ impl Decider {
             replay_draws: Default::default(),
             replay_data: Default::default(),
             log: Vec::new(),
+            labels: Vec::new(),
             priorities: Priorities::default(),
             task_choices: 0,
             forced: None,
@@ -191,7 +195,14 @@ impl Decider {
                         Event::Schedule { point, pick, .. } => {
                             d.replay_schedule.entry(*point).or_insert((*pick, None));
                         }
-                        Event::Client { value, .. } => d.replay_client.push_back(*value),
+                        Event::Client { value, label } => {
+                            d.replay_client.push_back(*value);
+                            if let Some(l) = label {
+                                if !d.labels.contains(l) {
+                                    d.labels.push(l.clone());
+                                }
+                            }
+                        }
                         Event::Data {
                             value,
                             stream: None,
@@ -399,10 +410,10 @@ impl Decider {
     }
 
     /// A client draw in `0..n`; None when a replayed list is exhausted (the client stops).
-    pub(crate) fn client(
+    pub(crate) fn client<'l>(
         &mut self,
         n: u64,
-        label: impl FnOnce(u64) -> Option<String>,
+        label: impl FnOnce(u64) -> Option<&'l str>,
     ) -> Option<u64> {
         let v = match lazy(&mut self.streams, self.seed, StreamName::Client) {
             Some(rng) => below(rng, n.max(1)),
@@ -411,11 +422,20 @@ impl Decider {
                 _ => self.replay_client.pop_front()?.min(n.saturating_sub(1)),
             },
         };
-        self.log.push(Event::Client {
-            value: v,
-            label: label(v),
-        });
+        let label = label(v).map(|l| self.shared_label(l));
+        self.log.push(Event::Client { value: v, label });
         Some(v)
+    }
+
+    /// `l` as the run's one shared copy of it (made on first use; a replay starts with its
+    /// events' labels), so logging a client action allocates no label text it already has.
+    fn shared_label(&mut self, l: &str) -> Arc<str> {
+        if let Some(s) = self.labels.iter().find(|s| ***s == *l) {
+            return s.clone();
+        }
+        let s: Arc<str> = Arc::from(l);
+        self.labels.push(s.clone());
+        s
     }
 
     /// A data draw in `0..n` by `actor` (a task or device name), from its `data/<actor>`
@@ -548,6 +568,55 @@ mod tests {
         Event::Data {
             value,
             stream: stream.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn client_labels_are_shared_not_copied() {
+        let get: Arc<str> = Arc::from("get_status");
+        let client = |value, label: &Arc<str>| Event::Client {
+            value,
+            label: Some(label.clone()),
+        };
+        let mut d = Decider::new(Source::Replay(vec![client(1, &get), client(1, &get)]));
+        let labels = ["reset", "get_status"];
+        for _ in 0..2 {
+            assert_eq!(d.client(2, |v| labels.get(v as usize).copied()), Some(1));
+        }
+        // A seeded run makes one copy of a label, whatever the number of actions logging it.
+        let mut s = Decider::new(Source::Seeded(7));
+        for _ in 0..8 {
+            s.client(2, |v| labels.get(v as usize).copied());
+        }
+        let shared = |log: &[Event], want: &Arc<str>| {
+            log.iter().all(|e| match e {
+                Event::Client { label: Some(l), .. } => Arc::ptr_eq(l, want),
+                _ => false,
+            })
+        };
+        assert_eq!(d.log, vec![client(1, &get), client(1, &get)]);
+        assert!(shared(&d.log, &get), "the replay's own label: {:?}", d.log);
+        for (k, e) in s.log.iter().enumerate() {
+            let Event::Client { label: Some(l), .. } = e else {
+                panic!("{e:?}");
+            };
+            let first = s.log.iter().find(|f| f == &e).unwrap();
+            assert!(shared(&s.log[k..=k], first_label(first)), "{:?}", s.log);
+            assert!(labels.contains(&&**l));
+        }
+        // And in JSON a label is still a plain string.
+        let json = serde_json::to_string(&client(1, &get)).unwrap();
+        assert_eq!(json, r#"{"event":"client","value":1,"label":"get_status"}"#);
+        assert_eq!(
+            serde_json::from_str::<Event>(&json).unwrap(),
+            client(1, &get)
+        );
+    }
+
+    fn first_label(e: &Event) -> &Arc<str> {
+        match e {
+            Event::Client { label: Some(l), .. } => l,
+            _ => panic!("{e:?}"),
         }
     }
 

@@ -130,9 +130,7 @@ pub fn client_choose(labels: &[&str]) -> Option<usize> {
     context::with(|w| {
         w.core
             .decide
-            .client(labels.len() as u64, |v| {
-                labels.get(v as usize).map(|s| s.to_string())
-            })
+            .client(labels.len() as u64, |v| labels.get(v as usize).copied())
             .map(|v| v as usize)
     })
 }

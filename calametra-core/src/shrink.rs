@@ -7,6 +7,7 @@
 //! Nothing here reads the wall clock.
 
 use crate::choices::Event;
+use std::ops::Range;
 
 /// A minimized failure.
 #[derive(Clone, Debug)]
@@ -31,36 +32,41 @@ impl Shrunk {
 }
 
 /// The units minimization removes: each event with the [`Event::Anchor`] recorded before it
-/// (an anchor goes with its event; alone it is never removed, nor counted).
-fn units(events: Vec<Event>) -> Vec<Vec<Event>> {
-    let mut out: Vec<Vec<Event>> = Vec::new();
-    let mut open: Vec<Event> = Vec::new();
-    for e in events {
-        let anchor = matches!(e, Event::Anchor { .. });
-        open.push(e);
-        if !anchor {
-            out.push(std::mem::take(&mut open));
+/// (an anchor goes with its event; alone it is never removed, nor counted), as ranges of
+/// `events` (no copy of an event).
+fn units(events: &[Event]) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut open = 0;
+    for (i, e) in events.iter().enumerate() {
+        if !matches!(e, Event::Anchor { .. }) {
+            out.push(open..i + 1);
+            open = i + 1;
         }
     }
-    if !open.is_empty() {
-        out.push(open);
+    if open < events.len() {
+        out.push(open..events.len());
     }
     out
 }
 
-fn flat(units: &[Vec<Event>]) -> Vec<Event> {
-    units.iter().flatten().cloned().collect()
+/// The events of `units` (ranges of `base`), in order.
+fn flat(base: &[Event], units: &[Range<usize>]) -> Vec<Event> {
+    let mut out = Vec::with_capacity(units.iter().map(|u| u.len()).sum());
+    for u in units {
+        out.extend_from_slice(&base[u.clone()]);
+    }
+    out
 }
 
 /// The units of `cur` without those in `skip` (a range, or one index), flattened: the event
 /// list a candidate replays.
-fn flat_without(cur: &[Vec<Event>], skip: std::ops::Range<usize>) -> Vec<Event> {
-    cur[..skip.start]
-        .iter()
-        .chain(&cur[skip.end..])
-        .flatten()
-        .cloned()
-        .collect()
+fn flat_without(base: &[Event], cur: &[Range<usize>], skip: Range<usize>) -> Vec<Event> {
+    let kept = || cur[..skip.start].iter().chain(&cur[skip.end..]);
+    let mut out = Vec::with_capacity(kept().map(|u| u.len()).sum());
+    for u in kept() {
+        out.extend_from_slice(&base[u.clone()]);
+    }
+    out
 }
 
 /// Minimizes `events`. `fails(candidate)` replays a candidate and returns the events its run
@@ -70,12 +76,14 @@ fn flat_without(cur: &[Vec<Event>], skip: std::ops::Range<usize>) -> Vec<Event> 
 ///
 /// Runs are deterministic, so a candidate already replayed without the failure is not replayed
 /// again (ddmin meets the same list again after a reduction): its answer is known. Every replay
-/// that does happen is a whole run; `attempts` counts those.
+/// that does happen is a whole run; `attempts` counts those. The current list is kept as
+/// ranges of the last accepted run's events, so a candidate is the one copy of its events.
 pub fn minimize(
     events: Vec<Event>,
     fails: &mut dyn FnMut(&[Event]) -> Option<Vec<Event>>,
 ) -> Shrunk {
-    let mut cur = units(events);
+    let mut base = events;
+    let mut cur = units(&base);
     let mut chain = vec![cur.len()];
     let mut attempts = 0u64;
     // Candidates replayed without the failure.
@@ -91,16 +99,18 @@ pub fn minimize(
         }
         r
     };
-    let accept = |cur: &mut Vec<Vec<Event>>,
-                  cand: Vec<Vec<Event>>,
+    let accept = |base: &mut Vec<Event>,
+                  cur: &mut Vec<Range<usize>>,
+                  cand: Vec<Range<usize>>,
                   taken: Vec<Event>,
                   chain: &mut Vec<usize>| {
-        let taken = units(taken);
-        *cur = if taken.len() <= cand.len() {
-            taken
+        let taken_units = units(&taken);
+        if taken_units.len() <= cand.len() {
+            *base = taken;
+            *cur = taken_units;
         } else {
-            cand
-        };
+            *cur = cand;
+        }
         if chain.last() != Some(&cur.len()) {
             chain.push(cur.len());
         }
@@ -115,10 +125,10 @@ pub fn minimize(
         let mut start = 0;
         while start < cur.len() {
             let end = (start + chunk).min(cur.len());
-            if let Some(taken) = fails(flat_without(&cur, start..end), &mut attempts) {
-                let cand: Vec<Vec<Event>> =
+            if let Some(taken) = fails(flat_without(&base, &cur, start..end), &mut attempts) {
+                let cand: Vec<Range<usize>> =
                     cur[..start].iter().chain(&cur[end..]).cloned().collect();
-                accept(&mut cur, cand, taken, &mut chain);
+                accept(&mut base, &mut cur, cand, taken, &mut chain);
                 reduced = true;
                 break;
             }
@@ -139,10 +149,10 @@ pub fn minimize(
         let mut removed = false;
         let mut i = 0;
         while i < cur.len() {
-            if let Some(taken) = fails(flat_without(&cur, i..i + 1), &mut attempts) {
+            if let Some(taken) = fails(flat_without(&base, &cur, i..i + 1), &mut attempts) {
                 let mut cand = cur.clone();
                 cand.remove(i);
-                accept(&mut cur, cand, taken, &mut chain);
+                accept(&mut base, &mut cur, cand, taken, &mut chain);
                 removed = true;
             } else {
                 i += 1;
@@ -151,7 +161,7 @@ pub fn minimize(
         one_minimal = !removed;
     }
     Shrunk {
-        events: flat(&cur),
+        events: flat(&base, &cur),
         chain,
         attempts,
     }

@@ -102,25 +102,46 @@ fn spin(w: &str, n: Option<u64>) {
 
 /// `--spin bs`: workload B's find and shrink over the 20 seeds, `rounds` times (Calametra
 /// alone, as `workload_b` times it).
+///
+/// Every replay's trace hash is folded into one, and so is each minimized result's event list
+/// (its `Debug` text), so two builds can be shown to replay the same runs and find the same
+/// minimal events.
 fn spin_shrink(rounds: u64) {
     let mut replays = 0;
+    let mut fold = 0xcbf2_9ce4_8422_2325u64;
     let (secs, ()) = seconds(|| {
         for _ in 0..rounds {
             for &seed in &SEEDS {
-                let s = find_and_shrink(seed).expect("B is found");
+                let s = find_and_shrink_folding(seed, Some(&mut fold)).expect("B is found");
                 assert_eq!(s.events.len(), 3);
                 replays += s.attempts;
+                fnv(&mut fold, format!("{:?}", s.events).as_bytes());
             }
         }
     });
     println!(
-        "bs: {:.3} ms a find+shrink ({replays} replays)",
+        "bs: {:.3} ms a find+shrink ({replays} replays; hashes folded: {fold:016x})",
         secs * 1e3 / (rounds * SEEDS.len() as u64) as f64
     );
 }
 
 /// Workload B for one seed: the first failing seeded run, minimized by replays.
 fn find_and_shrink(seed: u64) -> Option<calametra_core::shrink::Shrunk> {
+    find_and_shrink_folding(seed, None)
+}
+
+/// FNV-1a over `bytes`, continuing from `h`.
+fn fnv(h: &mut u64, bytes: &[u8]) {
+    for &b in bytes {
+        *h = (*h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+}
+
+/// [`find_and_shrink`], folding every replay's trace hash into `fold` when given.
+fn find_and_shrink_folding(
+    seed: u64,
+    mut fold: Option<&mut u64>,
+) -> Option<calametra_core::shrink::Shrunk> {
     let f: fn(&mut Sim) = cw::b_status_ops;
     let base = RunConfig::default();
     let failing = (0..1000u64)
@@ -129,6 +150,9 @@ fn find_and_shrink(seed: u64) -> Option<calametra_core::shrink::Shrunk> {
     let sig = failing.failure.as_ref()?.signature();
     Some(minimize(failing.events, &mut |cand| {
         let r = run(replay_config(&base, cand), &f);
+        if let Some(fold) = fold.as_deref_mut() {
+            fnv(fold, &r.hash.0);
+        }
         match r.failure {
             Some(fl) if fl.signature() == sig => Some(r.events),
             _ => None,

@@ -12,6 +12,25 @@ use crate::swarm::Swarm;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::sync::Arc;
+
+/// `Option<Arc<str>>` as an optional JSON string (serde's own impl needs its `rc` feature,
+/// which would rebuild every crate that uses serde).
+mod shared_label {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::sync::Arc;
+
+    pub fn serialize<S: Serializer>(l: &Option<Arc<str>>, s: S) -> Result<S::Ok, S::Error> {
+        match l {
+            Some(l) => s.serialize_some(&**l),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Arc<str>>, D::Error> {
+        Ok(Option::<String>::deserialize(d)?.map(Arc::from))
+    }
+}
 
 /// One entry in the record of a run's choices: what exploration varied, what minimization cuts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,9 +74,15 @@ pub enum Event {
     Client {
         /// The value drawn.
         value: u64,
-        /// The action's name, for people (ignored on replay).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        label: Option<String>,
+        /// The action's name, for people (ignored on replay). Shared, not copied: a run's
+        /// decider hands out one `Arc` per distinct label (a replay's from its events), so
+        /// copying an event list copies no label text.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            with = "shared_label"
+        )]
+        label: Option<Arc<str>>,
     },
     /// A data draw (or a draw from a scenario's own stream) returned `value`.
     Data {

@@ -1,8 +1,9 @@
 //! The QEMU launcher: boots the guest under TCG with the instruction-count clock, starts QEMU
 //! with its console and stderr read line by line ([`start_qemu`]), accepts its connection
 //! ([`accept_qemu`]), and runs the usb-redir transport: the [`Bridge`] served through
-//! [`crate::runloop`]'s loop (the console, the `emulator_blocked` watchdog). The lockstep run
-//! ([`crate::lockstep`]) uses the same pieces.
+//! [`crate::runloop`]'s loop (the console, the `emulator_blocked` watchdog), returning a
+//! [`GuestRun`] served [`Via::Usbredir`]. The lockstep run ([`crate::lockstep`]) uses the same
+//! pieces and returns the same type.
 //!
 //! This module reads the wall clock, on purpose and only here: the watchdog and the benchmark
 //! timings are about the host. Wall-clock facts never enter a deterministic trace record.
@@ -12,12 +13,12 @@
 //! depend on host scheduling (the socket is serviced by QEMU's main loop, not by the
 //! instruction count), so kernel timestamps and the interleaving of messages vary.
 
-use crate::bridge::{Bridge, BridgeError, BridgeOptions, Stats};
+use crate::bridge::{Bridge, BridgeError, BridgeOptions};
 use crate::guest::{self, GuestImage, Probe};
+use crate::guest_run::{verdict, GuestRun, Via};
 use crate::runloop::{run_loop, LoopOptions};
 use crate::watchdog::{self, GuestWatch};
 use calametra_core::host::DeviceHost;
-use calametra_core::trace::TraceHash;
 use calametra_core::usb::Device;
 use calametra_core::RunConfig;
 use std::io::{BufRead, BufReader, ErrorKind, Read};
@@ -225,87 +226,9 @@ pub struct Timings {
     pub restored: Option<Duration>,
 }
 
-/// Everything a guest run produced.
-#[derive(Clone, Debug)]
-pub struct QemuRun {
-    /// How it ended.
-    pub outcome: Outcome,
-    /// The guest's console, line by line (escape sequences and `\r` removed).
-    pub console: Vec<String>,
-    /// The trace (JSON Lines, each ending in `\n`): the model's transfers, `emulator` and
-    /// `guest` records.
-    pub trace: Vec<String>,
-    /// The trace hash: the deterministic records (the model's transfers and what the bridge
-    /// derived from them).
-    pub hash: TraceHash,
-    /// Deterministic records hashed.
-    pub records: u64,
-    /// Bridge counters.
-    pub stats: Stats,
-    /// Wall-clock timings.
-    pub timings: Timings,
-    /// QEMU's exit code (`None` when killed).
-    pub exit: Option<i32>,
-    /// QEMU's stderr.
-    pub qemu_stderr: String,
-    /// The QEMU command line.
-    pub command: String,
-}
-
-impl QemuRun {
-    /// A one-screen summary: outcome, timings, hash, the last console lines.
-    pub fn summary(&self) -> String {
-        let mut s = format!(
-            "outcome: {}\ntrace hash: {} ({} records)\nenumerated after: {:?}, probe: {:?}, total: {:.1?}\nusbredir: {:?}\n",
-            self.outcome, self.hash, self.records, self.timings.enumerated, self.timings.probe, self.timings.total, self.stats
-        );
-        console_tail(&mut s, &self.console, &self.qemu_stderr);
-        s
-    }
-
-    /// Writes the trace as JSON Lines to `path` (creating its directory), atomically.
-    pub fn write_trace(&self, path: &Path) -> std::io::Result<()> {
-        write_trace(path, &self.trace)
-    }
-
-    /// Console lines between `begin` and the next line starting with `end` (exclusive).
-    pub fn console_block(&self, begin: &str, end: &str) -> Vec<String> {
-        console_block(&self.console, begin, end)
-    }
-}
-
-/// The last 25 console lines and QEMU's stderr, for a run's summary.
-pub(crate) fn console_tail(s: &mut String, console: &[String], qemu_stderr: &str) {
-    let from = console.len().saturating_sub(25);
-    for l in &console[from..] {
-        s.push_str("  | ");
-        s.push_str(l);
-        s.push('\n');
-    }
-    if !qemu_stderr.trim().is_empty() {
-        s.push_str("qemu stderr:\n");
-        s.push_str(qemu_stderr);
-    }
-}
-
-/// Writes trace lines as JSON Lines to `path` (creating its directory), atomically, with the
-/// user's umask (the core's writer: a private temporary file beside it, renamed).
-pub(crate) fn write_trace(path: &Path, trace: &[String]) -> std::io::Result<()> {
-    calametra_core::regress::write_atomic(path, trace.concat().as_bytes())
-        .map_err(|e| std::io::Error::other(e.to_string()))
-}
-
-/// Console lines between `begin` and the next line starting with `end` (exclusive).
-pub(crate) fn console_block(console: &[String], begin: &str, end: &str) -> Vec<String> {
-    let Some(i) = console.iter().position(|l| l.starts_with(begin)) else {
-        return Vec::new();
-    };
-    console[i + 1..]
-        .iter()
-        .take_while(|l| !l.starts_with(end))
-        .cloned()
-        .collect()
-}
+/// The usb-redir run's result: a [`GuestRun`] served [`crate::guest_run::Via::Usbredir`] (the
+/// former name, kept for users' code; the bridge's counters are [`GuestRun::stats`]).
+pub type QemuRun = GuestRun;
 
 /// Removes ANSI escape sequences and carriage returns from a console line.
 pub fn clean_line(raw: &[u8]) -> String {
@@ -498,7 +421,7 @@ pub fn run_with_host<D: Device>(
     config: &RunConfig,
     probe: &Probe,
     qemu: &QemuConfig,
-) -> Result<(QemuRun, DeviceHost), QemuError> {
+) -> Result<(GuestRun, DeviceHost), QemuError> {
     let start = Instant::now();
     let cfg = RunConfig {
         keep_trace: true,
@@ -544,33 +467,28 @@ pub fn run_with_host<D: Device>(
             exit_drain: Duration::from_millis(500),
         },
     );
-    let (outcome_kind, console, timings, exit) = (end.outcome, end.console, end.timings, end.exit);
     let stderr: Vec<String> = stderr_rx.iter().flat_map(|r| r.try_iter()).collect();
     drop(scratch);
 
     let host = bridge.host();
     let trace: Vec<String> = host.lines().to_vec();
-    // The first model gap, read with the core's trace parser.
-    let gap = crate::runloop::model_gap(&trace)
-        .map(|g| format!("{} asked `{}` in state `{}`", g.device, g.request, g.state));
-    let outcome = match (outcome_kind, gap) {
-        (o @ Outcome::EmulatorBlocked { .. }, _) => o,
-        (_, Some(gap)) => Outcome::ModelGap { gap },
-        (o, None) => o,
-    };
+    let (outcome, failure) = verdict(end.outcome, None, &trace);
     let (hash, records) = host.hash();
-    let run = QemuRun {
+    let run = GuestRun {
         outcome,
-        console,
+        failure,
+        console: end.console,
+        console_at: end.console_at,
+        events: host.events(),
         trace,
         hash,
         records,
-        stats: bridge.stats().clone(),
+        via: Via::Usbredir(bridge.stats().clone()),
         timings: Timings {
             total: start.elapsed(),
-            ..timings
+            ..end.timings
         },
-        exit,
+        exit: end.exit,
         qemu_stderr: stderr.join("\n"),
         command,
     };
@@ -583,7 +501,7 @@ pub fn run<D: Device>(
     config: &RunConfig,
     probe: &Probe,
     qemu: &QemuConfig,
-) -> Result<QemuRun, QemuError> {
+) -> Result<GuestRun, QemuError> {
     run_with_host(device, config, probe, qemu).map(|(r, _)| r)
 }
 

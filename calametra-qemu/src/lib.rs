@@ -7,7 +7,8 @@
 //! the disposable guest `guest/build.sh` builds and the probes it runs; [`launcher`] boots it
 //! under TCG with the instruction-count clock. Both transports (the usbredir bridge and the
 //! lockstep server) are sans-I/O [`runloop::Transport`]s driven by one loop
-//! ([`runloop`]: QEMU's socket, the console, the watchdog, how a run ends), and [`watchdog`]
+//! ([`runloop`]: QEMU's socket, the console, the watchdog, how a run ends) into one result,
+//! [`GuestRun`] ([`guest_run`], with [`Via`] for what only one transport knows), and [`watchdog`]
 //! ends a guest that makes no
 //! progress (judged by its own clocks, its virtual clock and instruction count, read over
 //! [`qmp`]) as
@@ -47,6 +48,7 @@
 pub mod bridge;
 pub mod descriptors;
 pub mod guest;
+pub mod guest_run;
 pub mod launcher;
 pub mod lockstep;
 pub mod probes;
@@ -59,6 +61,7 @@ pub mod watchdog;
 
 pub use bridge::{Bridge, BridgeError, BridgeOptions};
 pub use guest::{GuestImage, Probe};
+pub use guest_run::{GuestRun, Via};
 pub use launcher::{run, run_with_host, Outcome, QemuConfig, QemuError, QemuRun, Timings};
 pub use scenario::Guest;
 

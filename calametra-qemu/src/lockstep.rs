@@ -62,10 +62,12 @@
 //! every frame as a deterministic `emulator` record; `config.rs` has the config
 //! ([`LockstepConfig`], [`Start`], the QEMU command lines); this file has the run
 //! ([`run_with_host`]: a snapshot start or a cold boot, then [`crate::runloop`]'s loop over
-//! the [`LockstepTransport`], the console as records, the outcome). Only the loop reads the
+//! the [`LockstepTransport`], the console as records, the outcome, a [`GuestRun`] served
+//! [`Via::Lockstep`]). Only the loop reads the
 //! wall clock (the watchdog, the timings); nothing the server decides depends on it.
 
 use crate::guest::{GuestImage, Probe};
+use crate::guest_run::{verdict, GuestRun, Via};
 use crate::launcher::{
     accept_qemu, kernel_append, start_qemu, Outcome, QemuConfig, QemuError, Scratch, Started,
     Timings,
@@ -73,13 +75,13 @@ use crate::launcher::{
 use crate::runloop::{self, run_loop, LoopEnd, LoopOptions, Transport};
 use crate::snapshot;
 use crate::watchdog::{self, GuestWatch};
-use calametra_core::choices::{self, Event};
+use calametra_core::choices::Event;
 use calametra_core::clock::Nanos;
 use calametra_core::fault::Fault;
 use calametra_core::host::DeviceHost;
-use calametra_core::trace::{parse_kept, Record, TraceHash};
+use calametra_core::trace::{parse_kept, Record};
 use calametra_core::usb::Device;
-use calametra_core::{Failure, RunConfig};
+use calametra_core::RunConfig;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -132,84 +134,10 @@ fn run_events(host: &DeviceHost, trace: &[String]) -> Vec<Event> {
     events
 }
 
-/// Everything a lockstep guest run produced.
-#[derive(Clone, Debug)]
-pub struct LockstepRun {
-    /// How it ended.
-    pub outcome: Outcome,
-    /// The invariant that broke, the probe's failure or the model gap (`None` for a pass and
-    /// for `emulator_blocked`, which is no verdict).
-    pub failure: Option<Failure>,
-    /// The guest's console, line by line.
-    pub console: Vec<String>,
-    /// When each console line arrived (wall time since QEMU started; for people, never hashed).
-    pub console_at: Vec<Duration>,
-    /// The trace (JSON Lines, each ending in `\n`).
-    pub trace: Vec<String>,
-    /// The trace hash: every frame, the model's transfers, the console.
-    pub hash: TraceHash,
-    /// Deterministic records hashed.
-    pub records: u64,
-    /// Frames served.
-    pub frames: u64,
-    /// The guest clock of the last frame.
-    pub end_clock_ns: Nanos,
-    /// The faults and externals the run took (what a regression file keeps).
-    pub events: Vec<Event>,
-    /// Wall-clock timings (never hashed).
-    pub timings: Timings,
-    /// QEMU's exit code (`None` when killed).
-    pub exit: Option<i32>,
-    /// QEMU's stderr.
-    pub qemu_stderr: String,
-    /// The QEMU command line.
-    pub command: String,
-}
-
-impl LockstepRun {
-    /// A one-screen summary: outcome, timings, hash, the last console lines.
-    pub fn summary(&self) -> String {
-        let mut s = format!(
-            "outcome: {}\ntrace hash: {} ({} records, {} frames, guest clock {} ns)\nenumerated after: {:?}, probe: {:?}, total: {:.1?}\n",
-            self.outcome,
-            self.hash,
-            self.records,
-            self.frames,
-            self.end_clock_ns,
-            self.timings.enumerated,
-            self.timings.probe,
-            self.timings.total
-        );
-        if let Some(f) = &self.failure {
-            s.push_str(&format!("failure: {f}\n"));
-        }
-        if !self.events.is_empty() {
-            s.push_str(&format!("events: {}\n", choices::story(&self.events)));
-        }
-        crate::launcher::console_tail(&mut s, &self.console, &self.qemu_stderr);
-        s
-    }
-
-    /// Writes the trace as JSON Lines to `path` (creating its directory), atomically.
-    pub fn write_trace(&self, path: &Path) -> std::io::Result<()> {
-        crate::launcher::write_trace(path, &self.trace)
-    }
-
-    /// Console lines between `begin` and the next line starting with `end` (exclusive).
-    pub fn console_block(&self, begin: &str, end: &str) -> Vec<String> {
-        crate::launcher::console_block(&self.console, begin, end)
-    }
-
-    /// Wall time between the first console lines starting with `begin` and `end` (a step of
-    /// the probe, for benchmarks).
-    pub fn wall_between(&self, begin: &str, end: &str) -> Option<Duration> {
-        let at = |m: &str| {
-            let i = self.console.iter().position(|l| l.starts_with(m))?;
-            self.console_at.get(i).copied()
-        };
-        Some(at(end)?.saturating_sub(at(begin)?))
-    }
-}
+/// The lockstep run's result: a [`GuestRun`] served [`Via::Lockstep`] (the former name, kept
+/// for users' code; the frames and guest clock are [`GuestRun::frames`] and
+/// [`GuestRun::end_clock_ns`]).
+pub type LockstepRun = GuestRun;
 
 /// The lockstep transport: QEMU's frames to the [`Server`], its replies back; sans I/O. A run
 /// stops on the frame after which an invariant broke (the server says [`Served::Stop`]).
@@ -294,7 +222,7 @@ pub fn run_with_host<D: Device>(
     config: &RunConfig,
     probe: &Probe,
     lock: &LockstepConfig,
-) -> Result<(LockstepRun, DeviceHost), QemuError> {
+) -> Result<(GuestRun, DeviceHost), QemuError> {
     run_with_extras(device, config, &Extras::default(), probe, lock)
 }
 
@@ -305,7 +233,7 @@ pub fn run_with_extras<D: Device>(
     extras: &Extras,
     probe: &Probe,
     lock: &LockstepConfig,
-) -> Result<(LockstepRun, DeviceHost), QemuError> {
+) -> Result<(GuestRun, DeviceHost), QemuError> {
     let start = Instant::now();
     let cfg = RunConfig {
         keep_trace: true,
@@ -435,28 +363,7 @@ pub fn run_with_extras<D: Device>(
         });
     }
     let trace: Vec<String> = server.host().lines().to_vec();
-    let gap = crate::runloop::model_gap(&trace);
-    let failure = match (&served.outcome, server.failure(), &gap) {
-        (Outcome::EmulatorBlocked { .. }, _, _) => None,
-        (_, Some(f), _) => Some(f.clone()),
-        (_, None, Some(g)) => Some(Failure::ModelGap(g.clone())),
-        (Outcome::Failed { reason, .. }, None, None) => Some(Failure::TaskError {
-            task: "guest probe".into(),
-            message: reason.clone(),
-        }),
-        _ => None,
-    };
-    let outcome = match (served.outcome, &failure) {
-        (o @ Outcome::EmulatorBlocked { .. }, _) => o,
-        (_, Some(Failure::ModelGap(g))) => Outcome::ModelGap {
-            gap: format!("{} asked `{}` in state `{}`", g.device, g.request, g.state),
-        },
-        (_, Some(f @ Failure::Invariant { .. })) => Outcome::Failed {
-            rc: None,
-            reason: f.to_string(),
-        },
-        (o, _) => o,
-    };
+    let (outcome, failure) = verdict(served.outcome, server.failure(), &trace);
     let (frames, end_clock_ns) = (server.frames(), server.last_clock());
     let outcome_name = outcome.name();
     let host = server.host_mut();
@@ -469,7 +376,7 @@ pub fn run_with_extras<D: Device>(
     });
     let trace: Vec<String> = server.host().lines().to_vec();
     let (hash, records) = server.host().hash();
-    let run = LockstepRun {
+    let run = GuestRun {
         outcome,
         failure,
         console: served.console,
@@ -478,8 +385,10 @@ pub fn run_with_extras<D: Device>(
         trace,
         hash,
         records,
-        frames,
-        end_clock_ns,
+        via: Via::Lockstep {
+            frames,
+            end_clock_ns,
+        },
         timings: Timings {
             total: start.elapsed(),
             ..served.timings

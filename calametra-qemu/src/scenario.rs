@@ -26,9 +26,8 @@
 //! ```
 
 use crate::guest::Probe;
-use crate::lockstep::{
-    run_with_extras, External, ExternalAction, Extras, LockstepConfig, LockstepRun,
-};
+use crate::guest_run::{GuestRun, Via};
+use crate::lockstep::{run_with_extras, External, ExternalAction, Extras, LockstepConfig};
 use crate::{Boxed, Outcome};
 use calametra_core::clock::Nanos;
 use calametra_core::explore::Runner;
@@ -183,7 +182,7 @@ impl GuestRunner {
     /// One guest run under `config`, whole: the console, the timings and QEMU's stderr
     /// besides the trace (what [`Runner::run`] reduces to a [`RunResult`]). An
     /// `emulator_blocked` run is returned as it ended.
-    pub fn run_guest(&self, config: &RunConfig) -> Result<LockstepRun, String> {
+    pub fn run_guest(&self, config: &RunConfig) -> Result<GuestRun, String> {
         let mut g = Guest::new(config.spec.clone());
         (self.scenario)(&mut g);
         let model = g
@@ -204,12 +203,20 @@ impl GuestRunner {
     }
 }
 
-/// The harness's view of a guest run: `Err` for `emulator_blocked` (no verdict), the trace
-/// lines only when `keep_trace`.
-pub fn run_result(run: LockstepRun, keep_trace: bool) -> Result<RunResult, String> {
+/// The harness's view of a lockstep guest run: `Err` for `emulator_blocked` (no verdict) and
+/// for a run usb-redir served (no frames, not repeatable), the trace lines only when
+/// `keep_trace`.
+pub fn run_result(run: GuestRun, keep_trace: bool) -> Result<RunResult, String> {
     if let Outcome::EmulatorBlocked { reason } = &run.outcome {
         return Err(format!("emulator_blocked: {reason}"));
     }
+    let Via::Lockstep {
+        frames,
+        end_clock_ns,
+    } = run.via
+    else {
+        return Err("a usb-redir run is no harness run (not repeatable); use lockstep".into());
+    };
     Ok(RunResult {
         hash: run.hash,
         records: run.records,
@@ -218,9 +225,9 @@ pub fn run_result(run: LockstepRun, keep_trace: bool) -> Result<RunResult, Strin
         lines: if keep_trace { run.trace } else { Vec::new() },
         sites: Vec::new(),
         marks: BTreeMap::new(),
-        steps: run.frames,
+        steps: frames,
         choices: 0,
-        end_ns: run.end_clock_ns,
+        end_ns: end_clock_ns,
         // Guest runs draw no swarm yet: their faults follow the fault set at the fixed
         // density and their externals are placed by the lockstep loop.
         swarm: None,

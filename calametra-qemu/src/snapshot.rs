@@ -25,7 +25,8 @@
 //! deterministic trace record.
 
 use crate::guest::marker;
-use crate::launcher::{accept_qemu, console_tail, io, start_qemu, QemuError, Started};
+use crate::guest_run::console_tail;
+use crate::launcher::{accept_qemu, io, start_qemu, QemuError, Started};
 use crate::lockstep::{FrameReader, LockstepConfig, Served, Server};
 use crate::qmp::Qmp;
 use serde_json::json;

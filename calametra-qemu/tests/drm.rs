@@ -21,8 +21,9 @@ use calametra_core::RunConfig;
 use calametra_models::trigger6::{
     Connection, Dock, DriverView, FlipBelief, PixelFormat, RamWrite, Trigger6,
 };
-use calametra_qemu::lockstep::{self, LockstepRun};
+use calametra_qemu::lockstep;
 use calametra_qemu::proto::speed;
+use calametra_qemu::GuestRun;
 use calametra_qemu::{Outcome, Probe};
 use std::rc::Rc;
 use std::sync::Mutex;
@@ -124,7 +125,7 @@ fn boot(
     dock: Dock,
     faults: FaultPlan,
     probe: &Probe,
-) -> Option<(LockstepRun, DeviceHost)> {
+) -> Option<(GuestRun, DeviceHost)> {
     let mut lock = common::lockstep_or_skip(test)?;
     // The JCD543 is a SuperSpeed device (bcdUSB 3.10, bMaxPacketSize0 9): announce it so, and
     // QEMU's xHCI puts it on the USB 3 side of its port.
@@ -165,7 +166,7 @@ struct Guest {
 }
 
 impl Guest {
-    fn of(run: &LockstepRun) -> Guest {
+    fn of(run: &GuestRun) -> Guest {
         let probe = run
             .console
             .iter()
@@ -231,7 +232,7 @@ fn fences_done(g: &Guest, output: u32) -> Vec<u32> {
         .collect()
 }
 
-fn has_fault(run: &LockstepRun, site: &str) -> bool {
+fn has_fault(run: &GuestRun, site: &str) -> bool {
     run.trace
         .iter()
         .any(|l| l.contains("\"kind\":\"fault\"") && l.contains(site))
@@ -240,7 +241,7 @@ fn has_fault(run: &LockstepRun, site: &str) -> bool {
 /// The checks every run that showed the bars shares: the decoded frame, its checksum, the
 /// model's flip and fence against the driver's log, and the model's invariants fed the
 /// guest's view. Returns the flip's fence.
-fn assert_bars_shown(run: &LockstepRun, g: &Guest, m: &Trigger6) -> u32 {
+fn assert_bars_shown(run: &GuestRun, g: &Guest, m: &Trigger6) -> u32 {
     let text = g.text();
     // The guest: a 1080p60 modeset, one page flip, its event.
     let modeset = g

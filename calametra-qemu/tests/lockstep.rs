@@ -14,8 +14,9 @@ use calametra_core::spec::Spec;
 use calametra_core::trace::{self, TraceHash};
 use calametra_core::{Failure, RunConfig};
 use calametra_models::dfu::{marks, never_bricked, seal_image, state_machine_legal, Dfu, Sabotage};
-use calametra_qemu::lockstep::{ExternalAction, LockstepConfig, LockstepRun};
+use calametra_qemu::lockstep::{ExternalAction, LockstepConfig};
 use calametra_qemu::scenario::{run_result, GuestRunner};
+use calametra_qemu::GuestRun;
 use calametra_qemu::{Guest, Outcome, Probe};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -105,7 +106,7 @@ struct Trialled {
     lines: Vec<String>,
     failure: Option<Failure>,
     events: Vec<calametra_core::choices::Event>,
-    run: LockstepRun,
+    run: GuestRun,
 }
 
 impl Scenario {
@@ -230,8 +231,8 @@ fn bench(what: &str, run: &Trialled) {
             .as_secs_f64(),
         run.run.timings.probe.unwrap_or_default().as_secs_f64(),
         run.run.timings.total.as_secs_f64(),
-        run.run.frames,
-        run.run.end_clock_ns as f64 / 1e9,
+        run.run.frames().expect("a lockstep run"),
+        run.run.end_clock_ns().expect("a lockstep run") as f64 / 1e9,
         run.hash
     );
 }
@@ -294,7 +295,7 @@ fn the_same_guest_scenario_twice_hashes_the_same_console_included() {
         .iter()
         .filter(|l| l.contains("\"actor\":\"lockstep\"") && l.contains("\"frame\":"))
         .count() as u64;
-    assert_eq!(frames, a.run.frames);
+    assert_eq!(Some(frames), a.run.frames());
     assert!(a
         .lines
         .iter()
@@ -631,7 +632,8 @@ fn a_planted_bug_stops_the_guest_at_the_same_frame_and_console_line_every_run() 
             .iter()
             .any(|l| l.starts_with("CALAMETRA-DFU-DOWNLOAD-END")));
     }
-    assert_eq!(a.run.frames, b.run.frames, "the same frame");
+    assert_eq!(a.run.frames(), b.run.frames(), "the same frame");
+    assert!(a.run.frames().is_some(), "a lockstep run");
     assert_eq!(
         a.run.console, b.run.console,
         "the same console, to the byte"
@@ -645,6 +647,10 @@ fn a_planted_bug_stops_the_guest_at_the_same_frame_and_console_line_every_run() 
     }
     eprintln!(
         "HASH in-place write: {} {} replayed {} (stopped at frame {}, guest clock {} ns)",
-        a.hash, b.hash, replayed.hash, a.run.frames, a.run.end_clock_ns
+        a.hash,
+        b.hash,
+        replayed.hash,
+        a.run.frames().expect("a lockstep run"),
+        a.run.end_clock_ns().expect("a lockstep run")
     );
 }

@@ -131,7 +131,7 @@ fn a_device_that_stops_answering_is_emulator_blocked_not_a_verdict() {
     assert!(!run.outcome.is_verdict());
     assert_eq!(run.outcome.name(), "emulator_blocked");
     assert!(
-        run.stats.swallowed > 0,
+        run.stats().expect("a usb-redir run").swallowed > 0,
         "the guest's requests went unanswered"
     );
     assert!(run.console.iter().any(|l| l.contains("CALAMETRA-INIT")));

@@ -6,7 +6,8 @@
 mod common;
 
 use calametra_core::RunConfig;
-use calametra_qemu::lockstep::{self, LockstepConfig, LockstepRun, Start};
+use calametra_qemu::lockstep::{self, LockstepConfig, Start};
+use calametra_qemu::GuestRun;
 use calametra_qemu::{Outcome, Probe};
 use common::{Gadget, PID, VID};
 use std::path::Path;
@@ -20,7 +21,7 @@ fn from(lock: &LockstepConfig, cache: &Path) -> LockstepConfig {
     l
 }
 
-fn run(lock: &LockstepConfig, what: &str) -> LockstepRun {
+fn run(lock: &LockstepConfig, what: &str) -> GuestRun {
     let (run, _host) = lockstep::run_with_host(
         Gadget::default(),
         &RunConfig::default(),
@@ -35,7 +36,7 @@ fn run(lock: &LockstepConfig, what: &str) -> LockstepRun {
         run.timings.restored.unwrap_or_default().as_secs_f64(),
         run.timings.enumerated.unwrap_or_default().as_secs_f64(),
         run.timings.total.as_secs_f64(),
-        run.frames,
+        run.frames().expect("a lockstep run"),
         run.hash
     );
     assert_eq!(run.outcome, Outcome::Passed, "{what}: {}", run.summary());
@@ -51,7 +52,7 @@ fn run(lock: &LockstepConfig, what: &str) -> LockstepRun {
 }
 
 /// The `emulator` record a snapshot start writes: (key, fresh).
-fn snapshot_record(run: &LockstepRun) -> (String, bool) {
+fn snapshot_record(run: &GuestRun) -> (String, bool) {
     let line = run
         .trace
         .iter()

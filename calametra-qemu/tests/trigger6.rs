@@ -31,8 +31,9 @@ use calametra_example_trigger6::frame::{colour_bars_nv12, fnv1a64, BARS};
 use calametra_models::trigger6::{
     Connection, Dock, DriverView, FlipBelief, PixelFormat, RamWrite, Trigger6,
 };
-use calametra_qemu::lockstep::{self, LockstepRun};
+use calametra_qemu::lockstep;
 use calametra_qemu::proto::speed;
+use calametra_qemu::GuestRun;
 use calametra_qemu::{guest, Outcome, Probe};
 use lsusb::{lsusb_matches, split};
 use std::path::{Path, PathBuf};
@@ -117,7 +118,7 @@ fn boot_lockstep<D: Device>(
     test: &str,
     device: D,
     probe: &Probe,
-) -> Option<(LockstepRun, calametra_core::host::DeviceHost)> {
+) -> Option<(GuestRun, calametra_core::host::DeviceHost)> {
     let lock = common::lockstep_or_skip(test)?;
     // The JCD543 is a SuperSpeed device (bcdUSB 3.10, bMaxPacketSize0 9): the lockstep server
     // derives that from its device descriptor, so QEMU's xHCI puts it on a USB 3 port.

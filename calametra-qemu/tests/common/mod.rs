@@ -214,15 +214,12 @@ impl Device for Gadget {
 }
 
 /// Writes a run's trace to `target/calametra/traces/qemu/<test>.jsonl` and says where.
-pub fn keep_trace(test: &str, run: &calametra_qemu::QemuRun) {
-    report_trace(
-        &trace_path("qemu", test),
-        run.write_trace(&trace_path("qemu", test)),
-    );
+pub fn keep_trace(test: &str, run: &calametra_qemu::GuestRun) {
+    keep_lockstep_trace("qemu", test, run);
 }
 
-/// Writes a lockstep run's trace to `target/calametra/traces/<dir>/<test>.jsonl` and says where.
-pub fn keep_lockstep_trace(dir: &str, test: &str, run: &calametra_qemu::lockstep::LockstepRun) {
+/// Writes a guest run's trace to `target/calametra/traces/<dir>/<test>.jsonl` and says where.
+pub fn keep_lockstep_trace(dir: &str, test: &str, run: &calametra_qemu::GuestRun) {
     report_trace(
         &trace_path(dir, test),
         run.write_trace(&trace_path(dir, test)),

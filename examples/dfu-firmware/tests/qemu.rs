@@ -14,7 +14,7 @@
 use calametra_core::fault::{Fault, FaultPlan};
 use calametra_core::RunConfig;
 use calametra_example_dfu_firmware::{firmware_device, update_image, DfuFirmwareDevice};
-use calametra_qemu::{GuestImage, Outcome, Probe, QemuConfig, QemuRun};
+use calametra_qemu::{GuestImage, GuestRun, Outcome, Probe, QemuConfig};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -47,7 +47,7 @@ fn qemu_or_skip(test: &str) -> Option<QemuConfig> {
     }
 }
 
-fn keep_trace(test: &str, run: &QemuRun) {
+fn keep_trace(test: &str, run: &GuestRun) {
     let path = target_dir()
         .join("calametra/traces/qemu")
         .join(format!("{test}.jsonl"));
@@ -109,7 +109,7 @@ fn script(body: &str) -> Probe {
     }
 }
 
-fn count(run: &QemuRun, site: &str) -> usize {
+fn count(run: &GuestRun, site: &str) -> usize {
     run.trace
         .iter()
         .filter(|l| {

@@ -1,0 +1,264 @@
+//! The one result of a guest run, whichever transport served it: [`GuestRun`].
+//!
+//! Both runs, usb-redir ([`crate::launcher::run_with_host`]) and lockstep
+//! ([`crate::lockstep::run_with_extras`]), end in [`crate::runloop`]'s loop and return a
+//! [`GuestRun`]: the outcome, the verdict (`verdict`: the invariant that broke, the model gap
+//! or the probe's failure), the console, the trace and its hash, the model's events, the
+//! timings and QEMU's side. What only one transport has is in [`Via`]: the usbredir bridge's
+//! counters, or the frames and guest clock of a lockstep run.
+
+use crate::bridge::Stats;
+use crate::launcher::{Outcome, Timings};
+use calametra_core::choices::{self, Event};
+use calametra_core::clock::Nanos;
+use calametra_core::trace::TraceHash;
+use calametra_core::Failure;
+use std::path::Path;
+use std::time::Duration;
+
+/// Which transport served a run, with what only it knows.
+#[derive(Clone, Debug)]
+pub enum Via {
+    /// QEMU's `usb-redir` served by the usbredir [`crate::bridge::Bridge`]: its counters.
+    Usbredir(Stats),
+    /// The lockstep `usb-calametra` device, answered frame by frame.
+    Lockstep {
+        /// Frames served.
+        frames: u64,
+        /// The guest clock of the last frame.
+        end_clock_ns: Nanos,
+    },
+}
+
+/// Everything a guest run produced.
+#[derive(Clone, Debug)]
+pub struct GuestRun {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The invariant that broke, the model gap or the probe's failure (`None` for a pass and
+    /// for `emulator_blocked`, which is no verdict).
+    pub failure: Option<Failure>,
+    /// The guest's console, line by line (escape sequences and `\r` removed).
+    pub console: Vec<String>,
+    /// When each console line arrived (wall time since QEMU started; for people, never hashed).
+    pub console_at: Vec<Duration>,
+    /// The trace (JSON Lines, each ending in `\n`).
+    pub trace: Vec<String>,
+    /// The trace hash: the deterministic records (the model's transfers and what the
+    /// transport derived from them; in lockstep also every frame and the console).
+    pub hash: TraceHash,
+    /// Deterministic records hashed.
+    pub records: u64,
+    /// The faults and other choices the model took, and in lockstep the externals fired
+    /// (what a regression file keeps).
+    pub events: Vec<Event>,
+    /// What only the transport that served the run knows.
+    pub via: Via,
+    /// Wall-clock timings (never hashed).
+    pub timings: Timings,
+    /// QEMU's exit code (`None` when killed).
+    pub exit: Option<i32>,
+    /// QEMU's stderr.
+    pub qemu_stderr: String,
+    /// The QEMU command line.
+    pub command: String,
+}
+
+impl GuestRun {
+    /// A one-screen summary: outcome, timings, hash, the transport's facts, the verdict, the
+    /// events, the last console lines.
+    pub fn summary(&self) -> String {
+        let via = match &self.via {
+            Via::Usbredir(stats) => format!("usbredir: {stats:?}"),
+            Via::Lockstep {
+                frames,
+                end_clock_ns,
+            } => format!("lockstep: {frames} frames, guest clock {end_clock_ns} ns"),
+        };
+        let mut s = format!(
+            "outcome: {}\ntrace hash: {} ({} records)\nenumerated after: {:?}, probe: {:?}, total: {:.1?}\n{via}\n",
+            self.outcome,
+            self.hash,
+            self.records,
+            self.timings.enumerated,
+            self.timings.probe,
+            self.timings.total
+        );
+        if let Some(f) = &self.failure {
+            s.push_str(&format!("failure: {f}\n"));
+        }
+        if !self.events.is_empty() {
+            s.push_str(&format!("events: {}\n", choices::story(&self.events)));
+        }
+        console_tail(&mut s, &self.console, &self.qemu_stderr);
+        s
+    }
+
+    /// Writes the trace as JSON Lines to `path` (creating its directory), atomically, with the
+    /// user's umask (the core's writer: a private temporary file beside it, renamed).
+    pub fn write_trace(&self, path: &Path) -> std::io::Result<()> {
+        calametra_core::regress::write_atomic(path, self.trace.concat().as_bytes())
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    /// Console lines between `begin` and the next line starting with `end` (exclusive).
+    pub fn console_block(&self, begin: &str, end: &str) -> Vec<String> {
+        let Some(i) = self.console.iter().position(|l| l.starts_with(begin)) else {
+            return Vec::new();
+        };
+        self.console[i + 1..]
+            .iter()
+            .take_while(|l| !l.starts_with(end))
+            .cloned()
+            .collect()
+    }
+
+    /// Wall time between the first console lines starting with `begin` and `end` (a step of
+    /// the probe, for benchmarks).
+    pub fn wall_between(&self, begin: &str, end: &str) -> Option<Duration> {
+        let at = |m: &str| {
+            let i = self.console.iter().position(|l| l.starts_with(m))?;
+            self.console_at.get(i).copied()
+        };
+        Some(at(end)?.saturating_sub(at(begin)?))
+    }
+
+    /// Frames served, for a lockstep run.
+    pub fn frames(&self) -> Option<u64> {
+        match self.via {
+            Via::Lockstep { frames, .. } => Some(frames),
+            Via::Usbredir(_) => None,
+        }
+    }
+
+    /// The guest clock of the last frame, for a lockstep run.
+    pub fn end_clock_ns(&self) -> Option<Nanos> {
+        match self.via {
+            Via::Lockstep { end_clock_ns, .. } => Some(end_clock_ns),
+            Via::Usbredir(_) => None,
+        }
+    }
+
+    /// The usbredir bridge's counters, for a usb-redir run.
+    pub fn stats(&self) -> Option<&Stats> {
+        match &self.via {
+            Via::Usbredir(stats) => Some(stats),
+            Via::Lockstep { .. } => None,
+        }
+    }
+}
+
+/// The run's outcome and verdict from how its loop `ended`, the invariant that `broke` (if
+/// any) and the first model gap of its `trace`: `emulator_blocked` stays (no verdict); an
+/// invariant, then a model gap, then the probe's failure is the failure; a model gap is its
+/// own outcome and a broken invariant a failed one.
+pub(crate) fn verdict(
+    ended: Outcome,
+    broke: Option<&Failure>,
+    trace: &[String],
+) -> (Outcome, Option<Failure>) {
+    let gap = crate::runloop::model_gap(trace);
+    let failure = match (&ended, broke, &gap) {
+        (Outcome::EmulatorBlocked { .. }, _, _) => None,
+        (_, Some(f), _) => Some(f.clone()),
+        (_, None, Some(g)) => Some(Failure::ModelGap(g.clone())),
+        (Outcome::Failed { reason, .. }, None, None) => Some(Failure::TaskError {
+            task: "guest probe".into(),
+            message: reason.clone(),
+        }),
+        _ => None,
+    };
+    let outcome = match (ended, &failure) {
+        (o @ Outcome::EmulatorBlocked { .. }, _) => o,
+        (_, Some(Failure::ModelGap(g))) => Outcome::ModelGap {
+            gap: format!("{} asked `{}` in state `{}`", g.device, g.request, g.state),
+        },
+        (_, Some(f @ Failure::Invariant { .. })) => Outcome::Failed {
+            rc: None,
+            reason: f.to_string(),
+        },
+        (o, _) => o,
+    };
+    (outcome, failure)
+}
+
+/// The last 25 console lines and QEMU's stderr, for a run's summary.
+pub(crate) fn console_tail(s: &mut String, console: &[String], qemu_stderr: &str) {
+    let from = console.len().saturating_sub(25);
+    for l in &console[from..] {
+        s.push_str("  | ");
+        s.push_str(l);
+        s.push('\n');
+    }
+    if !qemu_stderr.trim().is_empty() {
+        s.push_str("qemu stderr:\n");
+        s.push_str(qemu_stderr);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gap_line() -> String {
+        r#"{"seq":2,"t_ns":3,"kind":"model_gap","actor":"dock","deterministic":true,"data":{"request":"vendor 0x40/0x12","state":"streaming"}}"#.to_string() + "\n"
+    }
+
+    #[test]
+    fn the_verdict_puts_blocked_before_invariants_before_gaps_before_the_probe() {
+        let failed = || Outcome::Failed {
+            rc: Some(1),
+            reason: "the probe exited with 1".into(),
+        };
+        let blocked = Outcome::EmulatorBlocked { reason: "x".into() };
+        assert_eq!(
+            verdict(blocked.clone(), None, &[gap_line()]),
+            (blocked, None)
+        );
+        let (o, f) = verdict(failed(), None, &[gap_line()]);
+        assert_eq!(o.name(), "model_gap");
+        assert!(matches!(f, Some(Failure::ModelGap(_))), "{f:?}");
+        let (o, f) = verdict(failed(), None, &[]);
+        assert_eq!(o, failed());
+        assert!(matches!(f, Some(Failure::TaskError { .. })), "{f:?}");
+        assert_eq!(verdict(Outcome::Passed, None, &[]), (Outcome::Passed, None));
+    }
+
+    #[test]
+    fn only_the_serving_transport_s_facts_are_given() {
+        let run = |via| GuestRun {
+            outcome: Outcome::Passed,
+            failure: None,
+            console: vec!["A".into(), "b".into(), "B".into()],
+            console_at: vec![
+                Duration::from_millis(1),
+                Duration::ZERO,
+                Duration::from_millis(4),
+            ],
+            trace: Vec::new(),
+            hash: TraceHash([0; 32]),
+            records: 0,
+            events: Vec::new(),
+            via,
+            timings: Timings::default(),
+            exit: Some(0),
+            qemu_stderr: String::new(),
+            command: String::new(),
+        };
+        let l = run(Via::Lockstep {
+            frames: 9,
+            end_clock_ns: 77,
+        });
+        assert_eq!((l.frames(), l.end_clock_ns()), (Some(9), Some(77)));
+        assert!(l.stats().is_none());
+        assert!(l
+            .summary()
+            .contains("lockstep: 9 frames, guest clock 77 ns"));
+        let u = run(Via::Usbredir(Stats::default()));
+        assert_eq!((u.frames(), u.end_clock_ns()), (None, None));
+        assert!(u.stats().is_some());
+        assert!(u.summary().contains("usbredir: Stats"));
+        assert_eq!(u.console_block("A", "B"), vec!["b".to_string()]);
+        assert_eq!(u.wall_between("A", "B"), Some(Duration::from_millis(3)));
+    }
+}

@@ -1,5 +1,28 @@
 //! Guest probes the project's guest scenarios and tests share.
 
+/// The start of a probe script that needs the device `vid_pid` (`"0711:5601"`): waits until the
+/// kernel has configured it, sets `$dev` to its sysfs name and prints
+/// `CALAMETRA-ENUMERATED <dev> <vid:pid>` ([`crate::guest::marker::ENUMERATED`]). A script is
+/// this followed by what it checks (`format!("{}{CHECKS}", wait_configured("0711:5601"))`).
+pub fn wait_configured(vid_pid: &str) -> String {
+    let enumerated = crate::guest::marker::ENUMERATED;
+    format!(
+        r#"
+find_configured() {{
+    for d in /sys/bus/usb/devices/*; do
+        [ "$(cat $d/idVendor 2>/dev/null):$(cat $d/idProduct 2>/dev/null)" = {vid_pid} ] || continue
+        [ -n "$(cat $d/bConfigurationValue 2>/dev/null)" ] || continue
+        echo "${{d##*/}}"
+        return 0
+    done
+    return 1
+}}
+while ! dev=$(find_configured); do sleep 0.2; done
+echo "{enumerated} $dev {vid_pid}"
+"#
+    )
+}
+
 /// Waits for `dev` (`vid:pid`), prints `lsusb -v` between markers, detaches it to DFU mode with
 /// `dfu-util -e` (a bitWillDetach device re-enumerates by itself), waits for the DFU-mode
 /// interface and downloads `/calametra/image.bin`. Its exit status is dfu-util's.

@@ -221,17 +221,6 @@ fn the_trigger6_model_enumerates_and_lsusb_shows_the_spec_descriptors() {
 /// clock is the guest's, so the driver runs with its own timeouts and sleeps (over usb-redir
 /// they were stretched times 50: the guest's clock jumped ahead while the host answered).
 const DRIVE: &str = r#"
-find_t6() {
-    for d in /sys/bus/usb/devices/*; do
-        [ "$(cat $d/idVendor 2>/dev/null):$(cat $d/idProduct 2>/dev/null)" = 0711:5601 ] || continue
-        [ -n "$(cat $d/bConfigurationValue 2>/dev/null)" ] || continue
-        echo "${d##*/}"
-        return 0
-    done
-    return 1
-}
-while ! dev=$(find_t6); do sleep 0.2; done
-echo "CALAMETRA-ENUMERATED $dev 0711:5601"
 node=/dev/bus/usb/$(printf %03d $(cat /sys/bus/usb/devices/$dev/busnum))/$(printf %03d $(cat /sys/bus/usb/devices/$dev/devnum))
 if [ ! -c "$node" ]; then
     echo "T6DRIVE-NO-USBFS $node"
@@ -372,7 +361,10 @@ fn the_example_driver_runs_over_usbfs_and_the_model_shows_the_colour_bars() {
         bin.display()
     );
     let probe = Probe::Script {
-        script: DRIVE.into(),
+        script: format!(
+            "{}{DRIVE}",
+            calametra_qemu::probes::wait_configured("0711:5601")
+        ),
         files: vec![("calametra/t6-drive".into(), bytes)],
     };
     // The dock (`trigger6::Dock`): the HP X27q plugged into output 0 when the driver sends its

@@ -27,6 +27,7 @@
 
 use calametra_example_trigger6::frame::{colour_bars_nv12, fnv1a64};
 use calametra_models::trigger6::{Dock, PixelFormat, Trigger6};
+use calametra_qemu::probes::wait_configured;
 use calametra_qemu::Guest;
 use std::cell::Cell;
 
@@ -192,22 +193,14 @@ fn lsusb(guest: &mut Guest) {
     let mut want = facts.device.clone();
     want.extend_from_slice(&facts.configuration);
     guest.attach(model);
-    guest.run_script(LSUSB, vec![("calametra/descriptors".into(), want)]);
+    guest.run_script(
+        &format!("{}{LSUSB}", wait_configured("0711:5601")),
+        vec![("calametra/descriptors".into(), want)],
+    );
 }
 
 const LSUSB: &str = r#"
 fail() { echo "T6CHECK-FAILED $1"; exit 20; }
-find_t6() {
-    for d in /sys/bus/usb/devices/*; do
-        [ "$(cat $d/idVendor 2>/dev/null):$(cat $d/idProduct 2>/dev/null)" = 0711:5601 ] || continue
-        [ -n "$(cat $d/bConfigurationValue 2>/dev/null)" ] || continue
-        echo "${d##*/}"
-        return 0
-    done
-    return 1
-}
-while ! dev=$(find_t6); do sleep 0.2; done
-echo "CALAMETRA-ENUMERATED $dev 0711:5601"
 [ "$(cat /sys/bus/usb/devices/$dev/speed)" = 5000 ] || fail "SuperSpeed (5000), got $(cat /sys/bus/usb/devices/$dev/speed)"
 echo CALAMETRA-DESCRIPTORS-BEGIN
 od -An -v -tx1 /sys/bus/usb/devices/$dev/descriptors
@@ -238,7 +231,10 @@ fn example_driver_over_usbfs(guest: &mut Guest) {
         Ok(b) => b.clone(),
         Err(e) => panic!("{e}"),
     };
-    guest.run_script(DRIVE, vec![("calametra/t6-drive".into(), bin)]);
+    guest.run_script(
+        &format!("{}{DRIVE}", wait_configured("0711:5601")),
+        vec![("calametra/t6-drive".into(), bin)],
+    );
     flips_show(guest, false);
     nothing_rejected(guest);
 }
@@ -248,17 +244,6 @@ fn example_driver_over_usbfs(guest: &mut Guest) {
 /// printed.
 const DRIVE: &str = r#"
 fail() { echo "T6CHECK-FAILED $1"; exit 20; }
-find_t6() {
-    for d in /sys/bus/usb/devices/*; do
-        [ "$(cat $d/idVendor 2>/dev/null):$(cat $d/idProduct 2>/dev/null)" = 0711:5601 ] || continue
-        [ -n "$(cat $d/bConfigurationValue 2>/dev/null)" ] || continue
-        echo "${d##*/}"
-        return 0
-    done
-    return 1
-}
-while ! dev=$(find_t6); do sleep 0.2; done
-echo "CALAMETRA-ENUMERATED $dev 0711:5601"
 node=/dev/bus/usb/$(printf %03d $(cat /sys/bus/usb/devices/$dev/busnum))/$(printf %03d $(cat /sys/bus/usb/devices/$dev/devnum))
 [ -c "$node" ] || fail "the usbfs node $node"
 echo "T6DRIVE-NODE $node"

@@ -551,11 +551,13 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
                 }
             });
             w.core.actor = name.clone();
+            w.tasks.polled = Some(id);
             drop(w);
             let Some(mut fut) = fut else { continue };
             let mut cx = Context::from_waker(&waker);
             let polled = catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx)));
             let mut w = world.borrow_mut();
+            w.tasks.polled = None;
             w.core.actor = w.core.sim_actor.clone();
             // A switch reads as what the task then did: `driver: get_status#2`.
             if pick != 0 {

@@ -81,6 +81,13 @@ impl Wake for TaskWaker {
     }
 }
 
+/// Whom a timer wakes: a task of this run by its id (a task's own timer, registered without
+/// cloning its waker) or any other waker (a combinator's, one from outside the table).
+pub(crate) enum Wakeup {
+    Task(usize),
+    Waker(Waker),
+}
+
 /// The ready tasks by id, ascending (the order a schedule choice indexes), in a sorted vector:
 /// a few tasks are ready at once, and a `BTreeSet` allocated a node each time it went from
 /// empty to one (most steps); once grown, this allocates nothing.
@@ -123,6 +130,10 @@ pub(crate) struct Tasks {
     pub(crate) ready: ReadySet,
     queue: Arc<WakeQueue>,
     scratch: Vec<usize>,
+    /// Wakes of this run's own timers ([`Wakeup::Task`]), drained with the queue's.
+    timed: Vec<usize>,
+    /// The task being polled, while it is.
+    pub(crate) polled: Option<usize>,
 }
 
 impl Tasks {
@@ -133,6 +144,8 @@ impl Tasks {
             ready: ReadySet(Vec::with_capacity(4)),
             queue: Arc::new(WakeQueue(Mutex::new(Vec::with_capacity(4)))),
             scratch: Vec::with_capacity(4),
+            timed: Vec::with_capacity(4),
+            polled: None,
         }
     }
 
@@ -153,15 +166,42 @@ impl Tasks {
         id
     }
 
+    /// What a timer registered with `waker` wakes: the polled task by id when `waker` is its
+    /// own (the usual case: no waker clone), any other waker by a clone.
+    pub(crate) fn wakeup(&self, waker: &Waker) -> Wakeup {
+        match self.polled {
+            Some(id) if self.slots.get(id).is_some_and(|s| s.waker.will_wake(waker)) => {
+                Wakeup::Task(id)
+            }
+            _ => Wakeup::Waker(waker.clone()),
+        }
+    }
+
+    /// Fires a timer's wakeup: a task of the table is marked woken as its waker would.
+    pub(crate) fn wake(&mut self, w: Wakeup) {
+        match w {
+            Wakeup::Task(id) => self.timed.push(id),
+            Wakeup::Waker(w) => w.wake(),
+        }
+    }
+
+    /// The waker a wakeup stands for (a state dump compares wakers).
+    pub(crate) fn waker_of<'a>(&'a self, w: &'a Wakeup) -> Option<&'a Waker> {
+        match w {
+            Wakeup::Task(id) => self.slots.get(*id).map(|s| &s.waker),
+            Wakeup::Waker(w) => Some(w),
+        }
+    }
+
     /// Moves woken tasks into the ready set (finished tasks are ignored).
     pub(crate) fn drain_wakes(&mut self) {
         // Swap buffers so neither side reallocates on every step.
         if let Ok(mut q) = self.queue.0.lock() {
-            if q.is_empty() {
-                return;
+            if !q.is_empty() {
+                std::mem::swap(&mut *q, &mut self.scratch);
             }
-            std::mem::swap(&mut *q, &mut self.scratch);
         }
+        self.scratch.append(&mut self.timed);
         for i in 0..self.scratch.len() {
             let id = self.scratch[i];
             if self.slots.get(id).is_some_and(|s| !s.done) {

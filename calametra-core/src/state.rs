@@ -167,7 +167,7 @@ impl World {
             .map(|(id, slot)| {
                 let waits_on = if slot.done {
                     "done".to_string()
-                } else if self.tasks.ready.contains(&id) {
+                } else if self.tasks.is_ready(id) {
                     "ready to run".to_string()
                 } else {
                     let mut what: Vec<String> = transfers

@@ -91,6 +91,9 @@ fn lazy(
     Some(&mut slots[i].1)
 }
 
+/// The events a seeded run's log has room for from the start.
+const SEEDED_LOG: usize = 16;
+
 /// The live decision maker of one run.
 pub(crate) struct Decider {
     pub(crate) source: Source,
@@ -162,8 +165,15 @@ impl Decider {
         };
         match &source {
             Source::Default => {}
-            Source::Seeded(seed) => d.seed = Some(*seed),
+            Source::Seeded(seed) => {
+                d.seed = Some(*seed);
+                // Room for a short run's events (its swarm and a few anchored picks): the log
+                // does not grow 1 -> 4 -> 8 -> 16 in the run's first steps.
+                d.log.reserve_exact(SEEDED_LOG);
+            }
             Source::Replay(events) => {
+                // A replay takes about the events it is given.
+                d.log.reserve_exact(events.len());
                 let events = anchored(events);
                 for (_, anchor, e) in &events {
                     match (anchor, e) {
@@ -326,7 +336,7 @@ impl Decider {
         };
         if pick != 0 {
             let anchor = replayed_anchor.unwrap_or_else(|| self.anchor_at(point));
-            self.log.push(anchor.event());
+            self.log.push(anchor.into_event());
             self.log.push(Event::Schedule {
                 point,
                 pick: pick as u32,

@@ -384,7 +384,7 @@ fn record_swarm(sim: &Sim) {
     let now = w.core.now;
     let faults: Vec<&str> = swarm.faults.iter().map(|k| k.as_str()).collect();
     let sites: Vec<&str> = swarm.sites.iter().map(|f| f.as_str()).collect();
-    let schedule = swarm.schedule.to_string();
+    let schedule = swarm.schedule.text();
     w.core.trace.emit(now, "config", "swarm", true, |d| {
         d.strs("faults", &faults)
             .strs("sites", &sites)
@@ -757,21 +757,27 @@ fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
     let core = &mut w.core;
     let coverage = core.coverage.take().unwrap_or_default();
     LAST_COVERAGE.with(|l| *l.borrow_mut() = coverage);
-    let trace = std::mem::replace(&mut core.trace, crate::trace::Trace::new(false));
-    let hash = trace.hash();
-    let records = trace.len();
+    let hash = core.trace.hash();
+    let records = core.trace.len();
+    // The kept lines are taken out with the trace; a run that keeps none (every explored run)
+    // builds no second trace (a new one reserves its hash buffer) only to drop it.
+    let lines = if core.trace.keeps() {
+        std::mem::replace(&mut core.trace, crate::trace::Trace::new(false)).into_lines()
+    } else {
+        Vec::new()
+    };
     RunResult {
         hash,
         records,
         events: std::mem::take(&mut core.decide.log),
         failure,
-        lines: trace.into_lines(),
+        lines,
         sites: std::mem::take(&mut core.sites),
         marks: std::mem::take(&mut core.marks),
         steps,
         choices: core.decide.task_choices,
         end_ns: now,
-        swarm: core.decide.swarm.clone(),
+        swarm: core.decide.swarm.take(),
         state,
         externals,
     }

@@ -143,6 +143,15 @@ impl Anchor {
     /// The run's start: every run has it, once, at step 0.
     pub const START: &'static str = "start";
 
+    /// [`Anchor::event`], taking the anchor (no copy of its text).
+    pub fn into_event(self) -> Event {
+        Event::Anchor {
+            after: self.after,
+            nth: self.nth,
+            offset: self.offset,
+        }
+    }
+
     /// The event that records this anchor before the event it anchors.
     pub fn event(&self) -> Event {
         Event::Anchor {

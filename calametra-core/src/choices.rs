@@ -46,6 +46,7 @@ mod event;
 pub use crate::stream::{
     below, data_stream, derive_seed, stream, stream_named, user_stream, StreamName,
 };
+pub(crate) use event::anchored_iter;
 pub use event::{
     anchored, count_events, first_unapplied, site_base, story, unapplied, why_unapplied,
     without_anchors, Anchor, Event,
@@ -174,17 +175,15 @@ impl Decider {
             Source::Replay(events) => {
                 // A replay takes about the events it is given.
                 d.log.reserve_exact(events.len());
-                let events = anchored(events);
-                for (_, anchor, e) in &events {
-                    match (anchor, e) {
-                        (Some(a), Event::Schedule { pick, .. }) => {
-                            d.pending_picks.push((a.clone(), *pick))
-                        }
-                        (Some(a), Event::External { name, .. }) => {
-                            d.pending_externals.push((a.clone(), name.clone()))
-                        }
-                        (Some(a), Event::Fault { site, fault }) => d.pending_faults.push((
-                            a.clone(),
+                for (_, anchor, e) in anchored_iter(events) {
+                    let Some(a) = anchor.and_then(Anchor::of) else {
+                        continue;
+                    };
+                    match e {
+                        Event::Schedule { pick, .. } => d.pending_picks.push((a, *pick)),
+                        Event::External { name, .. } => d.pending_externals.push((a, name.clone())),
+                        Event::Fault { site, fault } => d.pending_faults.push((
+                            a,
                             site_base(site).to_string(),
                             fault.clone(),
                             None,
@@ -200,7 +199,12 @@ impl Decider {
                 }
                 // The events recorded without an anchor (and every draw and swarm), in order:
                 // what the replay places by raw position.
-                for (_, _, e) in events.iter().filter(|(_, a, _)| a.is_none()) {
+                let clients = events
+                    .iter()
+                    .filter(|e| matches!(e, Event::Client { .. }))
+                    .count();
+                d.replay_client.reserve_exact(clients);
+                for (_, _, e) in anchored_iter(events).filter(|(_, a, _)| a.is_none()) {
                     match e {
                         Event::Schedule { point, pick, .. } => {
                             d.replay_schedule.entry(*point).or_insert((*pick, None));
@@ -208,7 +212,7 @@ impl Decider {
                         Event::Client { value, label } => {
                             d.replay_client.push_back(*value);
                             if let Some(l) = label {
-                                if !d.labels.contains(l) {
+                                if !d.labels.iter().any(|k| Arc::ptr_eq(k, l) || k == l) {
                                     d.labels.push(l.clone());
                                 }
                             }

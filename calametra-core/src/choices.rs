@@ -46,6 +46,7 @@ mod event;
 pub use crate::stream::{
     below, data_stream, derive_seed, stream, stream_named, user_stream, StreamName,
 };
+pub(crate) use event::anchored_iter;
 pub use event::{
     anchored, count_events, first_unapplied, site_base, story, unapplied, why_unapplied,
     without_anchors, Anchor, Event,
@@ -90,6 +91,9 @@ fn lazy(
     };
     Some(&mut slots[i].1)
 }
+
+/// The events a seeded run's log has room for from the start.
+const SEEDED_LOG: usize = 16;
 
 /// The live decision maker of one run.
 pub(crate) struct Decider {
@@ -162,19 +166,24 @@ impl Decider {
         };
         match &source {
             Source::Default => {}
-            Source::Seeded(seed) => d.seed = Some(*seed),
+            Source::Seeded(seed) => {
+                d.seed = Some(*seed);
+                // Room for a short run's events (its swarm and a few anchored picks): the log
+                // does not grow 1 -> 4 -> 8 -> 16 in the run's first steps.
+                d.log.reserve_exact(SEEDED_LOG);
+            }
             Source::Replay(events) => {
-                let events = anchored(events);
-                for (_, anchor, e) in &events {
-                    match (anchor, e) {
-                        (Some(a), Event::Schedule { pick, .. }) => {
-                            d.pending_picks.push((a.clone(), *pick))
-                        }
-                        (Some(a), Event::External { name, .. }) => {
-                            d.pending_externals.push((a.clone(), name.clone()))
-                        }
-                        (Some(a), Event::Fault { site, fault }) => d.pending_faults.push((
-                            a.clone(),
+                // A replay takes about the events it is given.
+                d.log.reserve_exact(events.len());
+                for (_, anchor, e) in anchored_iter(events) {
+                    let Some(a) = anchor.and_then(Anchor::of) else {
+                        continue;
+                    };
+                    match e {
+                        Event::Schedule { pick, .. } => d.pending_picks.push((a, *pick)),
+                        Event::External { name, .. } => d.pending_externals.push((a, name.clone())),
+                        Event::Fault { site, fault } => d.pending_faults.push((
+                            a,
                             site_base(site).to_string(),
                             fault.clone(),
                             None,
@@ -190,7 +199,12 @@ impl Decider {
                 }
                 // The events recorded without an anchor (and every draw and swarm), in order:
                 // what the replay places by raw position.
-                for (_, _, e) in events.iter().filter(|(_, a, _)| a.is_none()) {
+                let clients = events
+                    .iter()
+                    .filter(|e| matches!(e, Event::Client { .. }))
+                    .count();
+                d.replay_client.reserve_exact(clients);
+                for (_, _, e) in anchored_iter(events).filter(|(_, a, _)| a.is_none()) {
                     match e {
                         Event::Schedule { point, pick, .. } => {
                             d.replay_schedule.entry(*point).or_insert((*pick, None));
@@ -198,7 +212,7 @@ impl Decider {
                         Event::Client { value, label } => {
                             d.replay_client.push_back(*value);
                             if let Some(l) = label {
-                                if !d.labels.contains(l) {
+                                if !d.labels.iter().any(|k| Arc::ptr_eq(k, l) || k == l) {
                                     d.labels.push(l.clone());
                                 }
                             }
@@ -326,7 +340,7 @@ impl Decider {
         };
         if pick != 0 {
             let anchor = replayed_anchor.unwrap_or_else(|| self.anchor_at(point));
-            self.log.push(anchor.event());
+            self.log.push(anchor.into_event());
             self.log.push(Event::Schedule {
                 point,
                 pick: pick as u32,

@@ -6,8 +6,9 @@
 //! across runs and builds. Nothing here reads the wall clock.
 
 use crate::choices::{derive_seed, Source};
-use crate::fault::{Fault, FaultPlan, FaultSet, Site};
+use crate::fault::{Fault, FaultSet, Site};
 use crate::sim::{run, Failure, RunConfig, RunResult, Sim};
+use std::borrow::Cow;
 
 /// A run of a scenario that exploration may try.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,18 +173,22 @@ pub fn find(
 }
 
 /// The fault plan a replay of `events` needs: the scenario's file plan plus the events' faults.
-pub fn replay_config(base: &RunConfig, events: &[crate::choices::Event]) -> RunConfig {
+/// `events` by reference (copied into the config) or by value (kept: a minimizer's candidate,
+/// [`crate::shrink::minimize_owned`]).
+pub fn replay_config<'a>(
+    base: &RunConfig,
+    events: impl Into<Cow<'a, [crate::choices::Event]>>,
+) -> RunConfig {
+    let events = events.into();
     let mut c = base.clone();
-    let mut plan: FaultPlan = base.faults.clone();
     // Faults recorded with an anchor are placed by it at run time (see `choices::Anchor`);
     // the others are pinned to their site, as in cases saved before anchors.
-    for (_, anchor, e) in crate::choices::anchored(events) {
+    for (_, anchor, e) in crate::choices::anchored_iter(&events) {
         if let (None, crate::choices::Event::Fault { site, fault }) = (anchor, e) {
-            plan.faults.insert(site.clone(), fault.clone());
+            c.faults.faults.insert(site.clone(), fault.clone());
         }
     }
-    c.faults = plan;
-    c.source = Source::Replay(events.to_vec());
+    c.source = Source::Replay(events.into_owned());
     c
 }
 

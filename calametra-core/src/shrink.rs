@@ -8,6 +8,7 @@
 
 use crate::choices::Event;
 use std::ops::Range;
+use std::rc::Rc;
 
 /// A minimized failure.
 #[derive(Clone, Debug)]
@@ -35,7 +36,7 @@ impl Shrunk {
 /// (an anchor goes with its event; alone it is never removed, nor counted), as ranges of
 /// `events` (no copy of an event).
 fn units(events: &[Event]) -> Vec<Range<usize>> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(events.len());
     let mut open = 0;
     for (i, e) in events.iter().enumerate() {
         if !matches!(e, Event::Anchor { .. }) {
@@ -58,15 +59,62 @@ fn flat(base: &[Event], units: &[Range<usize>]) -> Vec<Event> {
     out
 }
 
-/// The units of `cur` without those in `skip` (a range, or one index), flattened: the event
-/// list a candidate replays.
-fn flat_without(base: &[Event], cur: &[Range<usize>], skip: Range<usize>) -> Vec<Event> {
-    let kept = || cur[..skip.start].iter().chain(&cur[skip.end..]);
-    let mut out = Vec::with_capacity(kept().map(|u| u.len()).sum());
-    for u in kept() {
-        out.extend_from_slice(&base[u.clone()]);
+/// A candidate as ranges of the events of an accepted run (shared, not copied): what ddmin
+/// tries, and what a replay that passed is remembered by.
+struct Cand<'a> {
+    base: &'a Rc<Vec<Event>>,
+    units: &'a [Range<usize>],
+    /// The units of `units` left out (a range, or one index).
+    skip: Range<usize>,
+}
+
+impl Cand<'_> {
+    /// The kept units, in order.
+    fn kept(&self) -> impl Iterator<Item = &Range<usize>> + Clone {
+        self.units[..self.skip.start]
+            .iter()
+            .chain(&self.units[self.skip.end..])
     }
-    out
+
+    /// The candidate's events, in order (borrowed).
+    fn events(&self) -> impl Iterator<Item = &Event> {
+        let base = &**self.base;
+        self.kept().flat_map(move |u| &base[u.clone()])
+    }
+
+    fn len(&self) -> usize {
+        self.kept().map(|u| u.len()).sum()
+    }
+
+    /// The candidate's events: the one copy a replay gets.
+    fn to_list(&self) -> Vec<Event> {
+        let mut out = Vec::with_capacity(self.len());
+        for u in self.kept() {
+            out.extend_from_slice(&self.base[u.clone()]);
+        }
+        out
+    }
+}
+
+/// A candidate replayed without the failure: its kept units of `base`, and its event count.
+struct Passed {
+    base: Rc<Vec<Event>>,
+    units: Vec<Range<usize>>,
+    len: usize,
+}
+
+impl Passed {
+    /// Whether `c` is the same event list (compared event by event, as lists compare).
+    fn is(&self, c: &Cand<'_>, len: usize) -> bool {
+        if self.len != len {
+            return false;
+        }
+        if Rc::ptr_eq(&self.base, c.base) && self.units.iter().eq(c.kept()) {
+            return true;
+        }
+        let mine = self.units.iter().flat_map(|u| &self.base[u.clone()]);
+        mine.eq(c.events())
+    }
 }
 
 /// Minimizes `events`. `fails(candidate)` replays a candidate and returns the events its run
@@ -76,37 +124,54 @@ fn flat_without(base: &[Event], cur: &[Range<usize>], skip: Range<usize>) -> Vec
 ///
 /// Runs are deterministic, so a candidate already replayed without the failure is not replayed
 /// again (ddmin meets the same list again after a reduction): its answer is known. Every replay
-/// that does happen is a whole run; `attempts` counts those. The current list is kept as
-/// ranges of the last accepted run's events, so a candidate is the one copy of its events.
+/// that does happen is a whole run; `attempts` counts those. [`minimize_owned`] is the same
+/// search handing each replay its list to keep (no copy for a replay that takes it).
 pub fn minimize(
     events: Vec<Event>,
     fails: &mut dyn FnMut(&[Event]) -> Option<Vec<Event>>,
 ) -> Shrunk {
-    let mut base = events;
-    let mut cur = units(&base);
+    minimize_owned(events, &mut |cand: Vec<Event>| fails(&cand))
+}
+
+/// [`minimize`], handing `fails` each candidate as its own list, so a replay can run from it
+/// without copying it (`explore::replay_config` takes a list by value as well as by reference).
+///
+/// The current list is kept as ranges of the last accepted run's events, and a candidate that
+/// passed is remembered by its ranges too: the list a replay gets is the one copy of its events.
+pub fn minimize_owned(
+    events: Vec<Event>,
+    fails: &mut dyn FnMut(Vec<Event>) -> Option<Vec<Event>>,
+) -> Shrunk {
+    let mut cur = units(&events);
+    let mut base = Rc::new(events);
     let mut chain = vec![cur.len()];
     let mut attempts = 0u64;
     // Candidates replayed without the failure.
-    let mut passed: Vec<Vec<Event>> = Vec::new();
-    let mut fails = |cand: Vec<Event>, attempts: &mut u64| -> Option<Vec<Event>> {
-        if passed.contains(&cand) {
+    let mut passed: Vec<Passed> = Vec::new();
+    let mut fails = |c: Cand<'_>, attempts: &mut u64| -> Option<Vec<Event>> {
+        let len = c.len();
+        if passed.iter().any(|p| p.is(&c, len)) {
             return None;
         }
         *attempts += 1;
-        let r = fails(&cand);
+        let r = fails(c.to_list());
         if r.is_none() {
-            passed.push(cand);
+            passed.push(Passed {
+                base: c.base.clone(),
+                units: c.kept().cloned().collect(),
+                len,
+            });
         }
         r
     };
-    let accept = |base: &mut Vec<Event>,
+    let accept = |base: &mut Rc<Vec<Event>>,
                   cur: &mut Vec<Range<usize>>,
                   cand: Vec<Range<usize>>,
                   taken: Vec<Event>,
                   chain: &mut Vec<usize>| {
         let taken_units = units(&taken);
         if taken_units.len() <= cand.len() {
-            *base = taken;
+            *base = Rc::new(taken);
             *cur = taken_units;
         } else {
             *cur = cand;
@@ -125,7 +190,12 @@ pub fn minimize(
         let mut start = 0;
         while start < cur.len() {
             let end = (start + chunk).min(cur.len());
-            if let Some(taken) = fails(flat_without(&base, &cur, start..end), &mut attempts) {
+            let c = Cand {
+                base: &base,
+                units: &cur,
+                skip: start..end,
+            };
+            if let Some(taken) = fails(c, &mut attempts) {
                 let cand: Vec<Range<usize>> =
                     cur[..start].iter().chain(&cur[end..]).cloned().collect();
                 accept(&mut base, &mut cur, cand, taken, &mut chain);
@@ -149,7 +219,12 @@ pub fn minimize(
         let mut removed = false;
         let mut i = 0;
         while i < cur.len() {
-            if let Some(taken) = fails(flat_without(&base, &cur, i..i + 1), &mut attempts) {
+            let c = Cand {
+                base: &base,
+                units: &cur,
+                skip: i..i + 1,
+            };
+            if let Some(taken) = fails(c, &mut attempts) {
                 let mut cand = cur.clone();
                 cand.remove(i);
                 accept(&mut base, &mut cur, cand, taken, &mut chain);

@@ -8,7 +8,7 @@
 //! first failure. Nothing here reads the wall clock, spawns a thread or uses OS randomness.
 
 use crate::bus::Core;
-use crate::choices::{anchored, unapplied, Anchor, Decider, Event, Source};
+use crate::choices::{anchored_iter, unapplied, Anchor, Decider, Event, Source};
 use crate::clock::push_ns;
 use crate::device::Device;
 use crate::exec::{self, JoinHandle, TaskExit, TaskOutput};
@@ -340,7 +340,7 @@ fn state_at_end(sim: &mut Sim, failure: &Option<Failure>) {
     s.reached = false;
     s.ended = Some(match failure {
         None => "it passed".to_string(),
-        Some(f) => f.to_string(),
+        Some(f) => f.text(),
     });
     sim.state = Some(s);
 }
@@ -384,7 +384,7 @@ fn record_swarm(sim: &Sim) {
     let now = w.core.now;
     let faults: Vec<&str> = swarm.faults.iter().map(|k| k.as_str()).collect();
     let sites: Vec<&str> = swarm.sites.iter().map(|f| f.as_str()).collect();
-    let schedule = swarm.schedule.to_string();
+    let schedule = swarm.schedule.text();
     w.core.trace.emit(now, "config", "swarm", true, |d| {
         d.strs("faults", &faults)
             .strs("sites", &sites)
@@ -419,7 +419,7 @@ fn place_externals(sim: &Sim) -> Vec<(u64, usize)> {
     } else if let Source::Replay(events) = &w.core.decide.source {
         // Externals recorded with an anchor are placed when it happens (see
         // `Decider::occur`); the others at their raw step, as cases saved before anchors.
-        for (_, anchor, e) in anchored(events) {
+        for (_, anchor, e) in anchored_iter(events) {
             if let (None, Event::External { name, point }) = (anchor, e) {
                 if let Some(i) = sim.externals.iter().position(|(n, _)| n == name) {
                     placed.push((*point, i));
@@ -732,7 +732,7 @@ fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
                 } else {
                     "fail"
                 };
-                d.str("outcome", kind).str("failure", &f.to_string());
+                d.str("outcome", kind).str("failure", &f.text());
                 if let Failure::Invariant { name, .. } = f {
                     d.str("invariant", name);
                 }
@@ -757,21 +757,27 @@ fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
     let core = &mut w.core;
     let coverage = core.coverage.take().unwrap_or_default();
     LAST_COVERAGE.with(|l| *l.borrow_mut() = coverage);
-    let trace = std::mem::replace(&mut core.trace, crate::trace::Trace::new(false));
-    let hash = trace.hash();
-    let records = trace.len();
+    let hash = core.trace.hash();
+    let records = core.trace.len();
+    // The kept lines are taken out with the trace; a run that keeps none (every explored run)
+    // builds no second trace (a new one reserves its hash buffer) only to drop it.
+    let lines = if core.trace.keeps() {
+        std::mem::replace(&mut core.trace, crate::trace::Trace::new(false)).into_lines()
+    } else {
+        Vec::new()
+    };
     RunResult {
         hash,
         records,
         events: std::mem::take(&mut core.decide.log),
         failure,
-        lines: trace.into_lines(),
+        lines,
         sites: std::mem::take(&mut core.sites),
         marks: std::mem::take(&mut core.marks),
         steps,
         choices: core.decide.task_choices,
         end_ns: now,
-        swarm: core.decide.swarm.clone(),
+        swarm: core.decide.swarm.take(),
         state,
         externals,
     }
@@ -788,5 +794,47 @@ mod tests {
             "status N after N reads"
         );
         assert_eq!(strip_numbers("v1.2"), "vN.N");
+    }
+
+    /// The character-at-a-time stripping `strip_numbers` did before it copied spans.
+    fn strip_by_chars(s: &str) -> String {
+        let mut out = String::new();
+        let b = s.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i].is_ascii_digit() {
+                let hex = b[i] == b'0' && i + 1 < b.len() && b[i + 1] == b'x';
+                i += if hex { 2 } else { 0 };
+                while i < b.len() && (b[i].is_ascii_digit() || (hex && b[i].is_ascii_hexdigit())) {
+                    i += 1;
+                }
+                out.push('N');
+            } else {
+                let c = s[i..].chars().next().unwrap();
+                out.push(c);
+                i += c.len_utf8();
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn signatures_strip_as_they_did_character_by_character() {
+        for s in [
+            "",
+            "0",
+            "0x",
+            "0xg",
+            "x0x1fz",
+            "12",
+            "a0x1F9 b",
+            "état 0x5a ≠ 0 après 3 lectures",
+            "invariant `no_stale_status_after_disconnect` broke: status 0x5a cached",
+            "日本0x1f語42",
+            "trailing 7",
+            "é",
+        ] {
+            assert_eq!(strip_numbers(s), strip_by_chars(s), "{s:?}");
+        }
     }
 }

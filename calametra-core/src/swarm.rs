@@ -181,28 +181,84 @@ impl Strategy {
     }
 }
 
-impl fmt::Display for Strategy {
-    /// `uniform`, `sticky(0.75)`, `priority(d=2,h=16)`, `priority(d=3,h=40,spawn)`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+/// A strategy's text ([`Strategy::text`]), kept on the stack: the longest,
+/// `priority(d=255,h=4294967295,spawn)`, is 34 bytes.
+#[derive(Clone, Copy)]
+pub struct StrategyText {
+    buf: [u8; 40],
+    len: usize,
+}
+
+impl StrategyText {
+    fn push(&mut self, s: &str) {
+        self.buf[self.len..self.len + s.len()].copy_from_slice(s.as_bytes());
+        self.len += s.len();
+    }
+
+    /// `v` in decimal, at least `width` digits (zero-padded).
+    fn push_uint(&mut self, v: u64, width: usize) {
+        let mut digits = [0u8; 20];
+        let (mut v, mut n) = (v, 0);
+        while v > 0 || n < width.max(1) {
+            digits[n] = b'0' + (v % 10) as u8;
+            v /= 10;
+            n += 1;
+        }
+        for k in (0..n).rev() {
+            self.buf[self.len] = digits[k];
+            self.len += 1;
+        }
+    }
+}
+
+impl std::ops::Deref for StrategyText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        // Only ASCII is ever pushed.
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl Strategy {
+    /// The strategy's name as `Display` writes it, without the formatting machinery or an
+    /// allocation (every swarm run writes it in its `config` record).
+    pub fn text(self) -> StrategyText {
+        let mut t = StrategyText {
+            buf: [0; 40],
+            len: 0,
+        };
         match self {
-            Strategy::Uniform => f.write_str("uniform"),
+            Strategy::Uniform => t.push("uniform"),
             Strategy::Priority {
                 depth,
                 horizon,
                 spawn_order,
             } => {
-                write!(f, "priority(d={depth},h={horizon}")?;
-                f.write_str(if *spawn_order { ",spawn)" } else { ")" })
+                t.push("priority(d=");
+                t.push_uint(u64::from(depth), 1);
+                t.push(",h=");
+                t.push_uint(u64::from(horizon), 1);
+                t.push(if spawn_order { ",spawn)" } else { ")" });
             }
             Strategy::Sticky { keep_percent } => {
-                let p = *keep_percent;
+                let p = keep_percent;
+                t.push("sticky(0.");
                 if p % 10 == 0 {
-                    write!(f, "sticky(0.{})", p / 10)
+                    t.push_uint(u64::from(p / 10), 1);
                 } else {
-                    write!(f, "sticky(0.{p:02})")
+                    t.push_uint(u64::from(p), 2);
                 }
+                t.push(")");
             }
         }
+        t
+    }
+}
+
+impl fmt::Display for Strategy {
+    /// `uniform`, `sticky(0.75)`, `priority(d=2,h=16)`, `priority(d=3,h=40,spawn)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text())
     }
 }
 
@@ -380,13 +436,20 @@ fn subset<T: Copy + PartialEq>(
     allowed: &[T],
     on_in_4: u64,
 ) -> Vec<T> {
-    let bits: Vec<bool> = all.iter().map(|_| rng.next_u64() % 4 < on_in_4).collect();
+    // One bit a member (the menus have 5 and 6): no list is built for the draws.
+    debug_assert!(all.len() <= 64);
+    let mut bits = 0u64;
+    for i in 0..all.len() {
+        if rng.next_u64() % 4 < on_in_4 {
+            bits |= 1 << i;
+        }
+    }
     let fallback = menu(rng, allowed.len());
     let on: Vec<T> = all
         .iter()
-        .zip(&bits)
-        .filter(|(x, &b)| b && allowed.contains(x))
-        .map(|(x, _)| *x)
+        .enumerate()
+        .filter(|&(i, x)| bits & (1 << i) != 0 && allowed.contains(x))
+        .map(|(_, x)| *x)
         .collect();
     if on.is_empty() && !allowed.is_empty() {
         vec![allowed[fallback]]
@@ -414,7 +477,7 @@ impl Swarm {
         let faults = subset(&mut rng, &FaultKind::ALL, &fault_set.kinds(), 2);
         let families: Vec<SiteFamily> = SiteFamily::ALL
             .into_iter()
-            .filter(|f| fault_set.reaches(*f) && faults.iter().any(|k| f.takes(*k)))
+            .filter(|f| faults.iter().any(|k| f.takes(*k)) && fault_set.reaches(*f))
             .collect();
         let mut sites = subset(&mut rng, &SiteFamily::ALL, &families, 3);
         if faults.is_empty() {
@@ -643,6 +706,59 @@ mod tests {
             "pct",
         ] {
             assert!(bad.parse::<Strategy>().is_err(), "{bad}");
+        }
+    }
+
+    /// What `Display` wrote with `write!` before [`Strategy::text`]: the text of every
+    /// strategy must stay byte for byte (it is in every swarm run's `config` record and hash).
+    fn text_as_formatted(st: Strategy) -> String {
+        match st {
+            Strategy::Uniform => "uniform".to_string(),
+            Strategy::Priority {
+                depth,
+                horizon,
+                spawn_order,
+            } => format!(
+                "priority(d={depth},h={horizon}{}",
+                if spawn_order { ",spawn)" } else { ")" }
+            ),
+            Strategy::Sticky { keep_percent: p } if p % 10 == 0 => format!("sticky(0.{})", p / 10),
+            Strategy::Sticky { keep_percent: p } => format!("sticky(0.{p:02})"),
+        }
+    }
+
+    #[test]
+    fn strategy_text_is_what_formatting_wrote() {
+        let mut all = vec![Strategy::Uniform];
+        for p in [1u8, 5, 9, 10, 11, 50, 75, 90, 99, 100, 255] {
+            all.push(Strategy::Sticky { keep_percent: p });
+        }
+        for depth in [0u8, 1, 2, 3, 8, 9, 10, 99, 100, 255] {
+            for horizon in [
+                0u32,
+                1,
+                2,
+                9,
+                10,
+                16,
+                99,
+                4096,
+                65_536,
+                u32::MAX - 1,
+                u32::MAX,
+            ] {
+                for spawn_order in [false, true] {
+                    all.push(Strategy::Priority {
+                        depth,
+                        horizon,
+                        spawn_order,
+                    });
+                }
+            }
+        }
+        for st in all {
+            assert_eq!(&*st.text(), text_as_formatted(st), "{st:?}");
+            assert_eq!(st.to_string(), text_as_formatted(st), "{st:?}");
         }
     }
 

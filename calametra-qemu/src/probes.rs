@@ -73,3 +73,170 @@ pub fn pattern(len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// A static Linux binary of a workspace package, built for the guest (which has no Rust runtime
+/// libraries): `cargo build --release -p <package> --bin <bin> --target
+/// x86_64-unknown-linux-gnu` with `-C target-feature=+crt-static`, in its own target
+/// directory so the flags touch no other build (seconds when up to date, minutes the first
+/// time). It travels in a run's probe archive (`Probe::Script`'s files), never in the cached
+/// guest.
+pub struct StaticBinary<'a> {
+    /// The workspace (or package) directory cargo runs in.
+    pub workspace: &'a std::path::Path,
+    /// The package (`-p`).
+    pub package: &'a str,
+    /// The binary (`--bin`).
+    pub bin: &'a str,
+    /// Features to enable (`--features`), comma-separated; empty for none.
+    pub features: &'a str,
+    /// The target directory of this build (`<target>/<bin>` is a good choice).
+    pub target_dir: std::path::PathBuf,
+    /// An environment variable that, when set, names a prebuilt binary to use instead
+    /// (`CALAMETRA_T6_DRIVE`); it must be static too.
+    pub prebuilt_var: Option<&'a str>,
+}
+
+impl StaticBinary<'_> {
+    /// Builds (or takes the prebuilt binary) and returns its bytes, checked to be a static
+    /// 64-bit ELF executable. Errors name the command or the file and what was expected.
+    pub fn bytes(&self) -> Result<Vec<u8>, String> {
+        let path = match self.prebuilt_var.and_then(std::env::var_os) {
+            Some(p) => std::path::PathBuf::from(p),
+            None => self.build()?,
+        };
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        match is_static_elf(&bytes) {
+            Ok(true) => Ok(bytes),
+            Ok(false) => Err(format!(
+                "{}: a dynamically linked executable; the guest needs a static one \
+                 (-C target-feature=+crt-static)",
+                path.display()
+            )),
+            Err(e) => Err(format!(
+                "{}: {e}; expected a static executable",
+                path.display()
+            )),
+        }
+    }
+
+    fn build(&self) -> Result<std::path::PathBuf, String> {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = std::process::Command::new(&cargo);
+        cmd.current_dir(self.workspace)
+            .args(["build", "--release", "-p", self.package, "--bin", self.bin])
+            .args(["--target", "x86_64-unknown-linux-gnu"])
+            .env("CARGO_TARGET_DIR", &self.target_dir)
+            .env("RUSTFLAGS", "-C target-feature=+crt-static")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS");
+        if !self.features.is_empty() {
+            cmd.args(["--features", self.features]);
+        }
+        let status = cmd
+            .status()
+            .map_err(|e| format!("cannot run {cargo}: {e}"))?;
+        if !status.success() {
+            return Err(format!(
+                "building the static {} failed ({status}): {cargo} build --release -p {} --bin {} \
+                 --target x86_64-unknown-linux-gnu with RUSTFLAGS=\"-C target-feature=+crt-static\" \
+                 in {}",
+                self.bin,
+                self.package,
+                self.bin,
+                self.workspace.display()
+            ));
+        }
+        Ok(self
+            .target_dir
+            .join("x86_64-unknown-linux-gnu/release")
+            .join(self.bin))
+    }
+}
+
+/// Whether a 64-bit ELF file has no program interpreter (`PT_INTERP`): a static executable.
+/// `Err` when the bytes are not a 64-bit little-endian ELF file or its program headers are cut.
+pub fn is_static_elf(bytes: &[u8]) -> Result<bool, String> {
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 || bytes[5] != 1 {
+        return Err("not a 64-bit little-endian ELF file".into());
+    }
+    let u16_at = |i: usize| u16::from_le_bytes([bytes[i], bytes[i + 1]]) as usize;
+    let mut off = [0u8; 8];
+    off.copy_from_slice(&bytes[0x20..0x28]);
+    let phoff = u64::from_le_bytes(off);
+    let (size, count) = (u16_at(0x36), u16_at(0x38));
+    for i in 0..count as u64 {
+        let at = i
+            .checked_mul(size as u64)
+            .and_then(|o| o.checked_add(phoff))
+            .and_then(|a| usize::try_from(a).ok())
+            .ok_or("program header offset out of range")?;
+        let ty = bytes
+            .get(at..at.saturating_add(4))
+            .filter(|t| t.len() == 4)
+            .ok_or("truncated program headers")?;
+        if u32::from_le_bytes([ty[0], ty[1], ty[2], ty[3]]) == 3 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 64-bit ELF header with `count` program headers of 56 bytes at 64, types `types`.
+    fn elf(types: &[u32]) -> Vec<u8> {
+        let mut b = vec![0u8; 64 + 56 * types.len()];
+        b[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        b[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+        b[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        b[0x38..0x3a].copy_from_slice(&(types.len() as u16).to_le_bytes());
+        for (i, t) in types.iter().enumerate() {
+            b[64 + 56 * i..68 + 56 * i].copy_from_slice(&t.to_le_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn a_program_interpreter_means_dynamic() {
+        assert_eq!(is_static_elf(&elf(&[6, 1, 1])), Ok(true));
+        assert_eq!(is_static_elf(&elf(&[6, 3, 1])), Ok(false));
+        assert_eq!(is_static_elf(&elf(&[])), Ok(true));
+    }
+
+    #[test]
+    fn what_is_not_a_whole_elf_file_is_an_error() {
+        assert!(is_static_elf(b"#!/bin/sh\n").is_err());
+        let mut cut = elf(&[1, 3]);
+        cut.truncate(64 + 56);
+        assert!(is_static_elf(&cut).is_err(), "the second header is cut off");
+        let mut far = elf(&[1]);
+        far[0x20..0x28].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(is_static_elf(&far).is_err());
+        let mut be = elf(&[1]);
+        be[5] = 2;
+        assert!(is_static_elf(&be).is_err(), "big-endian");
+    }
+
+    #[test]
+    fn a_prebuilt_binary_that_is_not_static_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("drive");
+        std::fs::write(&path, elf(&[6, 3])).unwrap();
+        let var = "CALAMETRA_PROBES_TEST_PREBUILT";
+        std::env::set_var(var, &path);
+        let b = StaticBinary {
+            workspace: dir.path(),
+            package: "nothing",
+            bin: "drive",
+            features: "",
+            target_dir: dir.path().join("t"),
+            prebuilt_var: Some(var),
+        };
+        let err = b.bytes().unwrap_err();
+        assert!(err.contains("drive") && err.contains("static"), "{err}");
+        std::fs::write(&path, elf(&[6, 1])).unwrap();
+        assert_eq!(b.bytes().unwrap(), elf(&[6, 1]));
+        std::env::remove_var(var);
+    }
+}

@@ -15,9 +15,9 @@
 //!   (FNV-1a 64, the in-process test's checksum), its flip state shows the driver's last fence,
 //!   and the model's four invariants hold against the beliefs the driver printed.
 //!
-//! `t6-drive` is built by the test (`cargo build --release --target x86_64-unknown-linux-gnu`
-//! with `+crt-static` into `target/t6-drive`; seconds when up to date, minutes the first time),
-//! or taken from `CALAMETRA_T6_DRIVE`. It never goes into git or into the cached guest: it
+//! `t6-drive` is built by the test (`calametra_qemu::probes::StaticBinary`: `cargo build
+//! --release --target x86_64-unknown-linux-gnu` with `+crt-static` into `target/t6-drive`;
+//! seconds when up to date, minutes the first time), or taken from `CALAMETRA_T6_DRIVE`. It never goes into git or into the cached guest: it
 //! travels in the run's probe archive. One guest at a time: two TCG guests on a two-core
 //! machine starve each other's watchdog.
 
@@ -36,8 +36,7 @@ use calametra_qemu::proto::speed;
 use calametra_qemu::GuestRun;
 use calametra_qemu::{guest, Outcome, Probe};
 use lsusb::{lsusb_matches, split};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -52,57 +51,29 @@ fn spec_model() -> Trigger6 {
     Trigger6::try_from_spec(&calametra_example_trigger6::spec()).expect("the Trigger 6 model")
 }
 
-/// Whether an ELF file has no program interpreter (`PT_INTERP`): a static executable.
-fn is_static_elf(bytes: &[u8]) -> Result<bool, String> {
-    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 {
-        return Err("not a 64-bit ELF file".into());
-    }
-    let u16_at = |i: usize| u16::from_le_bytes([bytes[i], bytes[i + 1]]) as usize;
-    let phoff = u64::from_le_bytes(bytes[0x20..0x28].try_into().unwrap()) as usize;
-    let (size, count) = (u16_at(0x36), u16_at(0x38));
-    for i in 0..count {
-        let at = phoff + i * size;
-        let ty = bytes.get(at..at + 4).ok_or("truncated program headers")?;
-        if u32::from_le_bytes(ty.try_into().unwrap()) == 3 {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
 /// The static `t6-drive` for the guest: `CALAMETRA_T6_DRIVE`, or built here into
-/// `target/t6-drive` (its own target directory, so the flags never touch other builds).
+/// `target/t6-drive` ([`calametra_qemu::probes::StaticBinary`], which also checks it is static).
 #[allow(
     clippy::disallowed_methods,
     reason = "times the host-side build on the wall clock, outside any simulated run"
 )]
-fn t6_drive() -> PathBuf {
-    if let Some(p) = std::env::var_os("CALAMETRA_T6_DRIVE") {
-        return p.into();
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = common::target_dir().join("t6-drive");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+fn t6_drive() -> Vec<u8> {
     let started = Instant::now();
-    let status = Command::new(&cargo)
-        .current_dir(&root)
-        .args(["build", "--release", "-p", "calametra-example-trigger6"])
-        .args(["--features", "hardware", "--bin", "t6-drive"])
-        .args(["--target", "x86_64-unknown-linux-gnu"])
-        .env("CARGO_TARGET_DIR", &target)
-        .env("RUSTFLAGS", "-C target-feature=+crt-static")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));
-    assert!(
-        status.success(),
-        "building the static t6-drive failed ({status}); the command is in this file's docs"
-    );
+    let bytes = calametra_qemu::probes::StaticBinary {
+        workspace: &Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+        package: "calametra-example-trigger6",
+        bin: "t6-drive",
+        features: "hardware",
+        target_dir: common::target_dir().join("t6-drive"),
+        prebuilt_var: Some("CALAMETRA_T6_DRIVE"),
+    }
+    .bytes()
+    .unwrap_or_else(|e| panic!("{e}"));
     eprintln!(
         "BENCH t6_drive_build_s={:.1}",
         started.elapsed().as_secs_f64()
     );
-    target.join("x86_64-unknown-linux-gnu/release/t6-drive")
+    bytes
 }
 
 /// Holds the machine for one test: its guest, and any build before it (a build beside a
@@ -352,14 +323,7 @@ fn the_example_driver_runs_over_usbfs_and_the_model_shows_the_colour_bars() {
         return;
     }
     let _one = one_guest();
-    let bin = t6_drive();
-    let bytes = std::fs::read(&bin).unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
-    assert_eq!(
-        is_static_elf(&bytes),
-        Ok(true),
-        "{} must be static: the guest has no Rust runtime libraries",
-        bin.display()
-    );
+    let bytes = t6_drive();
     let probe = Probe::Script {
         script: format!(
             "{}{DRIVE}",

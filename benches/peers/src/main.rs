@@ -7,7 +7,7 @@
 
 use calametra_core::choices::{derive_seed, story, Source};
 use calametra_core::explore::replay_config;
-use calametra_core::shrink::minimize;
+use calametra_core::shrink::minimize_owned;
 use calametra_core::swarm::Strategy;
 use calametra_core::{run, RunConfig, Sim};
 use calametra_peers::calametra_workloads::{self as cw, AVariant};
@@ -148,7 +148,7 @@ fn find_and_shrink_folding(
         .map(|i| run(seeded(derive_seed(seed, "peers::b", i)), &f))
         .find(|r| r.failure.is_some())?;
     let sig = failing.failure.as_ref()?.signature();
-    Some(minimize(failing.events, &mut |cand| {
+    Some(minimize_owned(failing.events, &mut |cand| {
         let r = run(replay_config(&base, cand), &f);
         if let Some(fold) = fold.as_deref_mut() {
             fnv(fold, &r.hash.0);

@@ -143,6 +143,27 @@ impl Anchor {
     /// The run's start: every run has it, once, at step 0.
     pub const START: &'static str = "start";
 
+    /// The anchor an [`Event::Anchor`] records; `None` for any other event.
+    pub fn of(e: &Event) -> Option<Anchor> {
+        match e {
+            Event::Anchor { after, nth, offset } => Some(Anchor {
+                after: after.clone(),
+                nth: *nth,
+                offset: *offset,
+            }),
+            _ => None,
+        }
+    }
+
+    /// [`Anchor::event`], taking the anchor (no copy of its text).
+    pub fn into_event(self) -> Event {
+        Event::Anchor {
+            after: self.after,
+            nth: self.nth,
+            offset: self.offset,
+        }
+    }
+
     /// The event that records this anchor before the event it anchors.
     pub fn event(&self) -> Event {
         Event::Anchor {
@@ -179,24 +200,28 @@ pub fn site_base(site: &str) -> &str {
 /// Events paired with the anchor recorded before each (`None`: raw position only, as in cases
 /// saved before anchors); the [`Event::Anchor`] entries themselves are folded in.
 pub fn anchored(events: &[Event]) -> Vec<(usize, Option<Anchor>, &Event)> {
-    let mut out = Vec::with_capacity(events.len());
-    let mut pending: Option<Anchor> = None;
-    for (i, e) in events.iter().enumerate() {
-        match e {
-            Event::Anchor { after, nth, offset } => {
-                pending = Some(Anchor {
-                    after: after.clone(),
-                    nth: *nth,
-                    offset: *offset,
-                })
-            }
-            Event::Schedule { .. } | Event::External { .. } | Event::Fault { .. } => {
-                out.push((i, pending.take(), e))
-            }
-            _ => out.push((i, None, e)),
+    anchored_iter(events)
+        .map(|(i, a, e)| (i, a.and_then(Anchor::of), e))
+        .collect()
+}
+
+/// [`anchored`] as it goes, building no list and copying no anchor: each event (not an
+/// anchor) with the [`Event::Anchor`] recorded before it, borrowed (a replay reads its list
+/// this way several times before its first step).
+pub(crate) fn anchored_iter(
+    events: &[Event],
+) -> impl Iterator<Item = (usize, Option<&Event>, &Event)> {
+    let mut pending: Option<&Event> = None;
+    events.iter().enumerate().filter_map(move |(i, e)| match e {
+        Event::Anchor { .. } => {
+            pending = Some(e);
+            None
         }
-    }
-    out
+        Event::Schedule { .. } | Event::External { .. } | Event::Fault { .. } => {
+            Some((i, pending.take(), e))
+        }
+        _ => Some((i, None, e)),
+    })
 }
 
 /// The events without their anchors (every event at its raw position).

@@ -260,44 +260,25 @@ exit 0
 "#;
 
 /// The static `t6-drive` for the guest, read once: `CALAMETRA_T6_DRIVE`, or built into
-/// `<target>/t6-drive` (`cargo build --release --target x86_64-unknown-linux-gnu` with
-/// `+crt-static`, its own target directory so the flags touch no other build; seconds when up
-/// to date, minutes the first time). It travels in the run's probe archive, never in git or
-/// the cached guest.
+/// `<target>/t6-drive` ([`calametra_qemu::probes::StaticBinary`]). It travels in the run's
+/// probe archive, never in git or the cached guest.
 fn t6_drive() -> &'static Result<Vec<u8>, String> {
     static BIN: std::sync::OnceLock<Result<Vec<u8>, String>> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
-        let path = match std::env::var_os("CALAMETRA_T6_DRIVE") {
-            Some(p) => std::path::PathBuf::from(p),
-            None => build_t6_drive()?,
-        };
-        std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| root.join("target"));
+        calametra_qemu::probes::StaticBinary {
+            workspace: &root,
+            package: "calametra-example-trigger6",
+            bin: "t6-drive",
+            features: "hardware",
+            target_dir: target.join("t6-drive"),
+            prebuilt_var: Some("CALAMETRA_T6_DRIVE"),
+        }
+        .bytes()
     })
-}
-
-fn build_t6_drive() -> Result<std::path::PathBuf, String> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join("t6-drive");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = std::process::Command::new(&cargo)
-        .current_dir(&root)
-        .args(["build", "--release", "-p", "calametra-example-trigger6"])
-        .args(["--features", "hardware", "--bin", "t6-drive"])
-        .args(["--target", "x86_64-unknown-linux-gnu"])
-        .env("CARGO_TARGET_DIR", &target)
-        .env("RUSTFLAGS", "-C target-feature=+crt-static")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .status()
-        .map_err(|e| format!("cannot run {cargo}: {e}"))?;
-    if !status.success() {
-        return Err(format!(
-            "building the static t6-drive failed ({status}); the command is in t6_drive's docs"
-        ));
-    }
-    Ok(target.join("x86_64-unknown-linux-gnu/release/t6-drive"))
 }
 
 calametra::main!();

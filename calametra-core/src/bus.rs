@@ -7,6 +7,7 @@
 use crate::choices::{site_base, Anchor, Decider, Event};
 use crate::clock::Nanos;
 use crate::fault::{Fault, FaultPlan, FaultSet, Site, SiteFamily, SiteKind};
+use crate::tasks::Wakeup;
 use crate::trace::Trace;
 use calametra_usb::{Setup, TransferError};
 use std::collections::BTreeMap;
@@ -37,10 +38,14 @@ impl Default for Timing {
 
 /// Queued things that happen at a virtual time.
 pub(crate) enum Ev {
-    Wake(Waker),
+    /// A timer: wakes a task of this run (by id) or any waker ([`Wakeup`]).
+    Wake(Wakeup),
     Arrive(u64),
     Complete(u64),
-    DevTimer { dev: usize, token: u64 },
+    DevTimer {
+        dev: usize,
+        token: u64,
+    },
 }
 
 #[derive(Clone)]

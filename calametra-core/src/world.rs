@@ -395,7 +395,7 @@ impl World {
     /// Fires one queued event.
     pub(crate) fn fire(&mut self, ev: Ev) {
         match ev {
-            Ev::Wake(w) => w.wake(),
+            Ev::Wake(w) => self.tasks.wake(w),
             Ev::Arrive(xid) => {
                 let dev = self.core.transfers.get(xid).map(|x| x.dev);
                 self.deliver(xid);
@@ -530,7 +530,8 @@ impl World {
             if !x.deadline_set {
                 x.deadline_set = true;
                 x.waker = Some(waker.clone());
-                self.core.push(d, Ev::Wake(waker.clone()));
+                let wake = self.tasks.wakeup(waker);
+                self.core.push(d, Ev::Wake(wake));
                 return Poll::Pending;
             }
         }

@@ -217,6 +217,11 @@ impl XferTable {
         s
     }
 
+    /// Keeps a site name's buffer as a spare (a transition's name, once logged).
+    pub(crate) fn spare_name_back(&mut self, name: String) {
+        self.names.push(name);
+    }
+
     /// The ids of the transfers `keep` selects, in id order (a vector: the caller goes on to
     /// change the table). Allocates only when one is selected.
     pub(crate) fn ids_where(&self, keep: impl Fn(&Xfer) -> bool) -> Vec<u64> {
@@ -630,31 +635,26 @@ impl Core {
             Some(f)
         } else if self.decide.is_seeded() && !self.fault_set.is_none() {
             // A swarm narrows the candidates to its primitives and site families, and sets the
-            // density; a site it turns off draws nothing.
-            let (candidates, odds) = match &self.decide.swarm {
-                Some(swarm) => {
-                    let family = SiteFamily::of(site, kind);
-                    let c = if swarm.reaches(family) {
-                        self.fault_set
-                            .candidates(kind)
-                            .into_iter()
-                            .filter(|f| swarm.allows(f, family))
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    (c, u64::from(swarm.odds))
-                }
-                None => (self.fault_set.candidates(kind), SEEDED_FAULT_ODDS),
-            };
-            if candidates.is_empty() || self.decide.faults_below(odds) != Some(0) {
+            // density; a site it turns off draws nothing. The candidates are counted, and the
+            // chosen one found, without building a list (this runs at every crossing).
+            let family = self
+                .decide
+                .swarm
+                .as_ref()
+                .map(|_| SiteFamily::of(site, kind));
+            let count =
+                seeded_candidates(&self.fault_set, self.decide.swarm.as_ref(), family, kind)
+                    .count();
+            let odds = self
+                .decide
+                .swarm
+                .as_ref()
+                .map_or(SEEDED_FAULT_ODDS, |s| u64::from(s.odds));
+            if count == 0 || self.decide.faults_below(odds) != Some(0) {
                 None
             } else {
-                let i = self
-                    .decide
-                    .faults_below(candidates.len() as u64)
-                    .unwrap_or(0) as usize;
-                Some(candidates[i].clone())
+                let i = self.decide.faults_below(count as u64).unwrap_or(0) as usize;
+                seeded_candidates(&self.fault_set, self.decide.swarm.as_ref(), family, kind).nth(i)
             }
         } else {
             None
@@ -685,6 +685,23 @@ impl Core {
         }
         fault
     }
+}
+
+/// The faults a seeded run may draw at a site of `kind` (in [`FaultSet::candidates`] order):
+/// the set's, narrowed by a swarm to its primitives at a family it reaches (`family` is the
+/// site's, given when there is a swarm).
+fn seeded_candidates<'a>(
+    set: &'a FaultSet,
+    swarm: Option<&'a crate::swarm::Swarm>,
+    family: Option<SiteFamily>,
+    kind: &'a SiteKind,
+) -> impl Iterator<Item = Fault> + 'a {
+    let reach = match (swarm, family) {
+        (Some(s), Some(fam)) => s.reaches(fam),
+        _ => true,
+    };
+    set.each_candidate(kind)
+        .filter(move |f| reach && swarm.zip(family).is_none_or(|(s, fam)| s.allows(f, fam)))
 }
 
 /// Completes a transfer: writes its trace record and wakes its task.

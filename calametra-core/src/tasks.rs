@@ -375,7 +375,10 @@ impl<T> Future for JoinHandle<T> {
         match s.value.take() {
             Some(v) => Poll::Ready(v),
             None => {
-                s.waker = Some(cx.waker().clone());
+                // Polled again by the same task: its waker is kept, not cloned again.
+                if !s.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    s.waker = Some(cx.waker().clone());
+                }
                 Poll::Pending
             }
         }

@@ -194,153 +194,17 @@ impl V3 {
     /// byte length and its bytes (it then gets the next index while the table has room).
     #[inline(always)]
     fn string(&mut self, s: &[u8], bias: u64) {
-        let code = self.code(s, bias);
-        self.put_code(code, s, bias);
-    }
-
-    /// The code [`V3::string`] writes for `s` when the table has it (its index plus
-    /// `1 + bias`), found without writing anything.
-    #[inline(always)]
-    fn code(&self, s: &[u8], bias: u64) -> Option<u64> {
-        Some(u64::from(self.strings.find(s)?) + 1 + bias)
-    }
-
-    /// Writes `s` by its `code` ([`V3::code`], looked up since the table last changed).
-    #[inline(always)]
-    fn put_code(&mut self, code: Option<u64>, s: &[u8], bias: u64) {
-        match code {
-            Some(c) if c < 0x80 => self.buf.push(c as u8),
-            Some(c) => enc_uint(&mut self.buf, c),
+        match self.strings.find(s) {
+            Some(i) => {
+                let code = u64::from(i) + 1 + bias;
+                if code < 0x80 {
+                    self.buf.push(code as u8);
+                } else {
+                    enc_uint(&mut self.buf, code);
+                }
+            }
             None => self.new_string(s, bias),
         }
-    }
-
-    /// Writes `key` (a one-byte key code, when the caller found one) and then `rest`, in one
-    /// append.
-    #[inline(always)]
-    fn put_after(&mut self, key: Option<u8>, rest: &[u8]) {
-        match key {
-            Some(k) => {
-                let mut all = [k, 0, 0, 0];
-                all[1..=rest.len()].copy_from_slice(rest);
-                self.buf.extend_from_slice(&all[..=rest.len()]);
-            }
-            None => self.buf.extend_from_slice(rest),
-        }
-    }
-
-    /// A string value whose bytes are `s`, after its tag, after `key`: exactly `tag` and
-    /// [`V3::string`]`(s, 0)`, written at once when the string's code is one byte.
-    #[inline(always)]
-    fn tagged(&mut self, key: Option<u8>, tag: u8, s: &[u8]) {
-        let code = self.code(s, 0);
-        match code {
-            Some(c) if c < 0x80 => self.put_after(key, &[tag, c as u8]),
-            _ => {
-                self.put_after(key, &[tag]);
-                self.put_code(code, s, 0);
-            }
-        }
-    }
-
-    /// A site name by its parts after `key`: what [`Sink::str`] writes for `<base>#<n>`.
-    #[inline(always)]
-    fn site_after(&mut self, key: Option<u8>, base: &str, n: u64) {
-        let code = self.code(base.as_bytes(), 0);
-        match code {
-            Some(c) if c < 0x80 && n < 0x80 => self.put_after(key, &[tag::SITE, c as u8, n as u8]),
-            _ => {
-                self.put_after(key, &[tag::SITE]);
-                self.put_code(code, base.as_bytes(), 0);
-                enc_uint(&mut self.buf, n);
-            }
-        }
-    }
-
-    /// A JSON string value after `key`: a site name, hex or a string (module docs of
-    /// [`crate::trace`]).
-    #[inline]
-    fn str_after(&mut self, key: Option<u8>, s: &str) {
-        if let Some((base, n)) = site_parts(s) {
-            self.site_after(key, base, n);
-        } else if is_hex(s.as_bytes()) {
-            let mut bytes = std::mem::take(&mut self.scratch);
-            bytes.clear();
-            bytes.extend(
-                s.as_bytes()
-                    .chunks_exact(2)
-                    .map(|p| (hex_digit(p[0]) << 4) | hex_digit(p[1])),
-            );
-            self.tagged(key, tag::HEX, &bytes);
-            self.scratch = bytes;
-        } else {
-            self.tagged(key, tag::STR, s.as_bytes());
-        }
-    }
-
-    /// Bytes as a hex value after `key`.
-    #[inline(always)]
-    fn hex_after(&mut self, key: Option<u8>, bytes: &[u8]) {
-        if bytes.is_empty() {
-            // The empty string is not a hex string (module docs).
-            self.tagged(key, tag::STR, b"");
-        } else {
-            self.tagged(key, tag::HEX, bytes);
-        }
-    }
-
-    /// The one-byte code of key `k` when the table has it (then a field is written at once);
-    /// else `k` is written and `None` returned.
-    #[inline(always)]
-    fn key_code(&mut self, k: &str) -> Option<u8> {
-        let code = self.code(k.as_bytes(), 1);
-        match code {
-            Some(c) if c < 0x80 => Some(c as u8),
-            _ => {
-                self.put_code(code, k.as_bytes(), 1);
-                None
-            }
-        }
-    }
-
-    /// A `data` field `k` with a string value: [`Sink::key`] then [`Sink::str`].
-    #[inline(always)]
-    pub(super) fn field_str(&mut self, k: &str, v: &str) {
-        let key = self.key_code(k);
-        self.str_after(key, v);
-    }
-
-    /// A `data` field `k` with a site name by its parts: [`Sink::key`] then [`V3::site`].
-    #[inline(always)]
-    pub(super) fn field_site(&mut self, k: &str, base: &str, n: u64) {
-        let key = self.key_code(k);
-        self.site_after(key, base, n);
-    }
-
-    /// A `data` field `k` with bytes as hex: [`Sink::key`] then [`Sink::hex`].
-    #[inline(always)]
-    pub(super) fn field_hex(&mut self, k: &str, v: &[u8]) {
-        let key = self.key_code(k);
-        self.hex_after(key, v);
-    }
-
-    /// A `data` field `k` with an unsigned integer: [`Sink::key`] then [`Sink::uint`].
-    #[inline(always)]
-    pub(super) fn field_uint(&mut self, k: &str, v: u64) {
-        let key = self.key_code(k);
-        if v < 0x80 {
-            self.put_after(key, &[tag::UINT, v as u8]);
-        } else {
-            self.put_after(key, &[tag::UINT]);
-            enc_uint(&mut self.buf, v);
-        }
-    }
-
-    /// A `data` field `k` with a boolean: [`Sink::key`] then [`Sink::bool`].
-    #[inline(always)]
-    pub(super) fn field_bool(&mut self, k: &str, v: bool) {
-        let key = self.key_code(k);
-        self.put_after(key, &[if v { tag::TRUE } else { tag::FALSE }]);
     }
 
     /// A string the table does not have: written out, and added while the table has room.
@@ -360,30 +224,11 @@ impl Sink for V3 {
     }
     #[inline(always)]
     fn head(&mut self, seq: u64, t_ns: u64, kind: &str, actor: &str) {
-        let ds = zigzag(seq.wrapping_sub(self.next_seq));
-        let dt = zigzag(t_ns.wrapping_sub(self.prev_t));
+        enc_uint(&mut self.buf, zigzag(seq.wrapping_sub(self.next_seq)));
+        enc_uint(&mut self.buf, zigzag(t_ns.wrapping_sub(self.prev_t)));
         self.next_seq = seq.wrapping_add(1);
         self.prev_t = t_ns;
-        let kc = self.code(kind.as_bytes(), 0);
-        // The common envelope (small steps, a kind and an actor the table has) is written at
-        // once; the actor is looked up after the kind is known to be in the table, as the
-        // piece-by-piece way below does.
-        if let Some(k @ 0..0x80) = kc {
-            if ds < 0x80 && dt < 0x80 {
-                let ac = self.code(actor.as_bytes(), 0);
-                if let Some(a @ 0..0x80) = ac {
-                    self.buf
-                        .extend_from_slice(&[ds as u8, dt as u8, k as u8, a as u8]);
-                } else {
-                    self.buf.extend_from_slice(&[ds as u8, dt as u8, k as u8]);
-                    self.put_code(ac, actor.as_bytes(), 0);
-                }
-                return;
-            }
-        }
-        enc_uint(&mut self.buf, ds);
-        enc_uint(&mut self.buf, dt);
-        self.put_code(kc, kind.as_bytes(), 0);
+        self.string(kind.as_bytes(), 0);
         self.string(actor.as_bytes(), 0);
     }
     #[inline(always)]
@@ -393,11 +238,44 @@ impl Sink for V3 {
     }
     #[inline]
     fn str(&mut self, s: &str) {
-        self.str_after(None, s);
+        if let Some((base, n)) = site_parts(s) {
+            self.buf.push(tag::SITE);
+            self.string(base.as_bytes(), 0);
+            enc_uint(&mut self.buf, n);
+        } else if is_hex(s.as_bytes()) {
+            let mut bytes = std::mem::take(&mut self.scratch);
+            bytes.clear();
+            bytes.extend(
+                s.as_bytes()
+                    .chunks_exact(2)
+                    .map(|p| (hex_digit(p[0]) << 4) | hex_digit(p[1])),
+            );
+            self.buf.push(tag::HEX);
+            self.string(&bytes, 0);
+            self.scratch = bytes;
+        } else {
+            self.buf.push(tag::STR);
+            self.string(s.as_bytes(), 0);
+        }
     }
     #[inline(always)]
     fn hex(&mut self, bytes: &[u8]) {
-        self.hex_after(None, bytes);
+        if bytes.is_empty() {
+            // The empty string is not a hex string (module docs).
+            return self.str("");
+        }
+        self.buf.push(tag::HEX);
+        self.string(bytes, 0);
+    }
+}
+
+impl V3 {
+    /// A site name by its parts: exactly what [`Sink::str`] writes for `<base>#<n>`.
+    #[inline]
+    pub(super) fn site(&mut self, base: &str, n: u64) {
+        self.buf.push(tag::SITE);
+        self.string(base.as_bytes(), 0);
+        enc_uint(&mut self.buf, n);
     }
 }
 

@@ -7,6 +7,7 @@
 use crate::choices::{site_base, Anchor, Decider, Event};
 use crate::clock::Nanos;
 use crate::fault::{Fault, FaultPlan, FaultSet, Site, SiteFamily, SiteKind};
+use crate::tasks::Wakeup;
 use crate::trace::Trace;
 use calametra_usb::{Setup, TransferError};
 use std::collections::BTreeMap;
@@ -37,10 +38,14 @@ impl Default for Timing {
 
 /// Queued things that happen at a virtual time.
 pub(crate) enum Ev {
-    Wake(Waker),
+    /// A timer: wakes a task of this run (by id) or any waker ([`Wakeup`]).
+    Wake(Wakeup),
     Arrive(u64),
     Complete(u64),
-    DevTimer { dev: usize, token: u64 },
+    DevTimer {
+        dev: usize,
+        token: u64,
+    },
 }
 
 #[derive(Clone)]
@@ -79,115 +84,319 @@ pub(crate) struct Xfer {
     pub(crate) deadline_set: bool,
 }
 
-/// The transfers in flight by id: a short vector kept in id order (ids only grow, so a new one
-/// goes at the end). Iteration is in submission order, and once grown it allocates nothing per
-/// transfer (a `BTreeMap` allocated a node each time it went from empty to one: a hot path).
-/// The site names of removed transfers are kept as spare buffers for the names of the next
-/// ones ([`XferTable::spare_name`]), so naming a transfer allocates nothing once warm.
-#[derive(Default)]
-pub(crate) struct XferTable(Vec<(u64, Xfer)>, Vec<String>);
+/// Bits of a transfer id that name its slot in the [`XferTable`]; the bits above count
+/// submissions. An id is unique in a run (the count only grows) and ids compare in submission
+/// order; 2^24 slots (transfers in flight at once) and 2^40 submissions a run are far beyond
+/// what a run holds.
+const SLOT_BITS: u32 = 24;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+
+/// One slot of the [`XferTable`]: the id of the transfer it holds (or held last), the
+/// transfer, and while it is free, the next free slot (the free list runs through the slots:
+/// no vector of its own to grow).
+struct Slot {
+    id: u64,
+    next_free: u32,
+    x: Option<Xfer>,
+}
+
+/// The end of the free list.
+const NO_SLOT: u32 = u32::MAX;
+
+/// The transfers in flight, by id: a slab. A transfer stays in its slot from submission to
+/// removal (nothing is shifted when another comes or goes: the sorted vector before moved
+/// ~200-byte entries on every insert and remove, ~5,400 callgrind instructions of `memcpy` a
+/// core-bench run, issue 20), a freed slot is reused through a free list, and an id names its
+/// slot, so a lookup is an index and a check of the id. Every iteration is in id order (the
+/// order of submission), whatever slots the transfers sit in, so what is derived from one
+/// (completion order at a disconnect, the waiting transfers offered again) is as before.
+/// Once grown it allocates nothing per transfer; the site names of removed transfers are kept
+/// as spare buffers for the names of the next ones ([`XferTable::spare_name`]).
+pub(crate) struct XferTable {
+    slots: Vec<Slot>,
+    /// The most recently freed slot (reused first), or [`NO_SLOT`].
+    free: u32,
+    names: Vec<String>,
+    submitted: u64,
+}
+
+impl Default for XferTable {
+    fn default() -> Self {
+        XferTable {
+            slots: Vec::new(),
+            free: NO_SLOT,
+            names: Vec::new(),
+            submitted: 0,
+        }
+    }
+}
 
 impl XferTable {
-    pub(crate) fn index(&self, id: u64) -> Result<usize, usize> {
-        self.0.binary_search_by_key(&id, |(k, _)| *k)
+    pub(crate) fn get(&self, id: u64) -> Option<&Xfer> {
+        self.slots
+            .get((id & SLOT_MASK) as usize)
+            .filter(|s| s.id == id)?
+            .x
+            .as_ref()
     }
 
-    pub(crate) fn get(&self, id: &u64) -> Option<&Xfer> {
-        self.index(*id).ok().map(|i| &self.0[i].1)
+    pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut Xfer> {
+        self.slots
+            .get_mut((id & SLOT_MASK) as usize)
+            .filter(|s| s.id == id)?
+            .x
+            .as_mut()
     }
 
-    pub(crate) fn get_mut(&mut self, id: &u64) -> Option<&mut Xfer> {
-        self.index(*id).ok().map(|i| &mut self.0[i].1)
-    }
-
-    pub(crate) fn insert(&mut self, id: u64, x: Xfer) {
-        match self.index(id) {
-            Ok(i) => self.0[i].1 = x,
-            Err(i) => self.0.insert(i, (id, x)),
+    /// Puts a new transfer in a free slot; returns its id (greater than every id before).
+    pub(crate) fn insert(&mut self, x: Xfer) -> u64 {
+        let seq = self.submitted;
+        self.submitted += 1;
+        match self.slots.get_mut(self.free as usize) {
+            Some(slot) => {
+                let id = (seq << SLOT_BITS) | u64::from(self.free);
+                self.free = slot.next_free;
+                slot.id = id;
+                slot.x = Some(x);
+                id
+            }
+            None => {
+                let i = self.slots.len() as u64;
+                assert!(i < SLOT_MASK, "calametra: 2^24 transfers in flight");
+                let id = (seq << SLOT_BITS) | i;
+                self.slots.push(Slot {
+                    id,
+                    next_free: NO_SLOT,
+                    x: Some(x),
+                });
+                id
+            }
         }
     }
 
     /// Removes a transfer; its site name's buffer is kept as a spare (the returned transfer's
     /// `site` is empty).
-    pub(crate) fn remove(&mut self, id: &u64) -> Option<Xfer> {
-        let i = self.index(*id).ok()?;
-        let mut x = self.0.remove(i).1;
-        self.1.push(std::mem::take(&mut x.site));
+    pub(crate) fn remove(&mut self, id: u64) -> Option<Xfer> {
+        let i = id & SLOT_MASK;
+        let slot = self.slots.get_mut(i as usize).filter(|s| s.id == id)?;
+        let mut x = slot.x.take()?;
+        slot.next_free = self.free;
+        self.free = i as u32;
+        self.names.push(std::mem::take(&mut x.site));
         Some(x)
+    }
+
+    /// Removes a completed transfer and returns its result; `None` (and nothing removed) if
+    /// it is not done.
+    pub(crate) fn take_done(&mut self, id: u64) -> Option<Result<Vec<u8>, TransferError>> {
+        let i = id & SLOT_MASK;
+        let slot = self.slots.get_mut(i as usize).filter(|s| s.id == id)?;
+        let x = slot.x.as_mut()?;
+        if !matches!(x.state, XState::Done(_)) {
+            return None;
+        }
+        let XState::Done(r) = std::mem::replace(&mut x.state, XState::InFlight) else {
+            return None;
+        };
+        self.names.push(std::mem::take(&mut x.site));
+        slot.x = None;
+        slot.next_free = self.free;
+        self.free = i as u32;
+        Some(r)
     }
 
     /// An empty string to build a site name in: a spare buffer of a removed transfer's name,
     /// or a new one with room for a usual name and its `#n` (`ctrl.get_descriptor#12`), so it
     /// is not grown while the name is built.
     pub(crate) fn spare_name(&mut self) -> String {
-        let mut s = self.1.pop().unwrap_or_else(|| String::with_capacity(32));
+        let mut s = self
+            .names
+            .pop()
+            .unwrap_or_else(|| String::with_capacity(32));
         s.clear();
         s
     }
 
+    /// The ids of the transfers `keep` selects, in id order (a vector: the caller goes on to
+    /// change the table). Allocates only when one is selected.
+    pub(crate) fn ids_where(&self, keep: impl Fn(&Xfer) -> bool) -> Vec<u64> {
+        let mut ids: Vec<u64> = self
+            .slots
+            .iter()
+            .filter(|s| s.x.as_ref().is_some_and(&keep))
+            .map(|s| s.id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The transfers in id order (collected and sorted: for state dumps and failure reports).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&u64, &Xfer)> {
-        self.0.iter().map(|(k, x)| (k, x))
+        let mut v: Vec<(&u64, &Xfer)> = self
+            .slots
+            .iter()
+            .filter_map(|s| Some((&s.id, s.x.as_ref()?)))
+            .collect();
+        v.sort_unstable_by_key(|(id, _)| **id);
+        v.into_iter()
     }
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &Xfer> {
-        self.0.iter().map(|(_, x)| x)
+        self.iter().map(|(_, x)| x)
     }
 
     pub(crate) fn clear(&mut self) {
-        self.0.clear();
+        self.slots.clear();
+        self.free = NO_SLOT;
     }
 }
 
-/// The event queue: events by (virtual time, insertion number), kept sorted in a vector, latest
-/// first, so the earliest event (the one usually taken) is the last element and taking it
-/// shifts nothing, and a near-term event is inserted near the end, past later ones. (In
-/// ascending order every take shifted the whole queue: the core bench's queue `memmove`s were
-/// ~9,400 callgrind instructions a run, now ~4,700; issue 20.) A binary search and a short
-/// shift beat a `BTreeMap`, which allocated a node each time the queue went from empty to one;
-/// once grown, the vector allocates nothing.
+/// A queued event in [`EventQueue`]'s heap, ordered by its key alone, earliest greatest (so
+/// the max-heap's top is the earliest).
+struct Later {
+    key: (Nanos, u64),
+    ev: Ev,
+}
+
+impl PartialEq for Later {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl Eq for Later {}
+impl PartialOrd for Later {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Later {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.key.cmp(&self.key)
+    }
+}
+
+/// The event queue: events by (virtual time, insertion number). The events due at the
+/// earliest time (the ones a step picks among) are kept apart, in a short vector in key order
+/// (`front`); every later event is in a binary heap keyed by (time, insertion), which gives
+/// them up in exactly that order when the front is used up. So a step reads and takes its
+/// events from the front, and inserting a later event (a transfer's arrival, a deadline) costs
+/// a heap push of a few levels instead of shifting a sorted vector (the sorted vector's
+/// `memmove`s were ~3,300 callgrind instructions a core-bench run; issue 20). An event at the
+/// front's time joins the front; one earlier than it (never made by the bus, whose events are
+/// at `now` or later) sends the front back to the heap. Iteration in key order (state dumps)
+/// collects and sorts. Once grown, nothing allocates.
 #[derive(Default)]
-pub(crate) struct EventQueue(Vec<((Nanos, u64), Ev)>);
+pub(crate) struct EventQueue {
+    front: Vec<((Nanos, u64), Ev)>,
+    later: std::collections::BinaryHeap<Later>,
+}
 
 impl EventQueue {
-    pub(crate) fn insert(&mut self, key: (Nanos, u64), ev: Ev) {
-        let i = self.0.partition_point(|(k, _)| *k > key);
-        self.0.insert(i, (key, ev));
+    fn with_capacity(n: usize) -> EventQueue {
+        EventQueue {
+            front: Vec::with_capacity(8),
+            later: std::collections::BinaryHeap::with_capacity(n),
+        }
     }
 
-    /// Where `key` is (the vector is in descending key order).
-    fn index(&self, key: &(Nanos, u64)) -> Option<usize> {
-        self.0.binary_search_by(|(k, _)| key.cmp(k)).ok()
+    pub(crate) fn insert(&mut self, key: (Nanos, u64), ev: Ev) {
+        // The front is empty only when the whole queue is.
+        match self.front.first() {
+            None => self.front.push((key, ev)),
+            Some(((t, _), _)) if key.0 > *t => self.later.push(Later { key, ev }),
+            Some(((t, _), _)) if key.0 == *t => {
+                let i = self.front.partition_point(|(k, _)| *k < key);
+                self.front.insert(i, (key, ev));
+            }
+            Some(_) => {
+                for (key, ev) in self.front.drain(..) {
+                    self.later.push(Later { key, ev });
+                }
+                self.front.push((key, ev));
+            }
+        }
+    }
+
+    /// Moves the earliest events of the heap to the (empty) front.
+    fn refill(&mut self) {
+        let Some(first) = self.later.pop() else {
+            return;
+        };
+        let t = first.key.0;
+        self.front.push((first.key, first.ev));
+        while let Some(top) = self.later.peek_mut() {
+            if top.key.0 != t {
+                break;
+            }
+            let next = std::collections::binary_heap::PeekMut::pop(top);
+            self.front.push((next.key, next.ev));
+        }
+    }
+
+    fn front_index(&self, key: &(Nanos, u64)) -> Option<usize> {
+        self.front.binary_search_by(|(k, _)| k.cmp(key)).ok()
     }
 
     pub(crate) fn get(&self, key: &(Nanos, u64)) -> Option<&Ev> {
-        Some(&self.0[self.index(key)?].1)
+        match self.front_index(key) {
+            Some(i) => Some(&self.front[i].1),
+            None => self.later.iter().find(|l| l.key == *key).map(|l| &l.ev),
+        }
     }
 
     pub(crate) fn remove(&mut self, key: &(Nanos, u64)) -> Option<Ev> {
-        let i = self.index(key)?;
-        Some(self.0.remove(i).1)
+        if let Some(i) = self.front_index(key) {
+            let (_, ev) = self.front.remove(i);
+            if self.front.is_empty() {
+                self.refill();
+            }
+            return Some(ev);
+        }
+        // Not due yet (no step takes one; kept for completeness): rebuild the heap without it.
+        if !self.later.iter().any(|l| l.key == *key) {
+            return None;
+        }
+        let mut v = std::mem::take(&mut self.later).into_vec();
+        let i = v.iter().position(|l| l.key == *key)?;
+        let l = v.swap_remove(i);
+        self.later = v.into();
+        Some(l.ev)
     }
 
     pub(crate) fn first_time(&self) -> Option<Nanos> {
-        self.0.last().map(|((t, _), _)| *t)
+        self.front.first().map(|((t, _), _)| *t)
     }
 
     /// The events due at `t` (the earliest time), in their stable order.
     pub(crate) fn due_at(&self, t: Nanos) -> impl Iterator<Item = &(Nanos, u64)> {
-        self.0
-            .iter()
-            .rev()
-            .take_while(move |((at, _), _)| *at == t)
-            .map(|(k, _)| k)
+        let due = if self.first_time() == Some(t) {
+            &self.front[..]
+        } else {
+            &[]
+        };
+        due.iter().map(|(k, _)| k)
     }
 
-    /// The events in (time, insertion) order.
+    /// How many events are due at the earliest time.
+    pub(crate) fn due_count(&self) -> usize {
+        self.front.len()
+    }
+
+    /// The events in (time, insertion) order (collected and sorted: for state dumps).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&(Nanos, u64), &Ev)> {
-        self.0.iter().rev().map(|(k, e)| (k, e))
+        let mut v: Vec<(&(Nanos, u64), &Ev)> = self
+            .front
+            .iter()
+            .map(|(k, e)| (k, e))
+            .chain(self.later.iter().map(|l| (&l.key, &l.ev)))
+            .collect();
+        v.sort_unstable_by_key(|(k, _)| **k);
+        v.into_iter()
     }
 
     pub(crate) fn clear(&mut self) {
-        self.0.clear();
+        self.front.clear();
+        self.later.clear();
     }
 }
 
@@ -211,7 +420,6 @@ pub(crate) struct Core {
     pub(crate) queue: EventQueue,
     pub(crate) next_ev: u64,
     pub(crate) transfers: XferTable,
-    pub(crate) next_xfer: u64,
     pub(crate) site_counts: BTreeMap<String, u32>,
     pub(crate) plan: FaultPlan,
     pub(crate) fault_set: FaultSet,
@@ -252,10 +460,9 @@ impl Core {
             // Room for the events a run usually has queued at once (transfer deadlines stay
             // queued until due; the core bench's queue grew 16 -> 32 -> 64 every run): no
             // growth step by step.
-            queue: EventQueue(Vec::with_capacity(64)),
+            queue: EventQueue::with_capacity(64),
             next_ev: 0,
             transfers: XferTable::default(),
-            next_xfer: 0,
             site_counts: BTreeMap::new(),
             plan,
             fault_set,
@@ -317,7 +524,7 @@ impl Core {
     /// (written into `out`: a logged pick's label is built every time one is taken).
     pub(crate) fn describe_event(&self, key: (Nanos, u64), out: &mut String) {
         let mut site = |xid: &u64, what: &str| {
-            match self.transfers.get(xid) {
+            match self.transfers.get(*xid) {
                 Some(x) => out.push_str(x.site.strip_prefix("ctrl.").unwrap_or(&x.site)),
                 None => out.push_str("a cancelled transfer"),
             }
@@ -350,7 +557,7 @@ impl Core {
     /// this runs every step).
     pub(crate) fn due_span(&self) -> Option<(Nanos, usize)> {
         let t = self.next_time()?;
-        Some((t, self.queue.due_at(t).count()))
+        Some((t, self.queue.due_count()))
     }
 
     /// The key of the `i`th event due at `t` (the earliest time), in their stable order.
@@ -483,7 +690,7 @@ impl Core {
 /// Completes a transfer: writes its trace record and wakes its task.
 pub(crate) fn complete(core: &mut Core, xid: u64, r: Result<Vec<u8>, TransferError>) {
     let now = core.now;
-    let Some(x) = core.transfers.get_mut(&xid) else {
+    let Some(x) = core.transfers.get_mut(xid) else {
         return;
     };
     if matches!(x.state, XState::Done(_)) {
@@ -576,20 +783,41 @@ pub(crate) fn device_timer(core: &mut Core, dev: usize, ns: Nanos, token: u64) {
 mod tests {
     use super::*;
 
-    /// The queue against a sorted list: inserts in any order, removals from anywhere, always
-    /// in (time, insertion) order.
+    /// The queue against a sorted list: inserts at any time (before, at and after the
+    /// earliest), removals of a due event (as a step takes one) and from anywhere, always in
+    /// (time, insertion) order: the earliest time, the events due then and their order.
     #[test]
     fn the_event_queue_stays_in_time_and_insertion_order() {
         use rand_core::{RngCore, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
         let mut q = EventQueue::default();
         let mut want: Vec<(Nanos, u64)> = Vec::new();
-        for n in 0..2_000u64 {
-            if want.is_empty() || rng.next_u32() % 3 != 0 {
-                let key = (u64::from(rng.next_u32() % 8), n);
+        let mut taken = Vec::new();
+        let mut popped = Vec::new();
+        for n in 0..5_000u64 {
+            let r = rng.next_u32();
+            if want.is_empty() || (r % 3 != 0 && want.len() < 48) {
+                let base = want.first().map_or(0, |k| k.0);
+                let key = (base + u64::from(rng.next_u32() % 8), n);
+                let key = if r % 17 == 0 {
+                    (base.saturating_sub(1), n)
+                } else {
+                    key
+                };
                 q.insert(key, Ev::Arrive(n));
                 want.push(key);
                 want.sort();
+            } else if r % 5 != 0 {
+                // A step: the `i`th of the events due at the earliest time.
+                let t = want[0].0;
+                let due = want.iter().take_while(|k| k.0 == t).count();
+                let i = rng.next_u32() as usize % due;
+                let key = want.remove(i);
+                assert_eq!(q.due_count(), due);
+                let got = q.due_at(t).nth(i).copied();
+                assert_eq!(got, Some(key));
+                assert!(matches!(q.remove(&key), Some(Ev::Arrive(x)) if x == key.1));
+                taken.push(key);
             } else {
                 let i = rng.next_u32() as usize % want.len();
                 let key = want.remove(i);
@@ -607,5 +835,72 @@ mod tests {
                 assert!(want.iter().all(|k| q.get(k).is_some()));
             }
         }
+        assert!(taken.len() > 1_000, "{}", taken.len());
+        // Emptied by always taking the first due event: exactly the sorted order.
+        let mut rest = want.clone();
+        rest.sort();
+        while let Some(t) = q.first_time() {
+            let key = q.due_at(t).next().copied().expect("due");
+            q.remove(&key);
+            popped.push(key);
+        }
+        assert_eq!(popped, rest);
+    }
+
+    fn xfer(dev: usize, state: XState) -> Xfer {
+        Xfer {
+            dev,
+            generation: 0,
+            kind: XKind::TAKEN,
+            actor: Rc::from("t"),
+            site: String::from("bulk.in#1"),
+            fault: None,
+            waker: None,
+            state,
+            deadline_set: false,
+        }
+    }
+
+    /// The slab against a list in submission order: ids grow, freed slots are reused, and
+    /// every iteration is in submission order whatever slot a transfer sits in; a removed
+    /// transfer's id finds nothing, even once its slot holds another.
+    #[test]
+    fn the_transfer_table_keeps_submission_order_and_reuses_slots() {
+        use rand_core::{RngCore, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let mut t = XferTable::default();
+        let mut want: Vec<(u64, usize)> = Vec::new();
+        let mut gone: Vec<u64> = Vec::new();
+        let mut last = None;
+        for n in 0..3_000usize {
+            if want.is_empty() || rng.next_u32() % 2 == 0 {
+                let id = t.insert(xfer(n, XState::InFlight));
+                assert!(last.is_none_or(|l| id > l), "ids grow");
+                last = Some(id);
+                want.push((id, n));
+            } else {
+                let i = rng.next_u32() as usize % want.len();
+                let (id, dev) = want.remove(i);
+                if rng.next_u32() % 2 == 0 {
+                    t.get_mut(id).expect("in").state = XState::Done(Ok(vec![dev as u8]));
+                    assert_eq!(t.take_done(id), Some(Ok(vec![dev as u8])));
+                } else {
+                    assert!(t.take_done(id).is_none(), "not done");
+                    assert_eq!(t.remove(id).map(|x| x.dev), Some(dev));
+                }
+                assert!(t.get(id).is_none() && t.remove(id).is_none());
+                gone.push(id);
+            }
+            let got: Vec<(u64, usize)> = t.iter().map(|(id, x)| (*id, x.dev)).collect();
+            assert_eq!(got, want);
+            let odd: Vec<u64> = want.iter().filter(|w| w.1 % 2 == 1).map(|w| w.0).collect();
+            assert_eq!(t.ids_where(|x| x.dev % 2 == 1), odd);
+            assert!(want
+                .iter()
+                .all(|(id, dev)| t.get(*id).map(|x| x.dev) == Some(*dev)));
+        }
+        assert!(gone.iter().all(|id| t.get(*id).is_none()));
+        // Slots were reused: far fewer than the transfers submitted.
+        assert!(t.slots.len() < 200, "{}", t.slots.len());
     }
 }

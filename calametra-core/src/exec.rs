@@ -54,7 +54,8 @@ pub async fn sleep_until(deadline: Nanos) {
                 Poll::Ready(())
             } else {
                 if !registered {
-                    w.core.push(deadline, Ev::Wake(cx.waker().clone()));
+                    let wake = w.tasks.wakeup(cx.waker());
+                    w.core.push(deadline, Ev::Wake(wake));
                     registered = true;
                 }
                 Poll::Pending
@@ -111,7 +112,8 @@ pub async fn timeout<F: Future>(d: Duration, fut: F) -> Result<F::Output, Elapse
                 Poll::Ready(Err(Elapsed))
             } else {
                 if !registered {
-                    w.core.push(deadline, Ev::Wake(cx.waker().clone()));
+                    let wake = w.tasks.wakeup(cx.waker());
+                    w.core.push(deadline, Ev::Wake(wake));
                     registered = true;
                 }
                 Poll::Pending

@@ -21,7 +21,7 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 mod config;
 mod failure;
@@ -484,6 +484,17 @@ fn fire_external(sim: &mut Sim, i: usize, p: u64, anchor: Option<Anchor>) -> Opt
 }
 
 fn drive(sim: &mut Sim) -> Option<Failure> {
+    let world = sim.world.clone();
+    let mut wakers = world.borrow_mut().tasks.poll_wakers();
+    let r = steps(sim, &mut wakers);
+    if let Ok(mut w) = world.try_borrow_mut() {
+        w.tasks.keep_poll_wakers(wakers);
+    }
+    r
+}
+
+/// The run loop's steps, to the run's end; `wakers` holds each task's waker to poll with.
+fn steps(sim: &mut Sim, wakers: &mut Vec<Waker>) -> Option<Failure> {
     record_swarm(sim);
     let placed = place_externals(sim);
     let mut next_external = 0;
@@ -519,33 +530,35 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
                 steps: sim.config.max_steps,
             });
         }
-        if !w.tasks.ready.is_empty() {
-            let n = w.tasks.ready.len();
+        let n = w.tasks.ready_len();
+        if n > 0 {
             let point = w.core.point;
             let pick = {
                 let World { core, tasks, .. } = &mut *w;
-                let (ready, slots) = (&tasks.ready, &tasks.slots);
-                let id_of = |i: usize| ready.iter().nth(i).copied().unwrap_or(0);
+                let id_of = |i: usize| tasks.ready_nth(i).unwrap_or(0);
                 core.decide.schedule_task(point, n, &id_of, |i| {
-                    ready
-                        .iter()
-                        .nth(i)
-                        .map(|&id| slots[id].name.to_string())
+                    tasks
+                        .ready_nth(i)
+                        .map(|id| tasks.slots[id].name.to_string())
                         .unwrap_or_default()
                 })
             };
-            let Some(id) = w.tasks.ready.iter().nth(pick).copied() else {
+            let Some(id) = w.tasks.ready_nth(pick) else {
                 continue;
             };
             let logged_before = w.core.decide.log.len();
             w.core.label_poll = pick != 0;
             w.core.poll_sites.clear();
-            w.tasks.ready.remove(&id);
+            w.tasks.unready(id);
             w.core.point += 1;
+            // Each task's waker, cloned once a run (a clone a step was two atomic operations).
+            while wakers.len() < w.tasks.slots.len() {
+                let waker = w.tasks.slots[wakers.len()].waker.clone();
+                wakers.push(waker);
+            }
             let slot = &mut w.tasks.slots[id];
             let name = slot.name.clone();
             let fut = slot.fut.take();
-            let waker = slot.waker.clone();
             let now = w.core.now;
             w.core.trace.emit(now, "task", &name, true, |d| {
                 if n > 1 {
@@ -553,11 +566,13 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
                 }
             });
             w.core.actor = name.clone();
+            w.tasks.polled = Some(id);
             drop(w);
             let Some(mut fut) = fut else { continue };
-            let mut cx = Context::from_waker(&waker);
+            let mut cx = Context::from_waker(&wakers[id]);
             let polled = catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx)));
             let mut w = world.borrow_mut();
+            w.tasks.polled = None;
             w.core.actor = w.core.sim_actor.clone();
             // A switch reads as what the task then did: `driver: get_status#2`.
             if pick != 0 {
@@ -565,7 +580,7 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
             }
             match polled {
                 Err(_) => {
-                    w.tasks.slots[id].done = true;
+                    w.tasks.finish(id);
                     return Some(Failure::Panic {
                         task: name.to_string(),
                         message: take_panic(),
@@ -575,7 +590,7 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
                     w.tasks.slots[id].fut = Some(fut);
                 }
                 Ok(Poll::Ready(exit)) => {
-                    w.tasks.slots[id].done = true;
+                    w.tasks.finish(id);
                     let now = w.core.now;
                     w.core.trace.emit(now, "task", &name, true, |d| {
                         d.str("task", &name).bool("done", true);

@@ -14,6 +14,7 @@ use crate::bus::{Core, Ev, XState};
 use crate::choices::{Event, Source};
 use crate::clock::format_ns;
 use crate::clock::Nanos;
+use crate::tasks::Tasks;
 use crate::world::{DeviceSlot, World};
 use serde::{Deserialize, Serialize};
 use std::any::Any;
@@ -157,7 +158,7 @@ impl World {
     /// The world now, as [`StateDump`] says (`asked` is the step a stop was asked for).
     pub fn state_dump(&self, asked: u64) -> StateDump {
         let core = &self.core;
-        let (transfers, timers) = bus_parts(core, &self.devices);
+        let (transfers, timers) = bus_parts(core, &self.devices, &self.tasks);
         let tasks = self
             .tasks
             .slots
@@ -166,7 +167,7 @@ impl World {
             .map(|(id, slot)| {
                 let waits_on = if slot.done {
                     "done".to_string()
-                } else if self.tasks.ready.contains(&id) {
+                } else if self.tasks.is_ready(id) {
                     "ready to run".to_string()
                 } else {
                     let mut what: Vec<String> = transfers
@@ -452,6 +453,7 @@ impl StateDump {
 fn bus_parts<'a>(
     core: &'a Core,
     devices: &[DeviceSlot],
+    tasks: &'a Tasks,
 ) -> (
     Vec<(TransferState, Option<&'a Waker>)>,
     Vec<(Nanos, &'a Waker)>,
@@ -492,7 +494,7 @@ fn bus_parts<'a>(
         .queue
         .iter()
         .filter_map(|((t, _), ev)| match ev {
-            Ev::Wake(w) => Some((*t, w)),
+            Ev::Wake(w) => tasks.waker_of(w).map(|w| (*t, w)),
             _ => None,
         })
         .collect();

@@ -8,7 +8,8 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 /// How a task ended, derived from its output.
@@ -61,13 +62,21 @@ pub(crate) struct TaskSlot {
     pub(crate) daemon: bool,
     pub(crate) done: bool,
     pub(crate) waker: Waker,
+    /// The waker's own `Arc` (the count says whether anything outside the table holds it).
+    own: Arc<TaskWaker>,
 }
 
-struct WakeQueue(Mutex<Vec<usize>>);
+/// The wake bits of 64 tasks (task `id` is bit `id % 64` of group `id / 64`), shared by their
+/// wakers. A wake is one atomic `or` and a step's drain one load (a swap when a bit is set),
+/// with no lock and no list to dedup. A waker must be `Send + Sync`, so the bits are atomics: a
+/// wake from another thread sets its bit like any other, and the task is ready at the next
+/// drain. A word serves one run at a time: it is kept for a later run on this thread only when
+/// no waker outside the table can reach it (see [`Spare`]).
+struct WakeWord(AtomicU64);
 
 struct TaskWaker {
-    id: usize,
-    queue: Arc<WakeQueue>,
+    word: Arc<WakeWord>,
+    bit: u64,
 }
 
 impl Wake for TaskWaker {
@@ -75,104 +84,235 @@ impl Wake for TaskWaker {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        if let Ok(mut q) = self.queue.0.lock() {
-            q.push(self.id);
-        }
+        // Release: what the waking side wrote is seen by the drain's acquiring swap.
+        self.word.0.fetch_or(self.bit, Ordering::Release);
     }
 }
 
-/// The ready tasks by id, ascending (the order a schedule choice indexes), in a sorted vector:
-/// a few tasks are ready at once, and a `BTreeSet` allocated a node each time it went from
-/// empty to one (most steps); once grown, this allocates nothing.
+/// Whom a timer wakes: a task of this run by its id (a task's own timer, registered without
+/// cloning its waker) or any other waker (a combinator's, one from outside the table).
+pub(crate) enum Wakeup {
+    Task(usize),
+    Waker(Waker),
+}
+
+/// Tasks `64k..64k + 63` as bits (task `id` is bit `id % 64` of group `id / 64`).
+struct Group {
+    /// Set by the tasks' wakers.
+    woken: Arc<WakeWord>,
+    /// Set by this run's own timers ([`Wakeup::Task`]): no atomics.
+    timed: u64,
+    /// Not done: a finished task's wake is dropped.
+    live: u64,
+    /// Ready to run.
+    ready: u64,
+}
+
+/// What a run's table leaves to the next run on its thread: its buffers, its task names (a
+/// name is reused when the task of the same id has the same one) and its wake words with their
+/// wakers, a group of 64 kept only when nothing outside the table holds one of its wakers (so a
+/// waker kept by a user cannot wake a later run's task). None of it decides anything: a run
+/// with a spare and one without behave alike.
 #[derive(Default)]
-pub(crate) struct ReadySet(Vec<usize>);
+struct Spare {
+    slots: Vec<TaskSlot>,
+    groups: Vec<Group>,
+    names: Vec<Rc<str>>,
+    /// Per kept group, its word; per task of kept groups, its waker.
+    words: Vec<Arc<WakeWord>>,
+    wakers: Vec<(Waker, Arc<TaskWaker>)>,
+    /// The run loop's buffer of wakers to poll with ([`Tasks::poll_wakers`]).
+    poll: Vec<Waker>,
+}
 
-impl ReadySet {
-    pub(crate) fn insert(&mut self, id: usize) {
-        if let Err(i) = self.0.binary_search(&id) {
-            self.0.insert(i, id);
-        }
-    }
-
-    pub(crate) fn remove(&mut self, id: &usize) {
-        if let Ok(i) = self.0.binary_search(id) {
-            self.0.remove(i);
-        }
-    }
-
-    pub(crate) fn contains(&self, id: &usize) -> bool {
-        self.0.binary_search(id).is_ok()
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &usize> {
-        self.0.iter()
-    }
+thread_local! {
+    static SPARE: RefCell<Option<Spare>> = const { RefCell::new(None) };
 }
 
 /// The task table of one run.
 pub(crate) struct Tasks {
     pub(crate) slots: Vec<TaskSlot>,
-    pub(crate) ready: ReadySet,
-    queue: Arc<WakeQueue>,
-    scratch: Vec<usize>,
+    groups: Vec<Group>,
+    /// Required (not daemon) tasks not done.
+    required: usize,
+    /// The task being polled, while it is.
+    pub(crate) polled: Option<usize>,
+    /// What the previous run on this thread left, taken id by id as tasks are added.
+    spare: Spare,
 }
 
 impl Tasks {
     pub(crate) fn new() -> Self {
-        // Room for the tasks and wakes of a small run: no growth step by step.
+        let mut spare = SPARE
+            .try_with(|s| s.borrow_mut().take())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         Tasks {
-            slots: Vec::with_capacity(4),
-            ready: ReadySet(Vec::with_capacity(4)),
-            queue: Arc::new(WakeQueue(Mutex::new(Vec::with_capacity(4)))),
-            scratch: Vec::with_capacity(4),
+            slots: std::mem::take(&mut spare.slots),
+            groups: std::mem::take(&mut spare.groups),
+            required: 0,
+            polled: None,
+            spare,
         }
     }
 
     pub(crate) fn add(&mut self, name: &str, daemon: bool, fut: BoxFuture) -> usize {
         let id = self.slots.len();
-        let waker = Waker::from(Arc::new(TaskWaker {
-            id,
-            queue: self.queue.clone(),
-        }));
+        let (k, bit) = (id / 64, 1u64 << (id % 64));
+        if k == self.groups.len() {
+            let woken = match self.spare.words.get(k) {
+                Some(w) => {
+                    w.0.store(0, Ordering::Relaxed);
+                    w.clone()
+                }
+                None => Arc::new(WakeWord(AtomicU64::new(0))),
+            };
+            self.groups.push(Group {
+                woken,
+                timed: 0,
+                live: 0,
+                ready: 0,
+            });
+        }
+        let (waker, own) = match self.spare.wakers.get(id) {
+            Some((w, own)) => (w.clone(), own.clone()),
+            None => {
+                let own = Arc::new(TaskWaker {
+                    word: self.groups[k].woken.clone(),
+                    bit,
+                });
+                (Waker::from(own.clone()), own)
+            }
+        };
+        let name = match self.spare.names.get(id) {
+            Some(n) if **n == *name => n.clone(),
+            _ => Rc::from(name),
+        };
         self.slots.push(TaskSlot {
-            name: Rc::from(name),
+            name,
             fut: Some(fut),
             daemon,
             done: false,
             waker,
+            own,
         });
-        self.ready.insert(id);
+        let g = &mut self.groups[k];
+        g.live |= bit;
+        g.ready |= bit;
+        self.required += usize::from(!daemon);
         id
+    }
+
+    /// An empty buffer for the run loop's copies of the wakers (cloned once a task, not once a
+    /// poll); given back with [`Tasks::keep_poll_wakers`].
+    pub(crate) fn poll_wakers(&mut self) -> Vec<Waker> {
+        std::mem::take(&mut self.spare.poll)
+    }
+
+    /// Gives the run loop's buffer back (emptied, so it holds no waker).
+    pub(crate) fn keep_poll_wakers(&mut self, mut v: Vec<Waker>) {
+        v.clear();
+        self.spare.poll = v;
+    }
+
+    /// Marks task `id` finished: it is never ready again.
+    pub(crate) fn finish(&mut self, id: usize) {
+        let Some(s) = self.slots.get_mut(id) else {
+            return;
+        };
+        if !s.done {
+            s.done = true;
+            self.required -= usize::from(!s.daemon);
+            let g = &mut self.groups[id / 64];
+            g.live &= !(1 << (id % 64));
+            g.ready &= !(1 << (id % 64));
+        }
+    }
+
+    /// What a timer registered with `waker` wakes: the polled task by id when `waker` is its
+    /// own (the usual case: no waker clone), any other waker by a clone.
+    pub(crate) fn wakeup(&self, waker: &Waker) -> Wakeup {
+        match self.polled {
+            Some(id) if self.slots.get(id).is_some_and(|s| s.waker.will_wake(waker)) => {
+                Wakeup::Task(id)
+            }
+            _ => Wakeup::Waker(waker.clone()),
+        }
+    }
+
+    /// Fires a timer's wakeup: a task of the table is marked woken as its waker would.
+    pub(crate) fn wake(&mut self, w: Wakeup) {
+        match w {
+            Wakeup::Task(id) => {
+                if let Some(g) = self.groups.get_mut(id / 64) {
+                    g.timed |= 1 << (id % 64);
+                }
+            }
+            Wakeup::Waker(w) => w.wake(),
+        }
+    }
+
+    /// The waker a wakeup stands for (a state dump compares wakers).
+    pub(crate) fn waker_of<'a>(&'a self, w: &'a Wakeup) -> Option<&'a Waker> {
+        match w {
+            Wakeup::Task(id) => self.slots.get(*id).map(|s| &s.waker),
+            Wakeup::Waker(w) => Some(w),
+        }
     }
 
     /// Moves woken tasks into the ready set (finished tasks are ignored).
     pub(crate) fn drain_wakes(&mut self) {
-        // Swap buffers so neither side reallocates on every step.
-        if let Ok(mut q) = self.queue.0.lock() {
-            if q.is_empty() {
-                return;
+        for g in &mut self.groups {
+            let mut bits = std::mem::take(&mut g.timed);
+            if g.woken.0.load(Ordering::Relaxed) != 0 {
+                bits |= g.woken.0.swap(0, Ordering::Acquire);
             }
-            std::mem::swap(&mut *q, &mut self.scratch);
+            g.ready |= bits & g.live;
         }
-        for i in 0..self.scratch.len() {
-            let id = self.scratch[i];
-            if self.slots.get(id).is_some_and(|s| !s.done) {
-                self.ready.insert(id);
+    }
+
+    /// How many tasks are ready.
+    pub(crate) fn ready_len(&self) -> usize {
+        self.groups
+            .iter()
+            .map(|g| g.ready.count_ones() as usize)
+            .sum()
+    }
+
+    /// Whether task `id` is ready.
+    pub(crate) fn is_ready(&self, id: usize) -> bool {
+        self.groups
+            .get(id / 64)
+            .is_some_and(|g| g.ready & (1 << (id % 64)) != 0)
+    }
+
+    /// The `i`-th ready task in ascending id order (what a schedule choice indexes).
+    pub(crate) fn ready_nth(&self, mut i: usize) -> Option<usize> {
+        for (k, g) in self.groups.iter().enumerate() {
+            let n = g.ready.count_ones() as usize;
+            if i >= n {
+                i -= n;
+                continue;
             }
+            let mut w = g.ready;
+            for _ in 0..i {
+                w &= w - 1;
+            }
+            return Some(k * 64 + w.trailing_zeros() as usize);
         }
-        self.scratch.clear();
+        None
+    }
+
+    /// Takes task `id` out of the ready set (it is about to be polled).
+    pub(crate) fn unready(&mut self, id: usize) {
+        if let Some(g) = self.groups.get_mut(id / 64) {
+            g.ready &= !(1 << (id % 64));
+        }
     }
 
     pub(crate) fn all_required_done(&self) -> bool {
-        self.slots.iter().all(|s| s.done || s.daemon)
+        self.required == 0
     }
 
     pub(crate) fn unfinished(&self) -> Vec<String> {
@@ -181,6 +321,41 @@ impl Tasks {
             .filter(|s| !s.done && !s.daemon)
             .map(|s| s.name.to_string())
             .collect()
+    }
+}
+
+impl Drop for Tasks {
+    /// Leaves the table's buffers, names and reusable wakers to the next run on this thread.
+    fn drop(&mut self) {
+        let mut spare = std::mem::take(&mut self.spare);
+        spare.names.clear();
+        spare.words.clear();
+        spare.wakers.clear();
+        spare.poll.clear();
+        // Groups whose every waker is held only by its slot (the slot's `Waker` and `Arc`).
+        let kept = self
+            .slots
+            .chunks(64)
+            .take_while(|c| c.iter().all(|s| Arc::strong_count(&s.own) == 2))
+            .count();
+        spare
+            .words
+            .extend(self.groups.iter().take(kept).map(|g| g.woken.clone()));
+        for (i, s) in self.slots.drain(..).enumerate() {
+            spare.names.push(s.name);
+            if i < kept * 64 {
+                spare.wakers.push((s.waker, s.own));
+            }
+            // The future, if any, drops here (a run's futures are taken out at its end).
+        }
+        self.groups.clear();
+        spare.slots = std::mem::take(&mut self.slots);
+        spare.groups = std::mem::take(&mut self.groups);
+        let _ = SPARE.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                *s = Some(spare);
+            }
+        });
     }
 }
 
@@ -230,4 +405,106 @@ where
         exit
     });
     (boxed, JoinHandle { slot })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::exec::yield_now;
+    use crate::{run, RunConfig};
+    use std::cell::{Cell, RefCell};
+    use std::future::poll_fn;
+    use std::rc::Rc;
+    use std::task::{Poll, Waker};
+
+    #[test]
+    fn a_wake_from_another_thread_marks_the_task_ready() {
+        let polls = Rc::new(Cell::new(0));
+        let p2 = polls.clone();
+        let r = run(RunConfig::default(), &move |sim| {
+            let p = p2.clone();
+            sim.spawn("t", async move {
+                poll_fn(|cx| {
+                    p.set(p.get() + 1);
+                    if p.get() > 1 {
+                        return Poll::Ready(());
+                    }
+                    let w = cx.waker().clone();
+                    #[allow(
+                        clippy::disallowed_methods,
+                        reason = "the test wakes from a real thread on purpose (and joins it in the poll)"
+                    )]
+                    let t = std::thread::spawn(move || w.wake());
+                    t.join().expect("the waking thread ran");
+                    Poll::Pending
+                })
+                .await
+            });
+        });
+        assert!(r.failure.is_none(), "{:?}", r.failure);
+        assert_eq!(polls.get(), 2);
+    }
+
+    #[test]
+    fn a_waker_kept_from_an_earlier_run_wakes_no_task_of_a_later_one() {
+        let kept: Rc<RefCell<Option<Waker>>> = Rc::default();
+        let k = kept.clone();
+        let r = run(RunConfig::default(), &move |sim| {
+            let k = k.clone();
+            sim.spawn("a", async move {
+                poll_fn(|cx| {
+                    *k.borrow_mut() = Some(cx.waker().clone());
+                    Poll::Ready(())
+                })
+                .await
+            });
+        });
+        assert!(r.failure.is_none(), "{:?}", r.failure);
+        assert!(kept.borrow().is_some());
+        // The same thread, the same task ids: task 0 of this run waits for nothing; the old
+        // waker (task 0 of the first run) is woken while it waits.
+        let polls = Rc::new(Cell::new(0));
+        let (k, p2) = (kept.clone(), polls.clone());
+        let r = run(RunConfig::default(), &move |sim| {
+            let p = p2.clone();
+            sim.spawn_daemon("a", async move {
+                poll_fn(|_| {
+                    p.set(p.get() + 1);
+                    Poll::<()>::Pending
+                })
+                .await
+            });
+            let k = k.clone();
+            sim.spawn("b", async move {
+                if let Some(w) = k.borrow_mut().take() {
+                    w.wake();
+                }
+                for _ in 0..4 {
+                    yield_now().await;
+                }
+            });
+        });
+        assert!(r.failure.is_none(), "{:?}", r.failure);
+        assert_eq!(
+            polls.get(),
+            1,
+            "the stale wake reached the later run's task 0"
+        );
+    }
+
+    #[test]
+    fn more_than_64_tasks_all_run_in_id_order_by_default() {
+        let order = Rc::new(RefCell::new(Vec::new()));
+        let o2 = order.clone();
+        let r = run(RunConfig::default(), &move |sim| {
+            for i in 0..150usize {
+                let o = o2.clone();
+                sim.spawn(&format!("t{i}"), async move {
+                    yield_now().await;
+                    o.borrow_mut().push(i);
+                });
+            }
+        });
+        assert!(r.failure.is_none(), "{:?}", r.failure);
+        assert_eq!(*order.borrow(), (0..150).collect::<Vec<_>>());
+    }
 }

@@ -209,19 +209,13 @@ impl World {
         self.core.occur(&format!("{name} usb->detached"));
         self.core
             .cover_transition(&name, "usb", "attached", "detached");
-        let ids: Vec<u64> = self
-            .core
-            .transfers
-            .iter()
-            .filter(|(_, x)| {
-                x.dev == id
-                    && matches!(
-                        x.state,
-                        XState::InFlight | XState::Waiting | XState::Swallowed | XState::Delayed(_)
-                    )
-            })
-            .map(|(k, _)| *k)
-            .collect();
+        let ids = self.core.transfers.ids_where(|x| {
+            x.dev == id
+                && matches!(
+                    x.state,
+                    XState::InFlight | XState::Waiting | XState::Swallowed | XState::Delayed(_)
+                )
+        });
         for x in ids {
             complete(&mut self.core, x, Err(TransferError::Disconnected));
         }
@@ -249,13 +243,10 @@ impl World {
     /// Offers waiting transfers of device `id` again until none makes progress.
     pub(crate) fn settle(&mut self, id: usize) {
         loop {
-            let waiting: Vec<u64> = self
+            let waiting = self
                 .core
                 .transfers
-                .iter()
-                .filter(|(_, x)| x.dev == id && matches!(x.state, XState::Waiting))
-                .map(|(k, _)| *k)
-                .collect();
+                .ids_where(|x| x.dev == id && matches!(x.state, XState::Waiting));
             if waiting.is_empty() || !self.devices[id].attached {
                 return;
             }
@@ -280,7 +271,7 @@ impl World {
 
     /// A transfer arrives at its device. Returns whether it completed (or left the waiting set).
     fn deliver(&mut self, xid: u64) -> bool {
-        let Some(x) = self.core.transfers.get(&xid) else {
+        let Some(x) = self.core.transfers.get(xid) else {
             return false;
         };
         let (dev, fault) = (x.dev, x.fault.clone());
@@ -296,7 +287,7 @@ impl World {
                     return true;
                 }
                 Some(Arrival::Swallow) => {
-                    if let Some(x) = self.core.transfers.get_mut(&xid) {
+                    if let Some(x) = self.core.transfers.get_mut(xid) {
                         x.state = XState::Swallowed;
                     }
                     return true;
@@ -316,7 +307,7 @@ impl World {
         // Bent OUT data is a copy (the trace records what the driver sent); unbent data is
         // lent to the device from the transfer itself, taken out for the call and put back.
         let bends = fault.as_ref().is_some_and(Fault::bends);
-        let kind = match self.core.transfers.get_mut(&xid) {
+        let kind = match self.core.transfers.get_mut(xid) {
             Some(x) => std::mem::replace(&mut x.kind, XKind::TAKEN),
             None => return false,
         };
@@ -364,7 +355,7 @@ impl World {
                 (r, e)
             }
         };
-        if let Some(x) = self.core.transfers.get_mut(&xid) {
+        if let Some(x) = self.core.transfers.get_mut(xid) {
             x.kind = kind;
         }
         let result = match reply {
@@ -378,7 +369,7 @@ impl World {
             Some(r) => {
                 let delay = effects.delay;
                 if delay > 0 {
-                    if let Some(x) = self.core.transfers.get_mut(&xid) {
+                    if let Some(x) = self.core.transfers.get_mut(xid) {
                         x.state = XState::Delayed(r);
                     }
                     let t = self.core.now.saturating_add(delay);
@@ -389,7 +380,7 @@ impl World {
                 true
             }
             None => {
-                if let Some(x) = self.core.transfers.get_mut(&xid) {
+                if let Some(x) = self.core.transfers.get_mut(xid) {
                     x.state = XState::Waiting;
                 }
                 false
@@ -404,16 +395,16 @@ impl World {
     /// Fires one queued event.
     pub(crate) fn fire(&mut self, ev: Ev) {
         match ev {
-            Ev::Wake(w) => w.wake(),
+            Ev::Wake(w) => self.tasks.wake(w),
             Ev::Arrive(xid) => {
-                let dev = self.core.transfers.get(&xid).map(|x| x.dev);
+                let dev = self.core.transfers.get(xid).map(|x| x.dev);
                 self.deliver(xid);
                 if let Some(dev) = dev {
                     self.settle(dev);
                 }
             }
             Ev::Complete(xid) => {
-                let r = match self.core.transfers.get_mut(&xid) {
+                let r = match self.core.transfers.get_mut(xid) {
                     Some(x) => match std::mem::replace(&mut x.state, XState::InFlight) {
                         XState::Delayed(r) => r,
                         other => {
@@ -499,23 +490,18 @@ impl World {
         if let Some(f) = &fault {
             latency = latency.saturating_add(f.latency());
         }
-        let xid = self.core.next_xfer;
-        self.core.next_xfer += 1;
         let actor = self.core.actor.clone();
-        self.core.transfers.insert(
-            xid,
-            Xfer {
-                dev,
-                generation,
-                kind,
-                actor,
-                site,
-                fault,
-                waker: None,
-                state: XState::InFlight,
-                deadline_set: false,
-            },
-        );
+        let xid = self.core.transfers.insert(Xfer {
+            dev,
+            generation,
+            kind,
+            actor,
+            site,
+            fault,
+            waker: None,
+            state: XState::InFlight,
+            deadline_set: false,
+        });
         let at = self.core.now.saturating_add(latency);
         self.core.push(at, Ev::Arrive(xid));
         xid
@@ -529,35 +515,23 @@ impl World {
         waker: &Waker,
     ) -> Poll<Result<Vec<u8>, TransferError>> {
         let now = self.core.now;
-        match self.core.transfers.get(&xid) {
-            None => return Poll::Ready(Err(TransferError::Cancelled)),
-            Some(Xfer {
-                state: XState::Done(_),
-                ..
-            }) => {
-                if let Some(Xfer {
-                    state: XState::Done(r),
-                    ..
-                }) = self.core.transfers.remove(&xid)
-                {
-                    return Poll::Ready(r);
-                }
-            }
-            Some(_) => {}
+        if let Some(r) = self.core.transfers.take_done(xid) {
+            return Poll::Ready(r);
         }
-        let Some(x) = self.core.transfers.get_mut(&xid) else {
+        let Some(x) = self.core.transfers.get_mut(xid) else {
             return Poll::Ready(Err(TransferError::Cancelled));
         };
         if let Some(d) = deadline {
             if now >= d {
                 complete(&mut self.core, xid, Err(TransferError::Timeout));
-                self.core.transfers.remove(&xid);
+                self.core.transfers.remove(xid);
                 return Poll::Ready(Err(TransferError::Timeout));
             }
             if !x.deadline_set {
                 x.deadline_set = true;
                 x.waker = Some(waker.clone());
-                self.core.push(d, Ev::Wake(waker.clone()));
+                let wake = self.tasks.wakeup(waker);
+                self.core.push(d, Ev::Wake(wake));
                 return Poll::Pending;
             }
         }
@@ -569,28 +543,13 @@ impl World {
 
     /// A completed transfer's result, removing it.
     pub(crate) fn take_done(&mut self, xid: u64) -> Option<Result<Vec<u8>, TransferError>> {
-        if !matches!(
-            self.core.transfers.get(&xid),
-            Some(Xfer {
-                state: XState::Done(_),
-                ..
-            })
-        ) {
-            return None;
-        }
-        match self.core.transfers.remove(&xid) {
-            Some(Xfer {
-                state: XState::Done(r),
-                ..
-            }) => Some(r),
-            _ => None,
-        }
+        self.core.transfers.take_done(xid)
     }
 
     /// Whether a transfer waits for the device (a NAKed IN) or was swallowed by a fault.
     pub(crate) fn is_waiting(&self, xid: u64) -> bool {
         matches!(
-            self.core.transfers.get(&xid),
+            self.core.transfers.get(xid),
             Some(Xfer {
                 state: XState::Waiting | XState::Swallowed,
                 ..
@@ -600,7 +559,7 @@ impl World {
 
     /// Drops a transfer without a trace record (a host poll that found nothing).
     pub(crate) fn cancel_quiet(&mut self, xid: u64) {
-        self.core.transfers.remove(&xid);
+        self.core.transfers.remove(xid);
     }
 
     /// A USB bus reset of device `id`: pending transfers are cancelled, the device is told.
@@ -608,13 +567,10 @@ impl World {
         if !self.devices[id].attached {
             return;
         }
-        let ids: Vec<u64> = self
+        let ids = self
             .core
             .transfers
-            .iter()
-            .filter(|(_, x)| x.dev == id && !matches!(x.state, XState::Done(_)))
-            .map(|(k, _)| *k)
-            .collect();
+            .ids_where(|x| x.dev == id && !matches!(x.state, XState::Done(_)));
         for x in ids {
             complete(&mut self.core, x, Err(TransferError::Cancelled));
         }
@@ -637,11 +593,11 @@ impl World {
 
     /// A future dropped before completion: the host cancels the transfer.
     pub(crate) fn cancel(&mut self, xid: u64) {
-        if let Some(x) = self.core.transfers.get(&xid) {
+        if let Some(x) = self.core.transfers.get(xid) {
             if !matches!(x.state, XState::Done(_)) {
                 complete(&mut self.core, xid, Err(TransferError::Cancelled));
             }
         }
-        self.core.transfers.remove(&xid);
+        self.core.transfers.remove(xid);
     }
 }

@@ -22,22 +22,36 @@ pub fn format_ns(ns: Nanos) -> String {
 
 /// Appends `ns` as [`format_ns`] writes it (a fraction rounded to three decimals, trailing
 /// zeros dropped), without the formatting machinery: schedule labels are written with it every
-/// logged pick.
+/// logged pick. The text is put together in a stack buffer and appended once.
 pub fn push_ns(buf: &mut String, ns: Nanos) {
+    // At most 20 digits, a point, 3 decimals and a 2-letter unit.
+    let mut out = [0u8; 32];
+    let n = write_ns(&mut out, ns);
+    buf.extend(out[..n].iter().map(|&b| char::from(b)));
+}
+
+/// Writes `ns` as [`format_ns`] does into `out`; the number of bytes written (ASCII).
+fn write_ns(out: &mut [u8; 32], ns: Nanos) -> usize {
     if ns == 0 {
-        buf.push('0');
-        return;
+        out[0] = b'0';
+        return 1;
     }
-    let units: [(u64, &str); 4] = [
-        (1_000_000_000, "s"),
-        (1_000_000, "ms"),
-        (1_000, "us"),
-        (1, "ns"),
+    let units: [(u64, &[u8]); 4] = [
+        (1_000_000_000, b"s"),
+        (1_000_000, b"ms"),
+        (1_000, b"us"),
+        (1, b"ns"),
     ];
+    let mut tmp = [0u8; 20];
+    let mut at = 0;
+    let mut put = |bytes: &[u8], at: &mut usize| {
+        out[*at..*at + bytes.len()].copy_from_slice(bytes);
+        *at += bytes.len();
+    };
     for (scale, unit) in units {
         if ns >= scale {
             if ns.is_multiple_of(scale) {
-                push_decimal(buf, ns / scale);
+                put(crate::trace::decimal(ns / scale, &mut tmp), &mut at);
             } else {
                 // The value rounded to thousandths, as the f64 it was always computed as; it is
                 // below 2^53 (at most 2^64 / 10^9 * 1000), so exactly an integer, and the
@@ -45,7 +59,7 @@ pub fn push_ns(buf: &mut String, ns: Nanos) {
                 // three, trailing zeros dropped.
                 let v = ns as f64 / scale as f64;
                 let m = (v * 1000.0).round() as u64;
-                push_decimal(buf, m / 1000);
+                put(crate::trace::decimal(m / 1000, &mut tmp), &mut at);
                 let mut frac = m % 1000;
                 if frac != 0 {
                     let mut width = 3;
@@ -53,24 +67,18 @@ pub fn push_ns(buf: &mut String, ns: Nanos) {
                         frac /= 10;
                         width -= 1;
                     }
-                    buf.push('.');
-                    for i in (0..width).rev() {
-                        let d = (frac / 10u64.pow(i)) % 10;
-                        buf.push(char::from(b'0' + d as u8));
-                    }
+                    let digits = crate::trace::decimal(frac, &mut tmp);
+                    // The fraction's leading zeros (`1.05` is 1, a point and `05`).
+                    let mut text = [b'.', b'0', b'0', b'0'];
+                    text[1 + width - digits.len()..1 + width].copy_from_slice(digits);
+                    put(&text[..1 + width], &mut at);
                 }
             }
-            buf.push_str(unit);
-            return;
+            put(unit, &mut at);
+            return at;
         }
     }
-}
-
-/// Appends the decimal digits of `v`.
-fn push_decimal(buf: &mut String, v: u64) {
-    let mut tmp = [0u8; 20];
-    let digits = crate::trace::decimal(v, &mut tmp);
-    buf.extend(digits.iter().map(|&c| char::from(c)));
+    at
 }
 
 /// Formats nanoseconds exactly, in the largest unit that divides them: `250us`, `1ms`,

@@ -21,7 +21,7 @@ pub fn encode(bytes: &[u8]) -> String {
 /// Decodes hex; whitespace between byte pairs is allowed (`"12 01 10 03"`).
 pub fn decode(s: &str) -> Result<Vec<u8>, String> {
     let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!(
             "odd number of hex digits ({}); expected two per byte",
             digits.len()

@@ -114,21 +114,21 @@ pub struct Data<'a> {
     first: bool,
 }
 
+// The binary side of every field is inlined into the caller (a literal key or value then costs
+// no hashing of its bytes: the table's probe words are constants); the JSON side, wanted only
+// when lines are kept, stays out of line.
 impl<'a> Data<'a> {
+    #[inline(always)]
     fn key(&mut self, k: &str) {
         if let Some(json) = self.json.as_deref_mut() {
-            if !self.first {
-                json.push(b',');
-            }
-            push_json_bytes(json, k);
-            json.push(b':');
+            json_key(json, &mut self.first, k);
         }
         if let Some(bin) = self.bin.as_deref_mut() {
             bin.key(k);
         }
-        self.first = false;
     }
     /// A string field.
+    #[inline]
     pub fn str(&mut self, k: &str, v: &str) -> &mut Self {
         self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
@@ -141,14 +141,11 @@ impl<'a> Data<'a> {
     }
     /// A site name field, `<base>#<n>`, given by its parts: the same record as
     /// `str(k, "<base>#<n>")`, without building the name unless the line is kept.
+    #[inline]
     pub fn site(&mut self, k: &str, base: &str, n: u64) -> &mut Self {
         self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
-            let mut name = String::with_capacity(base.len() + 4);
-            name.push_str(base);
-            name.push('#');
-            name.push_str(std::str::from_utf8(decimal(n, &mut [0; 20])).unwrap_or("0"));
-            push_json_bytes(json, &name);
+            json_site(json, base, n);
         }
         if let Some(bin) = self.bin.as_deref_mut() {
             bin.site(base, n);
@@ -156,6 +153,7 @@ impl<'a> Data<'a> {
         self
     }
     /// An unsigned integer field.
+    #[inline]
     pub fn u64(&mut self, k: &str, v: u64) -> &mut Self {
         self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
@@ -167,13 +165,11 @@ impl<'a> Data<'a> {
         self
     }
     /// A signed integer field.
+    #[inline]
     pub fn i64(&mut self, k: &str, v: i64) -> &mut Self {
         self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
-            if v < 0 {
-                json.push(b'-');
-            }
-            push_u64(json, v.unsigned_abs());
+            push_i64(json, v);
         }
         if let Some(bin) = self.bin.as_deref_mut() {
             // A non-negative i64 is the same JSON as a u64, so it encodes as one.
@@ -186,6 +182,7 @@ impl<'a> Data<'a> {
         self
     }
     /// A boolean field.
+    #[inline]
     pub fn bool(&mut self, k: &str, v: bool) -> &mut Self {
         self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
@@ -197,16 +194,16 @@ impl<'a> Data<'a> {
         self
     }
     /// Bytes as lowercase hex.
+    #[inline]
     pub fn hex(&mut self, k: &str, v: &[u8]) -> &mut Self {
         self.key(k);
         self.hex_value(v);
         self
     }
+    #[inline(always)]
     fn hex_value(&mut self, v: &[u8]) {
         if let Some(json) = self.json.as_deref_mut() {
-            json.push(b'"');
-            push_hex(json, v);
-            json.push(b'"');
+            json_hex(json, v);
         }
         if let Some(bin) = self.bin.as_deref_mut() {
             bin.hex(v);
@@ -214,10 +211,15 @@ impl<'a> Data<'a> {
     }
     /// Bytes of a payload: hex when short, else length, head and a digest so the hash still
     /// covers every byte without putting megabytes in a line.
+    #[inline]
     pub fn payload(&mut self, k: &str, v: &[u8]) -> &mut Self {
         if v.len() <= 64 {
             return self.hex(k, v);
         }
+        self.long_payload(k, v)
+    }
+    #[inline(never)]
+    fn long_payload(&mut self, k: &str, v: &[u8]) -> &mut Self {
         self.key(k);
         let digest = Sha256::digest(v);
         if let Some(json) = self.json.as_deref_mut() {
@@ -282,7 +284,45 @@ impl<'a> Data<'a> {
     }
 }
 
+/// A kept line's `"<k>":`, after a `,` unless it is the first field.
+#[inline(never)]
+fn json_key(json: &mut Vec<u8>, first: &mut bool, k: &str) {
+    if !*first {
+        json.push(b',');
+    }
+    *first = false;
+    push_json_bytes(json, k);
+    json.push(b':');
+}
+
+/// A kept line's `"<base>#<n>"`.
+#[inline(never)]
+fn json_site(json: &mut Vec<u8>, base: &str, n: u64) {
+    let mut name = String::with_capacity(base.len() + 4);
+    name.push_str(base);
+    name.push('#');
+    name.push_str(std::str::from_utf8(decimal(n, &mut [0; 20])).unwrap_or("0"));
+    push_json_bytes(json, &name);
+}
+
+/// A kept line's `"<hex digits>"`.
+#[inline(never)]
+fn json_hex(json: &mut Vec<u8>, v: &[u8]) {
+    json.push(b'"');
+    push_hex(json, v);
+    json.push(b'"');
+}
+
+#[inline(never)]
+fn push_i64(json: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        json.push(b'-');
+    }
+    push_u64(json, v.unsigned_abs());
+}
+
 /// Appends `v` as a JSON string literal (bytes of UTF-8).
+#[inline(never)]
 fn push_json_bytes(buf: &mut Vec<u8>, v: &str) {
     if !v.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
         buf.push(b'"');
@@ -315,6 +355,7 @@ pub fn push_json_str(buf: &mut String, v: &str) {
     buf.push('"');
 }
 
+#[inline(never)]
 fn push_u64(buf: &mut Vec<u8>, v: u64) {
     buf.extend_from_slice(decimal(v, &mut [0; 20]));
 }
@@ -351,8 +392,12 @@ pub struct Trace {
 impl Trace {
     /// A trace that hashes every deterministic record and keeps lines only when `keep` is set.
     pub fn new(keep: bool) -> Self {
-        let mut enc = V3::default();
-        enc.buf.reserve(HASH_CHUNK + 512);
+        let mut enc = SPARE
+            .try_with(|s| s.take())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        enc.clear();
         Trace {
             seq: 0,
             hasher: Sha256::new(),
@@ -372,6 +417,7 @@ impl Trace {
     /// Appends one record. `fill` writes the `data` object's fields: to the binary encoding
     /// when the record is deterministic, to its JSON line when lines are kept; it is not called
     /// when neither is wanted.
+    #[inline]
     pub fn emit(
         &mut self,
         t_ns: u64,
@@ -389,21 +435,7 @@ impl Trace {
             self.enc.head(self.seq, t_ns, kind, actor);
         }
         if keep {
-            let line = &mut self.line;
-            line.clear();
-            line.extend_from_slice(b"{\"seq\":");
-            push_u64(line, self.seq);
-            line.extend_from_slice(b",\"t_ns\":");
-            push_u64(line, t_ns);
-            line.extend_from_slice(b",\"kind\":");
-            push_json_bytes(line, kind);
-            line.extend_from_slice(b",\"actor\":");
-            push_json_bytes(line, actor);
-            line.extend_from_slice(if deterministic {
-                b",\"deterministic\":true,\"data\":{"
-            } else {
-                b",\"deterministic\":false,\"data\":{"
-            });
+            self.begin_line(t_ns, kind, actor, deterministic);
         }
         fill(&mut Data {
             bin: deterministic.then_some(&mut self.enc),
@@ -414,16 +446,50 @@ impl Trace {
             self.enc.end();
             self.seq += 1;
             if self.enc.buf.len() >= HASH_CHUNK {
-                self.hasher.update(&self.enc.buf);
-                self.enc.buf.clear();
+                self.flush();
             }
         }
+        if keep {
+            self.end_line();
+        }
+    }
+
+    /// A kept line's envelope, up to the `data` object's first field.
+    #[inline(never)]
+    fn begin_line(&mut self, t_ns: u64, kind: &str, actor: &str, deterministic: bool) {
+        let line = &mut self.line;
+        line.clear();
+        line.extend_from_slice(b"{\"seq\":");
+        push_u64(line, self.seq);
+        line.extend_from_slice(b",\"t_ns\":");
+        push_u64(line, t_ns);
+        line.extend_from_slice(b",\"kind\":");
+        push_json_bytes(line, kind);
+        line.extend_from_slice(b",\"actor\":");
+        push_json_bytes(line, actor);
+        line.extend_from_slice(if deterministic {
+            b",\"deterministic\":true,\"data\":{"
+        } else {
+            b",\"deterministic\":false,\"data\":{"
+        });
+    }
+
+    /// Ends a kept line and keeps it.
+    #[inline(never)]
+    fn end_line(&mut self) {
         if let Some(kept) = &mut self.kept {
             let line = &mut self.line;
             line.extend_from_slice(b"}}\n");
             // Valid UTF-8 by construction: only &str pieces and ASCII were written.
             kept.push(String::from_utf8_lossy(line).into_owned());
         }
+    }
+
+    /// Hands the encoded bytes gathered so far to SHA-256.
+    #[inline(never)]
+    fn flush(&mut self) {
+        self.hasher.update(&self.enc.buf);
+        self.enc.buf.clear();
     }
 
     /// Number of deterministic records so far.
@@ -450,13 +516,34 @@ impl Trace {
     }
 
     /// The kept lines, each ending in `\n` (empty unless the trace was made with `keep`).
-    pub fn into_lines(self) -> Vec<String> {
-        self.kept.unwrap_or_default()
+    pub fn into_lines(mut self) -> Vec<String> {
+        self.kept.take().unwrap_or_default()
     }
 
     /// The kept lines so far.
     pub fn lines(&self) -> &[String] {
         self.kept.as_deref().unwrap_or(&[])
+    }
+}
+
+thread_local! {
+    /// The encoder of this thread's last finished trace, for its next one: a run then reuses
+    /// the encoding buffer and the string table's memory instead of allocating them again.
+    static SPARE: std::cell::Cell<Option<V3>> = const { std::cell::Cell::new(None) };
+}
+
+impl Drop for Trace {
+    fn drop(&mut self) {
+        let enc = std::mem::take(&mut self.enc);
+        let _ = SPARE.try_with(|s| {
+            // Of two, the encoder with more memory is kept (a trace made only to be replaced
+            // does not push out the one a run used).
+            let keep = match s.take() {
+                Some(old) if old.room() >= enc.room() => old,
+                _ => enc,
+            };
+            s.set(Some(keep));
+        });
     }
 }
 
@@ -808,6 +895,47 @@ mod tests {
         assert!(v1 != t.hash() && v2 != t.hash() && v1 != v2);
         assert_eq!(hash_records(&recs, 4), None);
         assert_eq!(hash_records(&recs, 0), None);
+    }
+
+    /// A trace made after another on the same thread (reusing its encoder's memory) encodes
+    /// exactly as a first one: nothing of the earlier trace's string table is left.
+    #[test]
+    fn a_reused_encoder_starts_afresh() {
+        let fill = |t: &mut Trace, salt: u64| {
+            // Fewer bytes than are gathered before hashing, so `enc.buf` holds them all; more
+            // strings than the table's first size holds.
+            for i in 0..120u64 {
+                t.emit(
+                    i * 7,
+                    ["transfer", "task", "mark"][(i % 3) as usize],
+                    "driver",
+                    true,
+                    |d| {
+                        d.str("site", &format!("s{}#{}", (i + salt) % 50, i))
+                            .hex("data", &(i + salt).to_le_bytes())
+                            .str("status", "ok");
+                    },
+                );
+            }
+        };
+        let bytes = |t: &Trace| t.enc.buf.clone();
+        let mut first = Trace::new(false);
+        fill(&mut first, 0);
+        let (h0, b0) = (first.hash(), bytes(&first));
+        drop(first);
+        let mut other = Trace::new(false);
+        fill(&mut other, 1);
+        drop(other);
+        let mut again = Trace::new(true);
+        fill(&mut again, 0);
+        assert!(b0.len() > 2000 && b0.len() < HASH_CHUNK, "{}", b0.len());
+        assert!(bytes(&again) == b0, "the same bytes as the first trace");
+        assert_eq!(again.hash(), h0);
+        let recs = parse_kept(again.lines());
+        assert!(
+            encode_records(&recs, 3).unwrap() == b0,
+            "read back: the same bytes"
+        );
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub(super) mod tag {
 pub(super) const END: u8 = 0x00;
 
 /// Appends `v` as an unsigned LEB128 varint.
+#[inline]
 pub(super) fn enc_uint(buf: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         buf.push((v as u8) | 0x80);
@@ -59,42 +60,50 @@ pub(super) trait Sink {
     fn hex(&mut self, bytes: &[u8]);
 
     /// An unsigned integer.
+    #[inline]
     fn uint(&mut self, v: u64) {
         let b = self.buf();
         b.push(tag::UINT);
         enc_uint(b, v);
     }
     /// A negative integer, by its magnitude.
+    #[inline]
     fn neg(&mut self, magnitude: u64) {
         let b = self.buf();
         b.push(tag::NEG);
         enc_uint(b, magnitude);
     }
     /// A boolean.
+    #[inline]
     fn bool(&mut self, v: bool) {
         self.buf().push(if v { tag::TRUE } else { tag::FALSE });
     }
     /// Null.
+    #[inline]
     fn null(&mut self) {
         self.buf().push(tag::NULL);
     }
     /// A number that is not an integer.
+    #[inline]
     fn float(&mut self, v: f64) {
         let b = self.buf();
         b.push(tag::FLOAT);
         b.extend_from_slice(&v.to_bits().to_le_bytes());
     }
     /// An array of `n` values (the values follow).
+    #[inline]
     fn array(&mut self, n: usize) {
         let b = self.buf();
         b.push(tag::ARRAY);
         enc_uint(b, n as u64);
     }
     /// An object (its fields follow, then [`Sink::end`]).
+    #[inline]
     fn object(&mut self) {
         self.buf().push(tag::OBJECT);
     }
     /// The end of an object or of a record's `data`.
+    #[inline]
     fn end(&mut self) {
         self.buf().push(END);
     }
@@ -160,6 +169,24 @@ pub(super) struct V3 {
 }
 
 impl V3 {
+    /// Empties the encoder for a new trace, keeping its memory: the same state as
+    /// `V3::default()` gives.
+    pub(super) fn clear(&mut self) {
+        // A buffer a huge record grew is not kept.
+        if self.buf.capacity() > KEEP_BYTES {
+            self.buf = Vec::new();
+        }
+        self.buf.clear();
+        self.strings.clear();
+        self.next_seq = 0;
+        self.prev_t = 0;
+    }
+
+    /// The memory this encoder holds: its string table's slots, then its buffer's bytes.
+    pub(super) fn room(&self) -> (usize, usize) {
+        (self.strings.slots.len(), self.buf.capacity())
+    }
+
     /// A string by the table: its index plus `1 + bias` when the table has it, else `bias`, its
     /// byte length and its bytes (it then gets the next index while the table has room).
     #[inline(always)]
@@ -192,6 +219,7 @@ impl Sink for V3 {
     fn buf(&mut self) -> &mut Vec<u8> {
         &mut self.buf
     }
+    #[inline(always)]
     fn head(&mut self, seq: u64, t_ns: u64, kind: &str, actor: &str) {
         enc_uint(&mut self.buf, zigzag(seq.wrapping_sub(self.next_seq)));
         enc_uint(&mut self.buf, zigzag(t_ns.wrapping_sub(self.prev_t)));
@@ -200,10 +228,12 @@ impl Sink for V3 {
         self.string(kind.as_bytes(), 0);
         self.string(actor.as_bytes(), 0);
     }
+    #[inline(always)]
     fn key(&mut self, k: &str) {
         // 0 is the end of the object, so a key's code is its string code plus one.
         self.string(k.as_bytes(), 1);
     }
+    #[inline]
     fn str(&mut self, s: &str) {
         if let Some((base, n)) = site_parts(s) {
             self.buf.push(tag::SITE);
@@ -225,6 +255,7 @@ impl Sink for V3 {
             self.string(s.as_bytes(), 0);
         }
     }
+    #[inline(always)]
     fn hex(&mut self, bytes: &[u8]) {
         if bytes.is_empty() {
             // The empty string is not a hex string (module docs).
@@ -237,6 +268,7 @@ impl Sink for V3 {
 
 impl V3 {
     /// A site name by its parts: exactly what [`Sink::str`] writes for `<base>#<n>`.
+    #[inline]
     pub(super) fn site(&mut self, base: &str, n: u64) {
         self.buf.push(tag::SITE);
         self.string(base.as_bytes(), 0);
@@ -292,15 +324,21 @@ pub(super) fn push_hex(buf: &mut Vec<u8>, bytes: &[u8]) {
 /// open-addressing index. Only the order strings are met in decides an index, never the index's
 /// hash, so the encoding does not depend on it. A string of up to 16 bytes is held in its slot
 /// as two words that cover all its bytes (so finding one reads no other memory); a longer one
-/// is held in `long` and its slot holds its hash and where it starts.
+/// is held in `long` and its slot holds its hash and where it starts. The table is at most a
+/// quarter full (a search mostly ends at its first slot) and can be emptied for the next trace
+/// without giving back its memory ([`Interner::clear`]).
 #[derive(Default)]
 struct Interner {
-    /// Power-of-two sized, at most half full.
+    /// Power-of-two sized (or empty), at most a quarter full.
     slots: Vec<Slot>,
+    /// `64 - log2(slots.len())`: a hash's top bits pick the first slot (0 while empty).
+    shift: u32,
     /// How many strings the table holds.
     count: u32,
     /// The bytes of strings longer than 16 bytes.
     long: Vec<u8>,
+    /// The slots in use, so emptying the table touches only them.
+    used: Vec<u32>,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -315,6 +353,12 @@ struct Slot {
 }
 
 const K: u64 = 0x517c_c1b7_2722_0a95;
+
+/// The most buffer memory an emptied encoder keeps for its next trace.
+const KEEP_BYTES: usize = 1 << 20;
+
+/// The table's size when it is first used: room for 64 strings at a quarter full.
+const FIRST_SLOTS: usize = 256;
 
 #[inline(always)]
 fn word8(s: &[u8], at: usize) -> u64 {
@@ -357,11 +401,12 @@ impl Interner {
         }
     }
 
-    /// Where a string's search starts: a mix of its words and length.
-    fn bucket(a: u64, b: u64, len: u32, mask: usize) -> usize {
+    /// Where a string's search starts: the top bits of a mix of its words and length.
+    #[inline(always)]
+    fn bucket(a: u64, b: u64, len: u32, shift: u32) -> usize {
         let h = (a ^ u64::from(len).rotate_right(8)).wrapping_mul(K);
         let h = (h.rotate_left(26) ^ b).wrapping_mul(K);
-        (h >> 40) as usize & mask
+        (h >> shift) as usize
     }
 
     /// The index of `s` when the table has it.
@@ -372,10 +417,11 @@ impl Interner {
         }
         let (a, b) = Self::words(s);
         let len = s.len() as u32;
-        let mask = self.slots.len().checked_sub(1)?;
-        let mut i = Self::bucket(a, b, len, mask);
+        let mask = self.slots.len().wrapping_sub(1);
+        // An empty table has `shift` 0, so this first slot is past its end: not found.
+        let mut i = Self::bucket(a, b, len, self.shift);
         loop {
-            let slot = &self.slots[i];
+            let slot = self.slots.get(i)?;
             if slot.idx == 0 {
                 return None;
             }
@@ -388,10 +434,13 @@ impl Interner {
 
     #[inline(never)]
     fn find_long(&self, s: &[u8]) -> Option<u32> {
+        if self.slots.is_empty() {
+            return None;
+        }
         let len = u32::try_from(s.len()).ok()?;
         let (a, _) = Self::words(s);
-        let mask = self.slots.len().checked_sub(1)?;
-        let mut i = Self::bucket(a, 0, len, mask);
+        let mask = self.slots.len() - 1;
+        let mut i = Self::bucket(a, 0, len, self.shift);
         loop {
             let slot = &self.slots[i];
             if slot.idx == 0 {
@@ -415,7 +464,8 @@ impl Interner {
             return;
         }
         if self.slots.is_empty() {
-            self.slots = vec![Slot::default(); 64];
+            self.slots = vec![Slot::default(); FIRST_SLOTS];
+            self.shift = 64 - FIRST_SLOTS.trailing_zeros();
         }
         let (a, b) = Self::words(s);
         let b = if n <= 16 {
@@ -431,7 +481,7 @@ impl Interner {
             len,
             idx: self.count,
         };
-        if self.count as usize * 2 > self.slots.len() {
+        if self.count as usize * 4 > self.slots.len() {
             self.grow();
         }
         self.place(slot);
@@ -441,19 +491,35 @@ impl Interner {
     fn place(&mut self, slot: Slot) {
         let mask = self.slots.len() - 1;
         let b = if slot.len <= 16 { slot.b } else { 0 };
-        let mut i = Self::bucket(slot.a, b, slot.len, mask);
+        let mut i = Self::bucket(slot.a, b, slot.len, self.shift);
         while self.slots[i].idx != 0 {
             i = (i + 1) & mask;
         }
         self.slots[i] = slot;
+        self.used.push(i as u32);
     }
 
     fn grow(&mut self) {
         let bigger = vec![Slot::default(); self.slots.len() * 2];
         let old = std::mem::replace(&mut self.slots, bigger);
+        self.shift -= 1;
+        self.used.clear();
         for slot in old.into_iter().filter(|s| s.idx != 0) {
             self.place(slot);
         }
+    }
+
+    /// Empties the table, keeping its memory for the next trace.
+    fn clear(&mut self) {
+        for &i in &self.used {
+            self.slots[i as usize] = Slot::default();
+        }
+        self.used.clear();
+        if self.long.capacity() > KEEP_BYTES {
+            self.long = Vec::new();
+        }
+        self.long.clear();
+        self.count = 0;
     }
 }
 
@@ -667,5 +733,27 @@ mod tests {
             assert_eq!(t.find(w.as_bytes()), None);
         }
         assert_eq!(t.find(b""), None);
+        // Emptied, the table has none of them, and filled again in another order it numbers
+        // them by the new order.
+        t.clear();
+        assert_eq!(t.count, 0);
+        for w in &words {
+            assert_eq!(t.find(w.as_bytes()), None);
+        }
+        for w in words.iter().rev().take(100) {
+            t.add(w.as_bytes());
+        }
+        for (i, w) in words.iter().rev().take(100).enumerate() {
+            assert_eq!(t.find(w.as_bytes()), Some(i as u32));
+        }
+        assert_eq!(t.find(words[0].as_bytes()), None);
+    }
+
+    #[test]
+    fn an_empty_table_finds_nothing() {
+        let t = Interner::default();
+        for w in ["", "a", "abcd", "abcdefgh", "abcdefghijklmnopq"] {
+            assert_eq!(t.find(w.as_bytes()), None);
+        }
     }
 }

@@ -530,20 +530,20 @@ fn steps(sim: &mut Sim, wakers: &mut Vec<Waker>) -> Option<Failure> {
                 steps: sim.config.max_steps,
             });
         }
-        let n = w.tasks.ready_len();
+        let n = w.tasks.list_ready();
         if n > 0 {
             let point = w.core.point;
             let pick = {
                 let World { core, tasks, .. } = &mut *w;
-                let id_of = |i: usize| tasks.ready_nth(i).unwrap_or(0);
+                let ids = tasks.ready_ids();
+                let id_of = |i: usize| ids.get(i).copied().unwrap_or(0);
                 core.decide.schedule_task(point, n, &id_of, |i| {
-                    tasks
-                        .ready_nth(i)
-                        .map(|id| tasks.slots[id].name.to_string())
+                    ids.get(i)
+                        .map(|&id| tasks.slots[id].name.to_string())
                         .unwrap_or_default()
                 })
             };
-            let Some(id) = w.tasks.ready_nth(pick) else {
+            let Some(&id) = w.tasks.ready_ids().get(pick) else {
                 continue;
             };
             let logged_before = w.core.decide.log.len();

@@ -117,6 +117,7 @@ struct Group {
 struct Spare {
     slots: Vec<TaskSlot>,
     groups: Vec<Group>,
+    order: Vec<usize>,
     names: Vec<Rc<str>>,
     /// Per kept group, its word; per task of kept groups, its waker.
     words: Vec<Arc<WakeWord>>,
@@ -137,6 +138,8 @@ pub(crate) struct Tasks {
     required: usize,
     /// The task being polled, while it is.
     pub(crate) polled: Option<usize>,
+    /// The ready ids, listed once a step ([`Tasks::list_ready`]).
+    order: Vec<usize>,
     /// What the previous run on this thread left, taken id by id as tasks are added.
     spare: Spare,
 }
@@ -153,6 +156,7 @@ impl Tasks {
             groups: std::mem::take(&mut spare.groups),
             required: 0,
             polled: None,
+            order: std::mem::take(&mut spare.order),
             spare,
         }
     }
@@ -272,12 +276,23 @@ impl Tasks {
         }
     }
 
-    /// How many tasks are ready.
-    pub(crate) fn ready_len(&self) -> usize {
-        self.groups
-            .iter()
-            .map(|g| g.ready.count_ones() as usize)
-            .sum()
+    /// Lists the ready tasks in ascending id order (what a schedule choice indexes) for
+    /// [`Tasks::ready_ids`]; returns how many there are.
+    pub(crate) fn list_ready(&mut self) -> usize {
+        self.order.clear();
+        for (k, g) in self.groups.iter().enumerate() {
+            let mut w = g.ready;
+            while w != 0 {
+                self.order.push(k * 64 + w.trailing_zeros() as usize);
+                w &= w - 1;
+            }
+        }
+        self.order.len()
+    }
+
+    /// The ready tasks as [`Tasks::list_ready`] last listed them.
+    pub(crate) fn ready_ids(&self) -> &[usize] {
+        &self.order
     }
 
     /// Whether task `id` is ready.
@@ -285,23 +300,6 @@ impl Tasks {
         self.groups
             .get(id / 64)
             .is_some_and(|g| g.ready & (1 << (id % 64)) != 0)
-    }
-
-    /// The `i`-th ready task in ascending id order (what a schedule choice indexes).
-    pub(crate) fn ready_nth(&self, mut i: usize) -> Option<usize> {
-        for (k, g) in self.groups.iter().enumerate() {
-            let n = g.ready.count_ones() as usize;
-            if i >= n {
-                i -= n;
-                continue;
-            }
-            let mut w = g.ready;
-            for _ in 0..i {
-                w &= w - 1;
-            }
-            return Some(k * 64 + w.trailing_zeros() as usize);
-        }
-        None
     }
 
     /// Takes task `id` out of the ready set (it is about to be polled).
@@ -351,6 +349,7 @@ impl Drop for Tasks {
         self.groups.clear();
         spare.slots = std::mem::take(&mut self.slots);
         spare.groups = std::mem::take(&mut self.groups);
+        spare.order = std::mem::take(&mut self.order);
         let _ = SPARE.try_with(|s| {
             if let Ok(mut s) = s.try_borrow_mut() {
                 *s = Some(spare);
@@ -376,7 +375,10 @@ impl<T> Future for JoinHandle<T> {
         match s.value.take() {
             Some(v) => Poll::Ready(v),
             None => {
-                s.waker = Some(cx.waker().clone());
+                // Polled again by the same task: its waker is kept, not cloned again.
+                if !s.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    s.waker = Some(cx.waker().clone());
+                }
                 Poll::Pending
             }
         }

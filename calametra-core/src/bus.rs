@@ -10,7 +10,7 @@ use crate::fault::{Fault, FaultPlan, FaultSet, Site, SiteFamily, SiteKind};
 use crate::tasks::Wakeup;
 use crate::trace::Trace;
 use calametra_usb::{Setup, TransferError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::task::Waker;
 
@@ -217,6 +217,11 @@ impl XferTable {
         s
     }
 
+    /// Keeps a site name's buffer as a spare (a transition's name, once logged).
+    pub(crate) fn spare_name_back(&mut self, name: String) {
+        self.names.push(name);
+    }
+
     /// The ids of the transfers `keep` selects, in id order (a vector: the caller goes on to
     /// change the table). Allocates only when one is selected.
     pub(crate) fn ids_where(&self, keep: impl Fn(&Xfer) -> bool) -> Vec<u64> {
@@ -251,152 +256,132 @@ impl XferTable {
     }
 }
 
-/// A queued event in [`EventQueue`]'s heap, ordered by its key alone, earliest greatest (so
-/// the max-heap's top is the earliest).
-struct Later {
-    key: (Nanos, u64),
-    ev: Ev,
-}
-
-impl PartialEq for Later {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key
-    }
-}
-impl Eq for Later {}
-impl PartialOrd for Later {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Later {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.key.cmp(&self.key)
-    }
-}
-
-/// The event queue: events by (virtual time, insertion number). The events due at the
-/// earliest time (the ones a step picks among) are kept apart, in a short vector in key order
-/// (`front`); every later event is in a binary heap keyed by (time, insertion), which gives
-/// them up in exactly that order when the front is used up. So a step reads and takes its
-/// events from the front, and inserting a later event (a transfer's arrival, a deadline) costs
-/// a heap push of a few levels instead of shifting a sorted vector (the sorted vector's
-/// `memmove`s were ~3,300 callgrind instructions a core-bench run; issue 20). An event at the
-/// front's time joins the front; one earlier than it (never made by the bus, whose events are
-/// at `now` or later) sends the front back to the heap. Iteration in key order (state dumps)
-/// collects and sorts. Once grown, nothing allocates.
+/// The event queue: events by (virtual time, insertion number), one sorted sequence kept in
+/// two parts: its start in `near`, a vector in descending order (the earliest event last), and
+/// the rest in `far`, a ring buffer in ascending order; every event of `near` comes before
+/// every event of `far`. The events a run queues are of two sorts: near-term ones (a
+/// transfer's arrival, a short sleep) and far ones (a transfer's deadline, `now` + its timeout,
+/// later than everything queued before it). A far one is appended to `far` (nothing shifts); a
+/// near one goes into `near` at its place, which is at or near its end (few shift); a step
+/// takes its event from the end of `near`, or when that is empty from the front of `far`.
+/// (A single descending vector shifted the whole queue for every deadline; a binary heap paid
+/// a sift through all its levels for every near event and every take; a `VecDeque` alone paid
+/// its wrap-around handling at every insert: with ~60 deadlines queued at once, the core bench
+/// ran 303,174 / 301,450 / 309,712 callgrind instructions a run with them; issue 20.) Once
+/// grown, nothing allocates.
 #[derive(Default)]
 pub(crate) struct EventQueue {
-    front: Vec<((Nanos, u64), Ev)>,
-    later: std::collections::BinaryHeap<Later>,
+    near: Vec<((Nanos, u64), Ev)>,
+    far: VecDeque<((Nanos, u64), Ev)>,
 }
 
 impl EventQueue {
-    fn with_capacity(n: usize) -> EventQueue {
+    fn with_capacity(near: usize, far: usize) -> EventQueue {
         EventQueue {
-            front: Vec::with_capacity(8),
-            later: std::collections::BinaryHeap::with_capacity(n),
+            near: Vec::with_capacity(near),
+            far: VecDeque::with_capacity(far),
         }
     }
 
     pub(crate) fn insert(&mut self, key: (Nanos, u64), ev: Ev) {
-        // The front is empty only when the whole queue is.
-        match self.front.first() {
-            None => self.front.push((key, ev)),
-            Some(((t, _), _)) if key.0 > *t => self.later.push(Later { key, ev }),
-            Some(((t, _), _)) if key.0 == *t => {
-                let i = self.front.partition_point(|(k, _)| *k < key);
-                self.front.insert(i, (key, ev));
-            }
-            Some(_) => {
-                for (key, ev) in self.front.drain(..) {
-                    self.later.push(Later { key, ev });
+        match self.far.front() {
+            Some((f, _)) if key > *f => {
+                if self.far.back().is_some_and(|(b, _)| key > *b) {
+                    self.far.push_back((key, ev));
+                } else {
+                    let i = self.far.partition_point(|(k, _)| *k < key);
+                    self.far.insert(i, (key, ev));
                 }
-                self.front.push((key, ev));
+            }
+            None if self.near.first().is_some_and(|(m, _)| key > *m) => {
+                // Later than everything queued: the start of `far`.
+                self.far.push_back((key, ev));
+            }
+            _ => {
+                let i = self.near.partition_point(|(k, _)| *k > key);
+                self.near.insert(i, (key, ev));
             }
         }
     }
 
-    /// Moves the earliest events of the heap to the (empty) front.
-    fn refill(&mut self) {
-        let Some(first) = self.later.pop() else {
-            return;
-        };
-        let t = first.key.0;
-        self.front.push((first.key, first.ev));
-        while let Some(top) = self.later.peek_mut() {
-            if top.key.0 != t {
-                break;
-            }
-            let next = std::collections::binary_heap::PeekMut::pop(top);
-            self.front.push((next.key, next.ev));
-        }
-    }
-
-    fn front_index(&self, key: &(Nanos, u64)) -> Option<usize> {
-        self.front.binary_search_by(|(k, _)| k.cmp(key)).ok()
+    /// The events in (time, insertion) order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&(Nanos, u64), &Ev)> {
+        self.near
+            .iter()
+            .rev()
+            .chain(self.far.iter())
+            .map(|(k, e)| (k, e))
     }
 
     pub(crate) fn get(&self, key: &(Nanos, u64)) -> Option<&Ev> {
-        match self.front_index(key) {
-            Some(i) => Some(&self.front[i].1),
-            None => self.later.iter().find(|l| l.key == *key).map(|l| &l.ev),
+        if let Ok(i) = self.near.binary_search_by(|(k, _)| key.cmp(k)) {
+            return Some(&self.near[i].1);
         }
+        let i = self.far.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
+        Some(&self.far[i].1)
     }
 
     pub(crate) fn remove(&mut self, key: &(Nanos, u64)) -> Option<Ev> {
-        if let Some(i) = self.front_index(key) {
-            let (_, ev) = self.front.remove(i);
-            if self.front.is_empty() {
-                self.refill();
-            }
-            return Some(ev);
+        // A step takes the first due event, usually: the end of `near` or the front of `far`.
+        if self.near.last().is_some_and(|(k, _)| k == key) {
+            return self.near.pop().map(|(_, e)| e);
         }
-        // Not due yet (no step takes one; kept for completeness): rebuild the heap without it.
-        if !self.later.iter().any(|l| l.key == *key) {
-            return None;
+        if self.near.is_empty() && self.far.front().is_some_and(|(k, _)| k == key) {
+            return self.far.pop_front().map(|(_, e)| e);
         }
-        let mut v = std::mem::take(&mut self.later).into_vec();
-        let i = v.iter().position(|l| l.key == *key)?;
-        let l = v.swap_remove(i);
-        self.later = v.into();
-        Some(l.ev)
+        if let Ok(i) = self.near.binary_search_by(|(k, _)| key.cmp(k)) {
+            return Some(self.near.remove(i).1);
+        }
+        let i = self.far.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
+        self.far.remove(i).map(|(_, e)| e)
     }
 
     pub(crate) fn first_time(&self) -> Option<Nanos> {
-        self.front.first().map(|((t, _), _)| *t)
+        self.near
+            .last()
+            .or_else(|| self.far.front())
+            .map(|((t, _), _)| *t)
     }
 
     /// The events due at `t` (the earliest time), in their stable order.
     pub(crate) fn due_at(&self, t: Nanos) -> impl Iterator<Item = &(Nanos, u64)> {
-        let due = if self.first_time() == Some(t) {
-            &self.front[..]
-        } else {
-            &[]
-        };
-        due.iter().map(|(k, _)| k)
+        self.iter()
+            .take_while(move |((at, _), _)| *at == t)
+            .map(|(k, _)| k)
     }
 
-    /// How many events are due at the earliest time.
+    /// How many events are due at the earliest time (counted in place: this runs every step).
     pub(crate) fn due_count(&self) -> usize {
-        self.front.len()
+        let Some(t) = self.first_time() else {
+            return 0;
+        };
+        let at_t = |((at, _), _): &&((Nanos, u64), Ev)| *at == t;
+        let n = self.near.iter().rev().take_while(at_t).count();
+        if n < self.near.len() {
+            return n;
+        }
+        n + self.far.iter().take_while(at_t).count()
     }
 
-    /// The events in (time, insertion) order (collected and sorted: for state dumps).
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&(Nanos, u64), &Ev)> {
-        let mut v: Vec<(&(Nanos, u64), &Ev)> = self
-            .front
-            .iter()
-            .map(|(k, e)| (k, e))
-            .chain(self.later.iter().map(|l| (&l.key, &l.ev)))
-            .collect();
-        v.sort_unstable_by_key(|(k, _)| **k);
-        v.into_iter()
+    /// The key of the `i`th event due at `t` when `t` is the earliest time (as
+    /// `due_at(t).nth(i)`, by index: in a sorted sequence, the `i`th event is due at the
+    /// earliest time exactly when it is at that time).
+    pub(crate) fn due_nth(&self, t: Nanos, i: usize) -> Option<(Nanos, u64)> {
+        if self.first_time() != Some(t) {
+            return None;
+        }
+        let n = self.near.len();
+        let (key, _) = if i < n {
+            &self.near[n - 1 - i]
+        } else {
+            self.far.get(i - n)?
+        };
+        (key.0 == t).then_some(*key)
     }
 
     pub(crate) fn clear(&mut self) {
-        self.front.clear();
-        self.later.clear();
+        self.near.clear();
+        self.far.clear();
     }
 }
 
@@ -458,9 +443,9 @@ impl Core {
             decide,
             point: 0,
             // Room for the events a run usually has queued at once (transfer deadlines stay
-            // queued until due; the core bench's queue grew 16 -> 32 -> 64 every run): no
+            // queued until due: ~60 in the core bench's `far`, a few near-term ones): no
             // growth step by step.
-            queue: EventQueue::with_capacity(64),
+            queue: EventQueue::with_capacity(16, 64),
             next_ev: 0,
             transfers: XferTable::default(),
             site_counts: BTreeMap::new(),
@@ -562,7 +547,7 @@ impl Core {
 
     /// The key of the `i`th event due at `t` (the earliest time), in their stable order.
     pub(crate) fn due_nth(&self, t: Nanos, i: usize) -> Option<(Nanos, u64)> {
-        self.queue.due_at(t).nth(i).copied()
+        self.queue.due_nth(t, i)
     }
 
     pub(crate) fn take_event(&mut self, key: (Nanos, u64)) -> Option<Ev> {
@@ -630,31 +615,26 @@ impl Core {
             Some(f)
         } else if self.decide.is_seeded() && !self.fault_set.is_none() {
             // A swarm narrows the candidates to its primitives and site families, and sets the
-            // density; a site it turns off draws nothing.
-            let (candidates, odds) = match &self.decide.swarm {
-                Some(swarm) => {
-                    let family = SiteFamily::of(site, kind);
-                    let c = if swarm.reaches(family) {
-                        self.fault_set
-                            .candidates(kind)
-                            .into_iter()
-                            .filter(|f| swarm.allows(f, family))
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    (c, u64::from(swarm.odds))
-                }
-                None => (self.fault_set.candidates(kind), SEEDED_FAULT_ODDS),
-            };
-            if candidates.is_empty() || self.decide.faults_below(odds) != Some(0) {
+            // density; a site it turns off draws nothing. The candidates are counted, and the
+            // chosen one found, without building a list (this runs at every crossing).
+            let family = self
+                .decide
+                .swarm
+                .as_ref()
+                .map(|_| SiteFamily::of(site, kind));
+            let count =
+                seeded_candidates(&self.fault_set, self.decide.swarm.as_ref(), family, kind)
+                    .count();
+            let odds = self
+                .decide
+                .swarm
+                .as_ref()
+                .map_or(SEEDED_FAULT_ODDS, |s| u64::from(s.odds));
+            if count == 0 || self.decide.faults_below(odds) != Some(0) {
                 None
             } else {
-                let i = self
-                    .decide
-                    .faults_below(candidates.len() as u64)
-                    .unwrap_or(0) as usize;
-                Some(candidates[i].clone())
+                let i = self.decide.faults_below(count as u64).unwrap_or(0) as usize;
+                seeded_candidates(&self.fault_set, self.decide.swarm.as_ref(), family, kind).nth(i)
             }
         } else {
             None
@@ -685,6 +665,23 @@ impl Core {
         }
         fault
     }
+}
+
+/// The faults a seeded run may draw at a site of `kind` (in [`FaultSet::candidates`] order):
+/// the set's, narrowed by a swarm to its primitives at a family it reaches (`family` is the
+/// site's, given when there is a swarm).
+fn seeded_candidates<'a>(
+    set: &'a FaultSet,
+    swarm: Option<&'a crate::swarm::Swarm>,
+    family: Option<SiteFamily>,
+    kind: &'a SiteKind,
+) -> impl Iterator<Item = Fault> + 'a {
+    let reach = match (swarm, family) {
+        (Some(s), Some(fam)) => s.reaches(fam),
+        _ => true,
+    };
+    set.each_candidate(kind)
+        .filter(move |f| reach && swarm.zip(family).is_none_or(|(s, fam)| s.allows(f, fam)))
 }
 
 /// Completes a transfer: writes its trace record and wakes its task.
@@ -816,6 +813,9 @@ mod tests {
                 assert_eq!(q.due_count(), due);
                 let got = q.due_at(t).nth(i).copied();
                 assert_eq!(got, Some(key));
+                assert_eq!(q.due_nth(t, i), Some(key));
+                assert_eq!(q.due_nth(t, due), None);
+                assert_eq!(q.due_nth(t + 1, 0), None);
                 assert!(matches!(q.remove(&key), Some(Ev::Arrive(x)) if x == key.1));
                 taken.push(key);
             } else {
@@ -832,6 +832,7 @@ mod tests {
                 let want_due: Vec<(Nanos, u64)> =
                     want.iter().copied().take_while(|k| k.0 == t).collect();
                 assert_eq!(due, want_due);
+                assert_eq!(q.due_count(), want_due.len());
                 assert!(want.iter().all(|k| q.get(k).is_some()));
             }
         }

@@ -172,7 +172,11 @@ impl<'a> DevCtx<'a> {
 
 /// `DevCtx::transition`.
 pub(crate) fn transition(cx: &mut DevCtx<'_>, machine: &str, from: &str, to: &str) -> bool {
-    let base = format!("{machine}.{from}->{to}");
+    // The name is built in a spare buffer and given back after: no allocation a transition.
+    let mut base = cx.core.transfers.spare_name();
+    for part in [machine, ".", from, "->", to] {
+        base.push_str(part);
+    }
     let site = cx.core.site(base, SiteKind::Transition);
     let now = cx.core.now;
     cx.core.trace.emit(now, "transition", cx.name, true, |d| {
@@ -182,7 +186,9 @@ pub(crate) fn transition(cx: &mut DevCtx<'_>, machine: &str, from: &str, to: &st
             .str("site", &site);
     });
     cx.core.cover_transition(cx.name, machine, from, to);
-    let Some(fault) = cx.core.fault_at(&site, &SiteKind::Transition) else {
+    let fault = cx.core.fault_at(&site, &SiteKind::Transition);
+    cx.core.transfers.spare_name_back(site);
+    let Some(fault) = fault else {
         return true;
     };
     let at = fault.at_transition();

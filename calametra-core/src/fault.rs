@@ -388,10 +388,17 @@ impl FaultSet {
 
     /// The concrete faults explored at one site.
     pub fn candidates(&self, site: &SiteKind) -> Vec<Fault> {
-        site.meaningful()
-            .into_iter()
-            .filter(|f| self.allows(f.kind(), site))
-            .collect()
+        self.each_candidate(site).collect()
+    }
+
+    /// [`FaultSet::candidates`] without building a vector (a seeded run asks at every site
+    /// crossing).
+    pub(crate) fn each_candidate<'a>(
+        &'a self,
+        site: &'a SiteKind,
+    ) -> impl Iterator<Item = Fault> + 'a {
+        site.each_meaningful()
+            .filter(move |f| self.allows(f.kind(), site))
     }
 }
 
@@ -410,24 +417,33 @@ pub enum SiteKind {
 impl SiteKind {
     /// The primitives that mean something here, with the parameters exploration uses.
     pub fn meaningful(&self) -> Vec<Fault> {
-        match *self {
-            SiteKind::Transfer { len } => {
-                let mut v = vec![Fault::Stall, Fault::Timeout];
-                if len > 0 {
-                    v.push(Fault::Short(len / 2));
-                }
-                v.push(Fault::Disconnect);
-                v.push(Fault::Delay(1_000_000));
-                if len > 0 {
-                    v.push(Fault::Corrupt {
-                        offset: 0,
-                        xor: 0xff,
-                    });
-                }
-                v
-            }
-            SiteKind::Transition => vec![Fault::Stall, Fault::Disconnect, Fault::Delay(1_000_000)],
-        }
+        self.each_meaningful().collect()
+    }
+
+    /// [`SiteKind::meaningful`] without building a vector.
+    pub(crate) fn each_meaningful(&self) -> impl Iterator<Item = Fault> {
+        let some: [Option<Fault>; 6] = match *self {
+            SiteKind::Transfer { len } => [
+                Some(Fault::Stall),
+                Some(Fault::Timeout),
+                (len > 0).then_some(Fault::Short(len / 2)),
+                Some(Fault::Disconnect),
+                Some(Fault::Delay(1_000_000)),
+                (len > 0).then_some(Fault::Corrupt {
+                    offset: 0,
+                    xor: 0xff,
+                }),
+            ],
+            SiteKind::Transition => [
+                Some(Fault::Stall),
+                Some(Fault::Disconnect),
+                Some(Fault::Delay(1_000_000)),
+                None,
+                None,
+                None,
+            ],
+        };
+        some.into_iter().flatten()
     }
 }
 
@@ -628,6 +644,40 @@ mod tests {
         }
         assert!(Fault::parse("explode").is_err());
         assert!(Fault::parse("corrupt(1,300)").unwrap_err().contains("byte"));
+    }
+
+    /// The faults meaningful at a site, in the order seeded draws index them (pinned: a
+    /// change of order changes which fault a seed draws).
+    #[test]
+    fn meaningful_faults_are_in_their_pinned_order() {
+        let corrupt = Fault::Corrupt {
+            offset: 0,
+            xor: 0xff,
+        };
+        assert_eq!(
+            SiteKind::Transfer { len: 4 }.meaningful(),
+            vec![
+                Fault::Stall,
+                Fault::Timeout,
+                Fault::Short(2),
+                Fault::Disconnect,
+                Fault::Delay(1_000_000),
+                corrupt
+            ]
+        );
+        assert_eq!(
+            SiteKind::Transfer { len: 0 }.meaningful(),
+            vec![
+                Fault::Stall,
+                Fault::Timeout,
+                Fault::Disconnect,
+                Fault::Delay(1_000_000)
+            ]
+        );
+        assert_eq!(
+            SiteKind::Transition.meaningful(),
+            vec![Fault::Stall, Fault::Disconnect, Fault::Delay(1_000_000)]
+        );
     }
 
     #[test]

@@ -350,9 +350,33 @@ impl EventQueue {
             .map(|(k, _)| k)
     }
 
-    /// How many events are due at the earliest time.
+    /// How many events are due at the earliest time (counted in place: this runs every step).
     pub(crate) fn due_count(&self) -> usize {
-        self.first_time().map_or(0, |t| self.due_at(t).count())
+        let Some(t) = self.first_time() else {
+            return 0;
+        };
+        let at_t = |((at, _), _): &&((Nanos, u64), Ev)| *at == t;
+        let n = self.near.iter().rev().take_while(at_t).count();
+        if n < self.near.len() {
+            return n;
+        }
+        n + self.far.iter().take_while(at_t).count()
+    }
+
+    /// The key of the `i`th event due at `t` when `t` is the earliest time (as
+    /// `due_at(t).nth(i)`, by index: in a sorted sequence, the `i`th event is due at the
+    /// earliest time exactly when it is at that time).
+    pub(crate) fn due_nth(&self, t: Nanos, i: usize) -> Option<(Nanos, u64)> {
+        if self.first_time() != Some(t) {
+            return None;
+        }
+        let n = self.near.len();
+        let (key, _) = if i < n {
+            &self.near[n - 1 - i]
+        } else {
+            self.far.get(i - n)?
+        };
+        (key.0 == t).then_some(*key)
     }
 
     pub(crate) fn clear(&mut self) {
@@ -523,7 +547,7 @@ impl Core {
 
     /// The key of the `i`th event due at `t` (the earliest time), in their stable order.
     pub(crate) fn due_nth(&self, t: Nanos, i: usize) -> Option<(Nanos, u64)> {
-        self.queue.due_at(t).nth(i).copied()
+        self.queue.due_nth(t, i)
     }
 
     pub(crate) fn take_event(&mut self, key: (Nanos, u64)) -> Option<Ev> {
@@ -789,6 +813,9 @@ mod tests {
                 assert_eq!(q.due_count(), due);
                 let got = q.due_at(t).nth(i).copied();
                 assert_eq!(got, Some(key));
+                assert_eq!(q.due_nth(t, i), Some(key));
+                assert_eq!(q.due_nth(t, due), None);
+                assert_eq!(q.due_nth(t + 1, 0), None);
                 assert!(matches!(q.remove(&key), Some(Ev::Arrive(x)) if x == key.1));
                 taken.push(key);
             } else {
@@ -805,6 +832,7 @@ mod tests {
                 let want_due: Vec<(Nanos, u64)> =
                     want.iter().copied().take_while(|k| k.0 == t).collect();
                 assert_eq!(due, want_due);
+                assert_eq!(q.due_count(), want_due.len());
                 assert!(want.iter().all(|k| q.get(k).is_some()));
             }
         }

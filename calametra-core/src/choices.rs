@@ -230,7 +230,7 @@ impl Decider {
                                 d.replay_draws.insert(s.clone(), VecDeque::from([*value]));
                             }
                         },
-                        Event::Swarm { swarm } => d.swarm = Some(swarm.clone()),
+                        Event::Swarm { swarm } => d.swarm = Some((**swarm).clone()),
                         // Guest externals are placed by the lockstep loop, from the events.
                         Event::External { .. }
                         | Event::GuestExternal { .. }
@@ -444,7 +444,12 @@ impl Decider {
     /// `l` as the run's one shared copy of it (made on first use; a replay starts with its
     /// events' labels), so logging a client action allocates no label text it already has.
     fn shared_label(&mut self, l: &str) -> Arc<str> {
-        if let Some(s) = self.labels.iter().find(|s| ***s == *l) {
+        // A label is usually the same static text each time: its address answers first.
+        if let Some(s) = self
+            .labels
+            .iter()
+            .find(|s| std::ptr::eq(&***s, l) || ***s == *l)
+        {
             return s.clone();
         }
         let s: Arc<str> = Arc::from(l);
@@ -544,6 +549,17 @@ mod tests {
             at_ns: 6_000,
         };
         assert_eq!(unapplied(&[other], &log), vec![0]);
+    }
+
+    #[test]
+    fn an_event_is_small_to_copy() {
+        // Event lists are copied and dropped a lot (a replay's log, each minimizer candidate);
+        // the swarm, far the largest payload, is boxed so an event is 40 bytes, not 88.
+        assert!(
+            std::mem::size_of::<Event>() <= 48,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
     }
 
     #[test]

@@ -392,7 +392,9 @@ fn record_swarm(sim: &Sim) {
             .strs("externals", &swarm.externals)
             .str("schedule", &schedule);
     });
-    w.core.decide.log.push(Event::Swarm { swarm });
+    w.core.decide.log.push(Event::Swarm {
+        swarm: Box::new(swarm),
+    });
 }
 
 /// Externals placed at points: (point, index into `externals`), in firing order. A seeded run

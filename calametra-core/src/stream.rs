@@ -61,12 +61,21 @@ pub fn stream_named(seed: u64, name: &str) -> ChaCha8Rng {
 
 /// The name of an actor's data stream: `data/<actor>`.
 pub fn data_stream(actor: &str) -> String {
-    format!("data/{actor}")
+    prefixed("data/", actor)
 }
 
 /// The name of a scenario's own stream: `user/<name>`.
 pub fn user_stream(name: &str) -> String {
-    format!("user/{name}")
+    prefixed("user/", name)
+}
+
+/// `prefix` then `name`, in one allocation of the right size and without the formatting
+/// machinery (a data draw names its stream every time).
+fn prefixed(prefix: &str, name: &str) -> String {
+    let mut s = String::with_capacity(prefix.len() + name.len());
+    s.push_str(prefix);
+    s.push_str(name);
+    s
 }
 
 /// Uniform in `0..n` (n > 0) without modulo bias.
@@ -115,6 +124,9 @@ mod tests {
         assert_ne!(derive_seed(0, "a::b", 0), derive_seed(0, "a::b", 1));
         assert_ne!(derive_seed(0, "a::b", 0), derive_seed(1, "a::b", 0));
         assert!(derive_seed(0, "a::b", 0) < 1 << 48);
+        assert_eq!(data_stream("driver"), "data/driver");
+        assert_eq!(user_stream("retries"), "user/retries");
+        assert_eq!(data_stream(""), "data/");
     }
 
     #[test]

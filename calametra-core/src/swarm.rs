@@ -366,8 +366,19 @@ impl Priorities {
                 .map(|j| (below(rng, u64::from(horizon.max(1))), u64::from(j)))
                 .collect()
         });
-        for i in 0..n {
-            let id = id_of(i);
+        // Each option's task id, asked once (finding the `i`th ready task walks the ready set).
+        let mut few = [0usize; 8];
+        let many: Vec<usize>;
+        let ids: &[usize] = if n <= few.len() {
+            for (i, slot) in few[..n].iter_mut().enumerate() {
+                *slot = id_of(i);
+            }
+            &few[..n]
+        } else {
+            many = (0..n).map(id_of).collect();
+            &many
+        };
+        for &id in ids {
             if self.prio.len() <= id {
                 self.prio.resize(id + 1, None);
             }
@@ -382,8 +393,8 @@ impl Priorities {
         let top = |prio: &[Option<u64>]| {
             let mut best = 0;
             let mut best_p = 0;
-            for i in 0..n {
-                let p = prio[id_of(i)].unwrap_or(0);
+            for (i, &id) in ids.iter().enumerate() {
+                let p = prio[id].unwrap_or(0);
                 if i == 0 || p > best_p {
                     best = i;
                     best_p = p;
@@ -395,7 +406,7 @@ impl Priorities {
         while k < changes.len() {
             if changes[k].0 <= choice {
                 let (_, j) = changes.remove(k);
-                let t = id_of(top(&self.prio));
+                let t = ids[top(&self.prio)];
                 self.prio[t] = Some(j);
             } else {
                 k += 1;

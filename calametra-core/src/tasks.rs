@@ -1,8 +1,10 @@
-//! Tasks: the task table of one run (slots, the ready set, wakers that mark a task ready), join
-//! handles, and how a task's output counts ([`TaskOutput`]). The run loop in `sim` polls them;
-//! the task-side API that spawns them is [`crate::exec`]. Nothing here reaches the world, reads
-//! the wall clock or uses OS randomness; a wake only marks the task ready for the next
-//! scheduling decision.
+//! Tasks: the task table of one run (slots, the ready set, wakers that mark a task ready, the
+//! wakeups of timers a task sets for itself), join handles, and how a task's output counts
+//! ([`TaskOutput`]). The run loop in `sim` polls them; the task-side API that spawns them is
+//! [`crate::exec`]. Nothing here reaches the world, reads the wall clock or uses OS randomness;
+//! a wake only marks the task ready for the next scheduling decision. Task state is kept as bits,
+//! 64 tasks a word, so a wake, a drain and a readiness test take no lock and no allocation; a
+//! finished run's buffers, names and (unshared) wakers serve the next run on the same thread.
 
 use std::cell::RefCell;
 use std::future::Future;

@@ -241,7 +241,7 @@ fn a_swarm_is_drawn_from_the_seed_and_bounds_what_the_run_injects() {
             a.lines[0]
         );
         assert!(a.events.contains(&Event::Swarm {
-            swarm: swarm.clone()
+            swarm: Box::new(swarm.clone())
         }));
         for e in &a.events {
             match e {

@@ -98,8 +98,9 @@ pub enum Event {
     /// the same record; the swarm changes nothing else of a replay, whose faults, externals and
     /// picks are its events.
     Swarm {
-        /// The configuration.
-        swarm: Swarm,
+        /// The configuration (boxed: it is the largest event, and every event list, a replay's
+        /// log and each minimizer candidate, is as wide as its largest event; JSON unchanged).
+        swarm: Box<Swarm>,
     },
     /// Where the next event (a schedule pick, an external or a fault) happened, relative to a
     /// stable anchor: the `nth` occurrence of `after` (a transfer that completed with an

@@ -132,6 +132,13 @@ impl Default for XferTable {
 }
 
 impl XferTable {
+    /// Empties the table for a new run, keeping its memory and spare name buffers: the same
+    /// state as `XferTable::default()` gives (ids start again at 0).
+    pub(crate) fn reset(&mut self) {
+        self.clear();
+        self.submitted = 0;
+    }
+
     pub(crate) fn get(&self, id: u64) -> Option<&Xfer> {
         self.slots
             .get((id & SLOT_MASK) as usize)
@@ -435,6 +442,7 @@ pub(crate) struct Core {
 const SEEDED_FAULT_ODDS: u64 = 24;
 
 impl Core {
+    /// A new core; `Core::reset` (in `world`, every field named) gives the same state in place.
     pub(crate) fn new(decide: Decider, plan: FaultPlan, fault_set: FaultSet, keep: bool) -> Core {
         let sim: Rc<str> = Rc::from("sim");
         Core {

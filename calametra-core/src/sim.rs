@@ -254,17 +254,20 @@ fn run_once(mut config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     if seeded.is_some() {
         decide.forced = config.strategy;
     }
-    let mut core = Core::new(
+    // Built in place: the thread's spare world, reset (see `world::take_spare`).
+    let world = crate::world::take_spare(
         decide,
         config.faults.clone(),
         config.fault_set.clone(),
         config.keep_trace,
     );
-    core.record_sites = config.record_sites;
-    if config.coverage {
-        core.coverage = Some(Default::default());
+    {
+        let core = &mut world.borrow_mut().core;
+        core.record_sites = config.record_sites;
+        if config.coverage {
+            core.coverage = Some(Default::default());
+        }
     }
-    let world = Rc::new(RefCell::new(World::new(core)));
     let _restore = Current(crate::context::set_current(Some(world.clone())));
     let mut sim = Sim {
         world: world.clone(),
@@ -290,7 +293,10 @@ fn run_once(mut config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     if let Some(log) = sim.pictures.take() {
         crate::picture::keep(log);
     }
-    finish(sim, failure)
+    let r = finish(sim, failure);
+    drop(_restore);
+    crate::world::give_back(world);
+    r
 }
 
 /// [`RunConfig::pictures`]: looks at what each device shows now.

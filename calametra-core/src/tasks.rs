@@ -147,6 +147,19 @@ pub(crate) struct Tasks {
 }
 
 impl Tasks {
+    /// A table without the thread's spare (it holds no buffer): what a kept world holds
+    /// between runs.
+    pub(crate) fn empty() -> Self {
+        Tasks {
+            slots: Vec::new(),
+            groups: Vec::new(),
+            required: 0,
+            polled: None,
+            order: Vec::new(),
+            spare: Spare::default(),
+        }
+    }
+
     pub(crate) fn new() -> Self {
         let mut spare = SPARE
             .try_with(|s| s.borrow_mut().take())

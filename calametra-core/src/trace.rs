@@ -408,6 +408,28 @@ impl Trace {
         }
     }
 
+    /// Makes this trace what `Trace::new(keep)` gives, in place, keeping its encoder's memory
+    /// (a world kept for the thread's next run resets its trace so).
+    pub(crate) fn reset(&mut self, keep: bool) {
+        let Trace {
+            seq,
+            hasher,
+            enc,
+            line,
+            kept,
+            records,
+        } = self;
+        *seq = 0;
+        *hasher = Sha256::new();
+        enc.clear();
+        line.clear();
+        if keep {
+            line.reserve(256);
+        }
+        *kept = keep.then(Vec::new);
+        *records = 0;
+    }
+
     /// Whether records are kept as JSON lines (and so whether `fill` of a non-deterministic
     /// record runs at all).
     pub fn keeps(&self) -> bool {

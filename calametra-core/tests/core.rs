@@ -117,6 +117,51 @@ fn loopback_driver(sim: &mut Sim, seen: Rc<RefCell<Vec<Result<Vec<u8>, TransferE
     });
 }
 
+/// A run's world is kept for the thread's next run (its buffers reused): the next run must
+/// see none of its state. The same run, first on a new world and then after runs that left
+/// transfers, faults, marks, sites and a step limit behind, is the same run.
+#[test]
+fn a_run_after_other_runs_on_the_thread_is_the_run_it_is_alone() {
+    let once = || {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        run(
+            RunConfig {
+                faults: FaultPlan::single("ctrl.load#1", Fault::Short(2)),
+                keep_trace: true,
+                record_sites: true,
+                ..RunConfig::default()
+            },
+            &move |sim| loopback_driver(sim, seen.clone()),
+        )
+    };
+    let first = once();
+    for seed in 0..3 {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let cfg = RunConfig {
+            faults: FaultPlan::single("ctrl.store#1", Fault::Delay(3_000_000)),
+            max_steps: 5 + seed,
+            coverage: true,
+            ..seeded(seed)
+        };
+        run(cfg, &move |sim| {
+            three_tasks(sim);
+            loopback_driver(sim, seen.clone())
+        });
+        run(seeded(seed), &three_tasks);
+    }
+    let again = once();
+    assert_eq!(again.hash, first.hash);
+    assert_eq!(again.lines, first.lines);
+    assert_eq!(again.events, first.events);
+    assert_eq!(again.sites, first.sites);
+    assert_eq!(again.marks, first.marks);
+    assert_eq!(
+        (again.steps, again.end_ns, again.records),
+        (first.steps, first.end_ns, first.records)
+    );
+    assert!(first.lines.iter().any(|l| l.contains("\"kind\":\"fault\"")));
+}
+
 #[test]
 fn transfers_cross_the_bus_and_faults_apply_where_they_cross() {
     let seen = Rc::new(RefCell::new(Vec::new()));

@@ -105,8 +105,12 @@ pub(crate) struct Decider {
     /// The fixed streams this seeded run drew from so far (`schedule`, `externals`, `faults`,
     /// `client`; `swarm` once the swarm is drawn), each derived on first use.
     streams: Vec<(StreamName, ChaCha8Rng)>,
-    /// Data and user streams by name (`data/driver`, `user/retries`), derived on first use.
-    draws: BTreeMap<String, ChaCha8Rng>,
+    /// Data and user streams this run drew from (`data/driver`, `user/retries`), in first-draw
+    /// order, each named once and (seeded) derived on first use; found by actor or user name,
+    /// so a draw builds no name.
+    draws: Vec<Drawn>,
+    /// The index in `draws` of the stream drawn last (a task's draws usually come in a row).
+    last_draw: usize,
     /// Replay: schedule picks by point, in point order (with the anchor they were recorded
     /// with, once resolved by it).
     replay_schedule: BTreeMap<u64, (u32, Option<Anchor>)>,
@@ -147,7 +151,8 @@ impl Decider {
             seed: None,
             swarm: None,
             streams: Vec::new(),
-            draws: BTreeMap::new(),
+            draws: Vec::new(),
+            last_draw: 0,
             replay_schedule: Default::default(),
             pending_picks: Vec::new(),
             pending_externals: Vec::new(),
@@ -224,10 +229,11 @@ impl Decider {
                         Event::Data {
                             value,
                             stream: Some(s),
-                        } => match d.replay_draws.get_mut(s) {
+                        } => match d.replay_draws.get_mut(&**s) {
                             Some(q) => q.push_back(*value),
                             None => {
-                                d.replay_draws.insert(s.clone(), VecDeque::from([*value]));
+                                d.replay_draws
+                                    .insert(s.to_string(), VecDeque::from([*value]));
                             }
                         },
                         Event::Swarm { swarm } => d.swarm = Some((**swarm).clone()),
@@ -463,7 +469,7 @@ impl Decider {
         if matches!(self.source, Source::Default) {
             return 0;
         }
-        self.draw(data_stream(actor), true, n)
+        self.draw(true, actor, n)
     }
 
     /// A draw in `0..n` from the scenario's own stream `user/<name>`.
@@ -471,28 +477,53 @@ impl Decider {
         if matches!(self.source, Source::Default) {
             return 0;
         }
-        self.draw(user_stream(name), false, n)
+        self.draw(false, name, n)
     }
 
-    /// A draw from the stream `name` (seeded), or its replayed queue; a data stream falls back
-    /// on the draws recorded without a stream name (`legacy`). Logged.
-    fn draw(&mut self, name: String, legacy: bool, n: u64) -> u64 {
-        let v = match self.seed {
-            Some(seed) => {
-                let rng = match self.draws.get_mut(&name) {
-                    Some(r) => r,
-                    None => self
-                        .draws
-                        .entry(name.clone())
-                        .or_insert_with(|| stream_named(seed, &name)),
-                };
-                below(rng, n.max(1))
-            }
+    /// The index in `draws` of the data stream of actor `key` (`data`) or the user stream
+    /// `key`: named and (seeded) derived on its first draw.
+    fn drawn(&mut self, data: bool, key: &str) -> usize {
+        let hit = |d: &Drawn| d.data == data && *d.key == *key;
+        if self.draws.get(self.last_draw).is_some_and(hit) {
+            return self.last_draw;
+        }
+        let i = match self.draws.iter().position(hit) {
+            Some(i) => i,
             None => {
-                let queued = self.replay_draws.get_mut(&name).and_then(|q| q.pop_front());
+                let name = if data {
+                    data_stream(key)
+                } else {
+                    user_stream(key)
+                };
+                self.draws.push(Drawn {
+                    data,
+                    key: key.into(),
+                    rng: self.seed.map(|seed| stream_named(seed, &name)),
+                    name: name.into(),
+                });
+                self.draws.len() - 1
+            }
+        };
+        self.last_draw = i;
+        i
+    }
+
+    /// A draw from the data stream of actor `key` (`data`) or the user stream `key` (seeded),
+    /// or its replayed queue; a data stream falls back on the draws recorded without a stream
+    /// name. Logged with the stream's shared name.
+    fn draw(&mut self, data: bool, key: &str, n: u64) -> u64 {
+        let i = self.drawn(data, key);
+        let d = &mut self.draws[i];
+        let v = match &mut d.rng {
+            Some(rng) => below(rng, n.max(1)),
+            None => {
+                let queued = self
+                    .replay_draws
+                    .get_mut(&*d.name)
+                    .and_then(|q| q.pop_front());
                 let v = match queued {
                     Some(v) => v,
-                    None if legacy => self.replay_data.pop_front().unwrap_or(0),
+                    None if data => self.replay_data.pop_front().unwrap_or(0),
                     None => 0,
                 };
                 v.min(n.saturating_sub(1))
@@ -500,10 +531,22 @@ impl Decider {
         };
         self.log.push(Event::Data {
             value: v,
-            stream: Some(name),
+            stream: Some(d.name.clone()),
         });
         v
     }
+}
+
+/// A data or user stream a run drew from ([`Decider::drawn`]).
+struct Drawn {
+    /// A data stream (`data/<key>`), or a user stream (`user/<key>`).
+    data: bool,
+    /// The actor or user name.
+    key: Box<str>,
+    /// The stream's full name, shared by every draw's event.
+    name: Arc<str>,
+    /// Its generator in a seeded run; `None` on replay (answered from the recorded draws).
+    rng: Option<ChaCha8Rng>,
 }
 
 #[cfg(test)]
@@ -597,7 +640,7 @@ mod tests {
     fn data(value: u64, stream: Option<&str>) -> Event {
         Event::Data {
             value,
-            stream: stream.map(str::to_string),
+            stream: stream.map(Arc::from),
         }
     }
 

@@ -149,8 +149,8 @@ pub fn client_below(n: u64) -> Option<u64> {
 /// only for the default source (`RunConfig::default()`).
 pub fn data_below(n: u64) -> u64 {
     context::with(|w| {
-        let actor = w.core.actor.clone();
-        w.core.decide.data(&actor, n)
+        let core = &mut w.core;
+        core.decide.data(&core.actor, n)
     })
 }
 

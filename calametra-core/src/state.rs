@@ -266,7 +266,7 @@ fn streams(source: &Source, log: &[Event], point: u64, swarm: bool) -> Vec<Strea
             Event::Client { .. } => "client".into(),
             Event::Data {
                 stream: Some(s), ..
-            } => s.clone(),
+            } => s.to_string(),
             Event::Data { stream: None, .. } => "data".into(),
             Event::Swarm { .. } | Event::Anchor { .. } => return None,
         })

@@ -80,7 +80,7 @@ fn draws(r: &RunResult) -> BTreeMap<String, Vec<u64>> {
             stream: Some(s),
         } = e
         {
-            m.entry(s.clone()).or_default().push(*value);
+            m.entry(s.to_string()).or_default().push(*value);
         }
     }
     m

@@ -119,7 +119,7 @@ fn regression_files_round_trip_exactly() {
                 },
                 _ => Event::Data {
                     value: calametra::choices::below(&mut rng, u64::MAX),
-                    stream: [None, Some("data/driver".to_string())]
+                    stream: [None, Some("data/driver".into())]
                         [calametra::choices::below(&mut rng, 2) as usize]
                         .clone(),
                 },

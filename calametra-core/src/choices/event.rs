@@ -90,9 +90,14 @@ pub enum Event {
         value: u64,
         /// The stream it came from (`data/driver`, `user/retries`); a replay answers each stream
         /// from its own queue. `None` in cases saved before draws were per actor: those are
-        /// answered in the order they were recorded, whoever draws.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        stream: Option<String>,
+        /// answered in the order they were recorded, whoever draws. Shared like a client's
+        /// label: the decider hands out one `Arc` per stream, so a draw copies no name.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            with = "shared_label"
+        )]
+        stream: Option<Arc<str>>,
     },
     /// The seeded run's swarm configuration (its first record, kind `config`). A replay writes
     /// the same record; the swarm changes nothing else of a replay, whose faults, externals and
@@ -324,7 +329,7 @@ pub fn unapplied(recorded: &[Event], log: &[Event]) -> Vec<usize> {
             stream: Some(s),
         } = e
         {
-            per_stream.entry(s).or_default().push_back(*value);
+            per_stream.entry(&**s).or_default().push_back(*value);
         }
     }
     let taken = anchored(log);
@@ -355,7 +360,7 @@ pub fn unapplied(recorded: &[Event], log: &[Event]) -> Vec<usize> {
             Event::Data {
                 value,
                 stream: Some(s),
-            } => per_stream.get_mut(s.as_str()).and_then(|q| q.pop_front()) == Some(*value),
+            } => per_stream.get_mut(&**s).and_then(|q| q.pop_front()) == Some(*value),
             Event::Swarm { swarm } => log
                 .iter()
                 .any(|l| matches!(l, Event::Swarm { swarm: w } if w == swarm)),

@@ -350,7 +350,9 @@ impl EventQueue {
             .map(|((t, _), _)| *t)
     }
 
-    /// The events due at `t` (the earliest time), in their stable order.
+    /// The events due at `t` (the earliest time), in their stable order: the tests' reference
+    /// for `due_count` and `due_nth`.
+    #[cfg(test)]
     pub(crate) fn due_at(&self, t: Nanos) -> impl Iterator<Item = &(Nanos, u64)> {
         self.iter()
             .take_while(move |((at, _), _)| *at == t)

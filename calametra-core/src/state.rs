@@ -477,7 +477,7 @@ fn bus_parts<'a>(
                 XState::Done(Err(e)) => format!("completed {e}, not yet collected"),
             };
             let t = TransferState {
-                site: x.site.clone(),
+                site: core.site_table.name(x.site),
                 actor: x.actor.to_string(),
                 device: devices
                     .get(x.dev)

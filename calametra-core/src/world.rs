@@ -30,6 +30,18 @@ pub(crate) struct DeviceSlot {
     pub(crate) generation: u32,
 }
 
+/// Appends `<type>_<request>` in lowercase hex (`c0_0a`): a request no name is known for.
+fn push_hex_request(name: &mut String, request_type: u8, request: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in [request_type, request].into_iter().enumerate() {
+        if i == 1 {
+            name.push('_');
+        }
+        name.push(char::from(HEX[usize::from(b >> 4)]));
+        name.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+}
+
 /// A device attached to a simulation. `Copy`, so scenarios can move it into several closures.
 pub struct DeviceHandle<D> {
     pub(crate) id: usize,
@@ -146,7 +158,7 @@ impl Core {
             queue,
             next_ev,
             transfers,
-            site_counts,
+            site_table,
             plan: p,
             fault_set: f,
             sites,
@@ -158,7 +170,6 @@ impl Core {
             label_poll,
             timing,
             record_sites,
-            counts_at_anchor,
             coverage,
             last_transition,
         } = self;
@@ -169,7 +180,7 @@ impl Core {
         queue.clear();
         *next_ev = 0;
         transfers.reset();
-        site_counts.clear();
+        site_table.reset();
         *p = plan;
         *f = fault_set;
         sites.clear();
@@ -180,7 +191,6 @@ impl Core {
         *label_poll = false;
         *timing = Timing::default();
         *record_sites = false;
-        counts_at_anchor.clear();
         *coverage = None;
         *last_transition = None;
     }
@@ -566,50 +576,51 @@ impl World {
     }
 
     pub(crate) fn submit(&mut self, dev: usize, generation: u32, kind: XKind) -> u64 {
-        let (base, site_kind, bytes, ctrl) = match &kind {
+        // The site's base is put together in the site table's buffer (no allocation), its
+        // name `<base>#<n>` only where it is written out as text.
+        let (site, site_kind, bytes, ctrl) = match &kind {
             XKind::Control { setup, data } => {
-                let mut name = self.core.transfers.spare_name();
-                name.push_str("ctrl.");
-                match self.devices[dev].dev.request_name(setup) {
-                    Some(n) => name.push_str(n),
-                    None => match setup.standard_name() {
-                        Some(n) => name.push_str(n),
-                        None => name
-                            .push_str(&format!("{:02x}_{:02x}", setup.request_type, setup.request)),
-                    },
-                }
+                let device = &self.devices[dev].dev;
                 let len = if setup.is_in() {
                     setup.length as u32
                 } else {
                     data.len() as u32
                 };
-                (name, SiteKind::Transfer { len }, data.len(), true)
+                let site_kind = SiteKind::Transfer { len };
+                let site = self.core.site(
+                    |name| {
+                        name.push_str("ctrl.");
+                        match device.request_name(setup) {
+                            Some(n) => name.push_str(n),
+                            None => match setup.standard_name() {
+                                Some(n) => name.push_str(n),
+                                None => push_hex_request(name, setup.request_type, setup.request),
+                            },
+                        }
+                    },
+                    &site_kind,
+                );
+                (site, site_kind, data.len(), true)
             }
-            XKind::Out { data, .. } => (
-                {
-                    let mut name = self.core.transfers.spare_name();
-                    name.push_str("bulk.out");
-                    name
-                },
-                SiteKind::Transfer {
+            XKind::Out { data, .. } => {
+                let site_kind = SiteKind::Transfer {
                     len: data.len() as u32,
-                },
-                data.len(),
-                false,
-            ),
+                };
+                let site = self.core.site(|name| name.push_str("bulk.out"), &site_kind);
+                (site, site_kind, data.len(), false)
+            }
             XKind::In { len, intr, .. } => {
-                let mut name = self.core.transfers.spare_name();
-                name.push_str(if *intr { "intr.in" } else { "bulk.in" });
-                (name, SiteKind::Transfer { len: *len as u32 }, 0, false)
+                let site_kind = SiteKind::Transfer { len: *len as u32 };
+                let base = if *intr { "intr.in" } else { "bulk.in" };
+                let site = self.core.site(|name| name.push_str(base), &site_kind);
+                (site, site_kind, 0, false)
             }
         };
-        let site = self.core.site(base, site_kind.clone());
         if self.core.label_poll {
-            self.core
-                .poll_sites
-                .push(site.strip_prefix("ctrl.").unwrap_or(&site).to_string());
+            let short = self.core.short_site_name(site);
+            self.core.poll_sites.push(short);
         }
-        let fault = self.core.fault_at(&site, &site_kind);
+        let fault = self.core.fault_at(site, &site_kind);
         let t = &self.core.timing;
         let mut latency =
             if ctrl { t.control_ns } else { t.transfer_ns } + t.per_byte_ns * bytes as u64;
@@ -641,11 +652,10 @@ impl World {
         waker: &Waker,
     ) -> Poll<Result<Vec<u8>, TransferError>> {
         let now = self.core.now;
-        if let Some(r) = self.core.transfers.take_done(xid) {
-            return Poll::Ready(r);
-        }
-        let Some(x) = self.core.transfers.get_mut(xid) else {
-            return Poll::Ready(Err(TransferError::Cancelled));
+        let x = match self.core.transfers.poll(xid) {
+            Ok(r) => return Poll::Ready(r),
+            Err(Some(x)) => x,
+            Err(None) => return Poll::Ready(Err(TransferError::Cancelled)),
         };
         if let Some(d) = deadline {
             if now >= d {

@@ -12,7 +12,6 @@ use crate::trace::Trace;
 use calametra_usb::{Setup, TransferError};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
-use std::task::Waker;
 
 /// Modelled bus timing: how long a transfer takes to cross, in virtual nanoseconds.
 #[derive(Clone, Copy, Debug)]
@@ -79,7 +78,9 @@ pub(crate) struct Xfer {
     pub(crate) actor: Rc<str>,
     pub(crate) site: SiteId,
     pub(crate) fault: Option<Fault>,
-    pub(crate) waker: Option<Waker>,
+    /// Whom its completion wakes: the polling task by id when it is one of the run's (no
+    /// waker cloned, woken without atomics), or a waker.
+    pub(crate) waker: Option<Wakeup>,
     pub(crate) state: XState,
     pub(crate) deadline_set: bool,
 }
@@ -110,13 +111,23 @@ const NO_SLOT: u32 = u32::MAX;
 /// slot, so a lookup is an index and a check of the id. Every iteration is in id order (the
 /// order of submission), whatever slots the transfers sit in, so what is derived from one
 /// (completion order at a disconnect, the waiting transfers offered again) is as before.
-/// Once grown it allocates nothing per transfer (a transfer's site is a [`SiteId`], no name).
+/// Once grown it allocates nothing per transfer (a transfer's site is a [`SiteId`], no name);
+/// the payload buffers of collected transfers are kept as spares for the next OUT payloads and
+/// OUT results ([`XferTable::spare_bytes`]).
 pub(crate) struct XferTable {
     slots: Vec<Slot>,
     /// The most recently freed slot (reused first), or [`NO_SLOT`].
     free: u32,
     submitted: u64,
+    /// Spare payload buffers (emptied), at most [`MAX_SPARE_BYTES`].
+    bytes: Vec<Vec<u8>>,
 }
+
+/// The most spare payload buffers the table keeps.
+const MAX_SPARE_BYTES: usize = 16;
+
+/// The largest spare payload buffer kept (a bigger one is freed).
+const MAX_SPARE_CAPACITY: usize = 4096;
 
 impl Default for XferTable {
     fn default() -> Self {
@@ -124,6 +135,7 @@ impl Default for XferTable {
             slots: Vec::new(),
             free: NO_SLOT,
             submitted: 0,
+            bytes: Vec::new(),
         }
     }
 }
@@ -215,18 +227,20 @@ impl XferTable {
         id: u64,
     ) -> Result<Result<Vec<u8>, TransferError>, Option<&mut Xfer>> {
         let i = id & SLOT_MASK;
-        let Some(slot) = self.slots.get_mut(i as usize).filter(|s| s.id == id) else {
-            return Err(None);
+        let done = match self.slots.get(i as usize).filter(|s| s.id == id) {
+            Some(slot) => slot
+                .x
+                .as_ref()
+                .is_some_and(|x| matches!(x.state, XState::Done(_))),
+            None => return Err(None),
         };
-        if !slot
-            .x
-            .as_ref()
-            .is_some_and(|x| matches!(x.state, XState::Done(_)))
-        {
-            return Err(slot.x.as_mut());
+        if !done {
+            return Err(self.slots[i as usize].x.as_mut());
         }
+        let slot = &mut self.slots[i as usize];
         let Some(Xfer {
             state: XState::Done(r),
+            kind,
             ..
         }) = slot.x.take()
         else {
@@ -234,7 +248,33 @@ impl XferTable {
         };
         slot.next_free = self.free;
         self.free = i as u32;
+        if let XKind::Control { data, .. } | XKind::Out { data, .. } = kind {
+            self.keep_bytes(data);
+        }
         Ok(r)
+    }
+
+    /// A buffer holding `data`: a spare one (no allocation once the table has spares), or a
+    /// new one.
+    pub(crate) fn spare_bytes(&mut self, data: &[u8]) -> Vec<u8> {
+        match self.bytes.pop() {
+            Some(mut v) => {
+                v.extend_from_slice(data);
+                v
+            }
+            None => data.to_vec(),
+        }
+    }
+
+    /// Keeps a collected transfer's payload buffer as a spare.
+    fn keep_bytes(&mut self, mut data: Vec<u8>) {
+        if data.capacity() > 0
+            && data.capacity() <= MAX_SPARE_CAPACITY
+            && self.bytes.len() < MAX_SPARE_BYTES
+        {
+            data.clear();
+            self.bytes.push(data);
+        }
     }
 
     /// The ids of the transfers `keep` selects, in id order (a vector: the caller goes on to
@@ -329,23 +369,25 @@ impl Default for SiteTable {
     }
 }
 
-/// FxHash's word step over a name's bytes (deterministic: no per-process key).
+/// A name's hash for the table: its length, first and last eight bytes (fewer for a short
+/// name), one multiply (no loop over the bytes: names that share both ends only probe further).
+/// Deterministic: no per-process key.
 fn name_hash(name: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h: u64 = name.len() as u64;
-    let mut words = name.chunks_exact(8);
-    for w in &mut words {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(w);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(b)).wrapping_mul(K);
-    }
-    let rest = words.remainder();
-    if !rest.is_empty() {
-        let mut b = [0u8; 8];
-        b[..rest.len()].copy_from_slice(rest);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(b)).wrapping_mul(K);
-    }
-    h
+    let n = name.len();
+    let word = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        u64::from_le_bytes(w)
+    };
+    let (a, z) = if n >= 8 {
+        (word(&name[..8]), word(&name[n - 8..]))
+    } else if n >= 4 {
+        (word(&name[..4]), word(&name[n - 4..]))
+    } else {
+        (name.iter().fold(0, |h, &b| (h << 8) | u64::from(b)), 0)
+    };
+    (a.rotate_left(29) ^ z ^ n as u64).wrapping_mul(K)
 }
 
 impl SiteTable {
@@ -367,7 +409,7 @@ impl SiteTable {
 
     fn find(&self, name: &str, hash: u64) -> Result<u32, usize> {
         let mask = self.slots.len() - 1;
-        let mut i = (hash >> 7) as usize & mask;
+        let mut i = (hash >> 40) as usize & mask;
         loop {
             match self.slots[i] {
                 NO_BASE => return Err(i),
@@ -403,7 +445,7 @@ impl SiteTable {
                     self.slots.clear();
                     self.slots.resize(n, NO_BASE);
                     for (j, base) in self.bases.iter().enumerate() {
-                        let mut i = (base.hash >> 7) as usize & (n - 1);
+                        let mut i = (base.hash >> 40) as usize & (n - 1);
                         while self.slots[i] != NO_BASE {
                             i = (i + 1) & (n - 1);
                         }
@@ -454,11 +496,26 @@ impl SiteTable {
 
     /// Appends a site's name, `<base>#<n>`.
     pub(crate) fn push_name(&self, site: SiteId, out: &mut String) {
-        out.push_str(self.base(site.base));
+        self.push_name_from(site, out, 0);
+    }
+
+    /// Appends a site's name without its base's first `skip` bytes (`ctrl.`, say).
+    fn push_name_from(&self, site: SiteId, out: &mut String, skip: usize) {
+        out.push_str(self.base(site.base).get(skip..).unwrap_or_default());
         out.push('#');
         let mut tmp = [0; 20];
         let digits = crate::trace::decimal(u64::from(site.n), &mut tmp);
-        out.extend(digits.iter().map(|&c| char::from(c)));
+        out.push_str(std::str::from_utf8(digits).unwrap_or_default());
+    }
+
+    /// Appends a site's name without a control transfer's `ctrl.` (`get_status#2`).
+    pub(crate) fn push_short_name(&self, site: SiteId, out: &mut String) {
+        let skip = if self.base(site.base).starts_with("ctrl.") {
+            5
+        } else {
+            0
+        };
+        self.push_name_from(site, out, skip);
     }
 
     /// A site's name, `<base>#<n>`.
@@ -770,13 +827,7 @@ impl Core {
     pub(crate) fn describe_event(&self, key: (Nanos, u64), out: &mut String) {
         let mut site = |xid: &u64, what: &str| {
             match self.transfers.get(*xid) {
-                Some(x) => {
-                    let at = out.len();
-                    self.site_table.push_name(x.site, out);
-                    if out[at..].starts_with("ctrl.") {
-                        out.replace_range(at..at + 5, "");
-                    }
-                }
+                Some(x) => self.site_table.push_short_name(x.site, out),
                 None => out.push_str("a cancelled transfer"),
             }
             out.push_str(what);
@@ -801,11 +852,9 @@ impl Core {
 
     /// A site's name without a control transfer's `ctrl.` (`get_status#2`).
     pub(crate) fn short_site_name(&self, site: SiteId) -> String {
-        let name = self.site_table.name(site);
-        match name.strip_prefix("ctrl.") {
-            Some(short) => short.to_string(),
-            None => name,
-        }
+        let mut name = String::with_capacity(self.site_table.base(site.base).len() + 4);
+        self.site_table.push_short_name(site, &mut name);
+        name
     }
 
     /// Earliest event time.
@@ -954,14 +1003,18 @@ fn seeded_candidates<'a>(
         .filter(move |f| reach && swarm.zip(family).is_none_or(|(s, fam)| s.allows(f, fam)))
 }
 
-/// Completes a transfer: writes its trace record and wakes its task.
-pub(crate) fn complete(core: &mut Core, xid: u64, r: Result<Vec<u8>, TransferError>) {
+/// Completes a transfer: writes its trace record; returns whom to wake (the world wakes its
+/// task: `World::complete`).
+#[must_use]
+pub(crate) fn complete(
+    core: &mut Core,
+    xid: u64,
+    r: Result<Vec<u8>, TransferError>,
+) -> Option<Wakeup> {
     let now = core.now;
-    let Some(x) = core.transfers.get_mut(xid) else {
-        return;
-    };
+    let x = core.transfers.get_mut(xid)?;
     if matches!(x.state, XState::Done(_)) {
-        return;
+        return None;
     }
     let base = core.site_table.base(x.site.base);
     // A transfer that failed is an anchor (`ctrl.clear_halt stall`).
@@ -1002,12 +1055,11 @@ pub(crate) fn complete(core: &mut Core, xid: u64, r: Result<Vec<u8>, TransferErr
         }
     });
     x.state = XState::Done(r);
-    if let Some(w) = x.waker.take() {
-        w.wake();
-    }
+    let wake = x.waker.take();
     if let Some(key) = failed {
         core.occur(&key);
     }
+    wake
 }
 
 pub(crate) fn out_len(v: &[u8]) -> usize {

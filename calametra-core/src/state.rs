@@ -487,7 +487,7 @@ fn bus_parts<'a>(
                 fault: x.fault.as_ref().map(|f| f.to_string()),
                 due_ns: due(*xid),
             };
-            (t, x.waker.as_ref())
+            (t, x.waker.as_ref().and_then(|w| tasks.waker_of(w)))
         })
         .collect();
     let timers = core

@@ -353,9 +353,16 @@ impl World {
                 )
         });
         for x in ids {
-            complete(&mut self.core, x, Err(TransferError::Disconnected));
+            self.complete(x, Err(TransferError::Disconnected));
         }
         self.call(id, |dev, cx| dev.on_disconnect(cx));
+    }
+
+    /// Completes a transfer ([`complete`]: its trace record) and wakes the task awaiting it.
+    fn complete(&mut self, xid: u64, r: Result<Vec<u8>, TransferError>) {
+        if let Some(w) = complete(&mut self.core, xid, r) {
+            self.tasks.wake(w);
+        }
     }
 
     /// Calls into a device with a context; applies the effects it asked for.
@@ -413,13 +420,13 @@ impl World {
         let (dev, fault) = (x.dev, x.fault.clone());
         let first_arrival = matches!(x.state, XState::InFlight);
         if !self.devices[dev].attached || self.devices[dev].generation != x.generation {
-            complete(&mut self.core, xid, Err(TransferError::Disconnected));
+            self.complete(xid, Err(TransferError::Disconnected));
             return true;
         }
         if first_arrival {
             match fault.as_ref().map(Fault::on_arrival) {
                 Some(Arrival::Stall) => {
-                    complete(&mut self.core, xid, Err(TransferError::Stall));
+                    self.complete(xid, Err(TransferError::Stall));
                     return true;
                 }
                 Some(Arrival::Swallow) => {
@@ -477,7 +484,9 @@ impl World {
                 let (r, e) = self.call(dev, |d, cx| d.out(cx, *ep, data));
                 // An OUT result carries the accepted length as its "data" (see `finish_out`).
                 let r = match r {
-                    Reply::Ack | Reply::Data(_) => Reply::Data((n as u64).to_le_bytes().to_vec()),
+                    Reply::Ack | Reply::Data(_) => {
+                        Reply::Data(self.core.transfers.spare_bytes(&(n as u64).to_le_bytes()))
+                    }
                     other => other,
                 };
                 (r, e)
@@ -511,7 +520,7 @@ impl World {
                     let t = self.core.now.saturating_add(delay);
                     self.core.push(t, Ev::Complete(xid));
                 } else {
-                    complete(&mut self.core, xid, r);
+                    self.complete(xid, r);
                 }
                 true
             }
@@ -550,7 +559,7 @@ impl World {
                     },
                     None => return,
                 };
-                complete(&mut self.core, xid, r);
+                self.complete(xid, r);
             }
             Ev::DevTimer { dev, token } => {
                 if self.devices[dev].attached {
@@ -659,20 +668,26 @@ impl World {
         };
         if let Some(d) = deadline {
             if now >= d {
-                complete(&mut self.core, xid, Err(TransferError::Timeout));
+                self.complete(xid, Err(TransferError::Timeout));
                 self.core.transfers.remove(xid);
                 return Poll::Ready(Err(TransferError::Timeout));
             }
             if !x.deadline_set {
                 x.deadline_set = true;
-                x.waker = Some(waker.clone());
+                x.waker = Some(self.tasks.wakeup(waker));
                 let wake = self.tasks.wakeup(waker);
                 self.core.push(d, Ev::Wake(wake));
                 return Poll::Pending;
             }
         }
-        if !x.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
-            x.waker = Some(waker.clone());
+        let tasks = &self.tasks;
+        if !x
+            .waker
+            .as_ref()
+            .and_then(|w| tasks.waker_of(w))
+            .is_some_and(|w| w.will_wake(waker))
+        {
+            x.waker = Some(tasks.wakeup(waker));
         }
         Poll::Pending
     }
@@ -708,7 +723,7 @@ impl World {
             .transfers
             .ids_where(|x| x.dev == id && !matches!(x.state, XState::Done(_)));
         for x in ids {
-            complete(&mut self.core, x, Err(TransferError::Cancelled));
+            self.complete(x, Err(TransferError::Cancelled));
         }
         let now = self.core.now;
         let name = self.devices[id].name.clone();
@@ -731,7 +746,7 @@ impl World {
     pub(crate) fn cancel(&mut self, xid: u64) {
         if let Some(x) = self.core.transfers.get(xid) {
             if !matches!(x.state, XState::Done(_)) {
-                complete(&mut self.core, xid, Err(TransferError::Cancelled));
+                self.complete(xid, Err(TransferError::Cancelled));
             }
         }
         self.core.transfers.remove(xid);

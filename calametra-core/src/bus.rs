@@ -165,6 +165,9 @@ impl XferTable {
     }
 
     /// Puts a new transfer in a free slot; returns its id (greater than every id before).
+    /// Inlined into `World::submit`, so the transfer is built in its slot, not built and then
+    /// copied there.
+    #[inline(always)]
     pub(crate) fn insert(&mut self, x: Xfer) -> u64 {
         let seq = self.submitted;
         self.submitted += 1;

@@ -52,7 +52,7 @@ pub use event::{
     without_anchors, Anchor, Event,
 };
 
-use crate::fault::Fault;
+use crate::fault::{Fault, FaultSet};
 use crate::swarm::{Priorities, Strategy, Swarm};
 use rand_chacha::ChaCha8Rng;
 use std::cell::Cell;
@@ -404,16 +404,19 @@ impl DeciderState {
         self.seed
     }
 
-    /// Keeps a seeded run's swarm as drawn so far ([`Swarm::draw_open`]) and the `swarm`
-    /// stream where that draw left it, for [`DeciderState::take_swarm_stream`].
-    pub(crate) fn open_swarm(&mut self, swarm: Swarm, rng: ChaCha8Rng) {
-        self.swarm = Some(swarm);
-        self.streams[slot(StreamName::Swarm)] = Some(rng);
+    /// Draws a seeded run's swarm but its externals ([`Swarm::draw_open`], for a scenario
+    /// exploring `fault_set` about `horizon` task choices long) from the `swarm` stream in its
+    /// slot, and keeps both: the stream where the draw left it, for
+    /// [`DeciderState::swarm_stream`]. Nothing when not seeded.
+    pub(crate) fn open_swarm(&mut self, fault_set: &FaultSet, horizon: u64) {
+        if let Some(rng) = lazy(&mut self.streams, self.seed, StreamName::Swarm) {
+            self.swarm = Some(Swarm::draw_open_from(rng, fault_set, horizon));
+        }
     }
 
-    /// The `swarm` stream kept by [`DeciderState::open_swarm`], taken.
-    pub(crate) fn take_swarm_stream(&mut self) -> Option<ChaCha8Rng> {
-        self.streams[slot(StreamName::Swarm)].take()
+    /// The `swarm` stream where [`DeciderState::open_swarm`] left it (`None` before).
+    pub(crate) fn swarm_stream(&mut self) -> Option<&mut ChaCha8Rng> {
+        self.streams[slot(StreamName::Swarm)].as_mut()
     }
 
     /// Picks one of `n` options (simultaneous events) at scheduling point `point`; logs a

@@ -498,17 +498,29 @@ impl Swarm {
     /// declared them. The two together draw exactly what [`Swarm::draw`] draws.
     pub(crate) fn draw_open(seed: u64, fault_set: &FaultSet, horizon: u64) -> (Swarm, ChaCha8Rng) {
         let mut rng = stream(seed, StreamName::Swarm);
-        let faults = subset(&mut rng, &FaultKind::ALL, &fault_set.kinds(), 2);
+        let swarm = Swarm::draw_open_from(&mut rng, fault_set, horizon);
+        (swarm, rng)
+    }
+
+    /// [`Swarm::draw_open`] from the `swarm` stream `rng` where it is kept (a decider's slot,
+    /// [`crate::choices::DeciderState::open_swarm`]: the stream is not moved), left where
+    /// the draw stopped.
+    pub(crate) fn draw_open_from(
+        rng: &mut ChaCha8Rng,
+        fault_set: &FaultSet,
+        horizon: u64,
+    ) -> Swarm {
+        let faults = subset(rng, &FaultKind::ALL, &fault_set.kinds(), 2);
         let families: Vec<SiteFamily> = SiteFamily::ALL
             .into_iter()
             .filter(|f| faults.iter().any(|k| f.takes(*k)) && fault_set.reaches(*f))
             .collect();
-        let mut sites = subset(&mut rng, &SiteFamily::ALL, &families, 3);
+        let mut sites = subset(rng, &SiteFamily::ALL, &families, 3);
         if faults.is_empty() {
             sites.clear();
         }
-        let odds = DENSITIES[menu(&mut rng, DENSITIES.len())];
-        let kind = STRATEGY_MENU[menu(&mut rng, STRATEGY_MENU.len())];
+        let odds = DENSITIES[menu(rng, DENSITIES.len())];
+        let kind = STRATEGY_MENU[menu(rng, STRATEGY_MENU.len())];
         let param = rng.next_u64();
         let schedule = match kind {
             Kind::Uniform => Strategy::Uniform,
@@ -517,14 +529,13 @@ impl Swarm {
             },
             Kind::Priority { spawn_order } => Strategy::priority_from(param, horizon, spawn_order),
         };
-        let swarm = Swarm {
+        Swarm {
             faults,
             sites,
             odds,
             externals: Vec::new(),
             schedule,
-        };
-        (swarm, rng)
+        }
     }
 
     /// The last part of [`Swarm::draw`]: which of the scenario's externals (names in declaration

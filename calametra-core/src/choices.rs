@@ -273,7 +273,10 @@ impl DeciderState {
             d.rng = None;
         }
         *last_draw = 0;
-        replay_schedule.clear();
+        // An empty map's `clear` still builds and drops an iterator: skipped when empty.
+        if !replay_schedule.is_empty() {
+            replay_schedule.clear();
+        }
         pending_picks.clear();
         pending_externals.clear();
         resolved_externals.clear();
@@ -284,12 +287,15 @@ impl DeciderState {
         last_anchor.2 = 0;
         if anchor_counts.len() > KEPT_NAMES {
             anchor_counts.clear();
-        }
-        for n in anchor_counts.values_mut() {
-            *n = 0;
+        } else if !anchor_counts.is_empty() {
+            for n in anchor_counts.values_mut() {
+                *n = 0;
+            }
         }
         replay_client.clear();
-        replay_draws.clear();
+        if !replay_draws.is_empty() {
+            replay_draws.clear();
+        }
         replay_data.clear();
         log.clear();
         if labels.len() > KEPT_NAMES {

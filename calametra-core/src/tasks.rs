@@ -144,6 +144,9 @@ pub(crate) struct Tasks {
     order: Vec<usize>,
     /// What the previous run on this thread left, taken id by id as tasks are added.
     spare: Spare,
+    /// Whether this table took the thread's spare (and so gives it back when dropped): a kept
+    /// world's placeholder table ([`Tasks::empty`]) holds nothing and gives nothing back.
+    holds: bool,
 }
 
 impl Tasks {
@@ -157,6 +160,7 @@ impl Tasks {
             polled: None,
             order: Vec::new(),
             spare: Spare::default(),
+            holds: false,
         }
     }
 
@@ -173,6 +177,7 @@ impl Tasks {
             polled: None,
             order: std::mem::take(&mut spare.order),
             spare,
+            holds: true,
         }
     }
 
@@ -340,6 +345,11 @@ impl Tasks {
 impl Drop for Tasks {
     /// Leaves the table's buffers, names and reusable wakers to the next run on this thread.
     fn drop(&mut self) {
+        if !self.holds {
+            // A placeholder: nothing to give back (and the thread's spare, taken by the table
+            // that replaces it, is not overwritten with an empty one).
+            return;
+        }
         let mut spare = std::mem::take(&mut self.spare);
         spare.names.clear();
         spare.words.clear();

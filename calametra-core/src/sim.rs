@@ -90,7 +90,13 @@ struct SimSpare {
 }
 
 thread_local! {
-    static SIM_SPARE: RefCell<SimSpare> = RefCell::default();
+    static SIM_SPARE: RefCell<SimSpare> = const {
+        RefCell::new(SimSpare {
+            externals: Vec::new(),
+            invariants: Vec::new(),
+            names: Vec::new(),
+        })
+    };
 }
 
 impl Sim {

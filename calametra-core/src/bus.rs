@@ -4,7 +4,7 @@
 //! timers. It calls no device: delivering a transfer to one is the world's ([`crate::world`]).
 //! Nothing here reads the wall clock or iterates a std hash container.
 
-use crate::choices::{site_base, Anchor, Decider, Event};
+use crate::choices::{Anchor, Decider, Event};
 use crate::clock::Nanos;
 use crate::fault::{Fault, FaultPlan, FaultSet, Site, SiteFamily, SiteKind};
 use crate::tasks::Wakeup;
@@ -12,7 +12,6 @@ use crate::trace::Trace;
 use calametra_usb::{Setup, TransferError};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
-use std::task::Waker;
 
 /// Modelled bus timing: how long a transfer takes to cross, in virtual nanoseconds.
 #[derive(Clone, Copy, Debug)]
@@ -77,9 +76,11 @@ pub(crate) struct Xfer {
     pub(crate) generation: u32,
     pub(crate) kind: XKind,
     pub(crate) actor: Rc<str>,
-    pub(crate) site: String,
+    pub(crate) site: SiteId,
     pub(crate) fault: Option<Fault>,
-    pub(crate) waker: Option<Waker>,
+    /// Whom its completion wakes: the polling task by id when it is one of the run's (no
+    /// waker cloned, woken without atomics), or a waker.
+    pub(crate) waker: Option<Wakeup>,
     pub(crate) state: XState,
     pub(crate) deadline_set: bool,
 }
@@ -110,29 +111,37 @@ const NO_SLOT: u32 = u32::MAX;
 /// slot, so a lookup is an index and a check of the id. Every iteration is in id order (the
 /// order of submission), whatever slots the transfers sit in, so what is derived from one
 /// (completion order at a disconnect, the waiting transfers offered again) is as before.
-/// Once grown it allocates nothing per transfer; the site names of removed transfers are kept
-/// as spare buffers for the names of the next ones ([`XferTable::spare_name`]).
+/// Once grown it allocates nothing per transfer (a transfer's site is a [`SiteId`], no name);
+/// the payload buffers of collected transfers are kept as spares for the next OUT payloads and
+/// OUT results ([`XferTable::spare_bytes`]).
 pub(crate) struct XferTable {
     slots: Vec<Slot>,
     /// The most recently freed slot (reused first), or [`NO_SLOT`].
     free: u32,
-    names: Vec<String>,
     submitted: u64,
+    /// Spare payload buffers (emptied), at most [`MAX_SPARE_BYTES`].
+    bytes: Vec<Vec<u8>>,
 }
+
+/// The most spare payload buffers the table keeps.
+const MAX_SPARE_BYTES: usize = 16;
+
+/// The largest spare payload buffer kept (a bigger one is freed).
+const MAX_SPARE_CAPACITY: usize = 4096;
 
 impl Default for XferTable {
     fn default() -> Self {
         XferTable {
             slots: Vec::new(),
             free: NO_SLOT,
-            names: Vec::new(),
             submitted: 0,
+            bytes: Vec::new(),
         }
     }
 }
 
 impl XferTable {
-    /// Empties the table for a new run, keeping its memory and spare name buffers: the same
+    /// Empties the table for a new run, keeping its memory: the same
     /// state as `XferTable::default()` gives (ids start again at 0).
     pub(crate) fn reset(&mut self) {
         self.clear();
@@ -181,15 +190,13 @@ impl XferTable {
         }
     }
 
-    /// Removes a transfer; its site name's buffer is kept as a spare (the returned transfer's
-    /// `site` is empty).
+    /// Removes a transfer.
     pub(crate) fn remove(&mut self, id: u64) -> Option<Xfer> {
         let i = id & SLOT_MASK;
         let slot = self.slots.get_mut(i as usize).filter(|s| s.id == id)?;
-        let mut x = slot.x.take()?;
+        let x = slot.x.take()?;
         slot.next_free = self.free;
         self.free = i as u32;
-        self.names.push(std::mem::take(&mut x.site));
         Some(x)
     }
 
@@ -205,28 +212,69 @@ impl XferTable {
         let XState::Done(r) = std::mem::replace(&mut x.state, XState::InFlight) else {
             return None;
         };
-        self.names.push(std::mem::take(&mut x.site));
         slot.x = None;
         slot.next_free = self.free;
         self.free = i as u32;
         Some(r)
     }
 
-    /// An empty string to build a site name in: a spare buffer of a removed transfer's name,
-    /// or a new one with room for a usual name and its `#n` (`ctrl.get_descriptor#12`), so it
-    /// is not grown while the name is built.
-    pub(crate) fn spare_name(&mut self) -> String {
-        let mut s = self
-            .names
-            .pop()
-            .unwrap_or_else(|| String::with_capacity(32));
-        s.clear();
-        s
+    /// A transfer polled by its future: `Ok` with its result, removed, when it is done;
+    /// `Err(Some(x))` while it is not (the transfer, to note the waker in); `Err(None)` when
+    /// there is no such transfer. One lookup ([`XferTable::take_done`] then
+    /// [`XferTable::get_mut`] looked the slot up twice).
+    pub(crate) fn poll(
+        &mut self,
+        id: u64,
+    ) -> Result<Result<Vec<u8>, TransferError>, Option<&mut Xfer>> {
+        let i = id & SLOT_MASK;
+        let done = match self.slots.get(i as usize).filter(|s| s.id == id) {
+            Some(slot) => slot
+                .x
+                .as_ref()
+                .is_some_and(|x| matches!(x.state, XState::Done(_))),
+            None => return Err(None),
+        };
+        if !done {
+            return Err(self.slots[i as usize].x.as_mut());
+        }
+        let slot = &mut self.slots[i as usize];
+        let Some(Xfer {
+            state: XState::Done(r),
+            kind,
+            ..
+        }) = slot.x.take()
+        else {
+            return Err(None);
+        };
+        slot.next_free = self.free;
+        self.free = i as u32;
+        if let XKind::Control { data, .. } | XKind::Out { data, .. } = kind {
+            self.keep_bytes(data);
+        }
+        Ok(r)
     }
 
-    /// Keeps a site name's buffer as a spare (a transition's name, once logged).
-    pub(crate) fn spare_name_back(&mut self, name: String) {
-        self.names.push(name);
+    /// A buffer holding `data`: a spare one (no allocation once the table has spares), or a
+    /// new one.
+    pub(crate) fn spare_bytes(&mut self, data: &[u8]) -> Vec<u8> {
+        match self.bytes.pop() {
+            Some(mut v) => {
+                v.extend_from_slice(data);
+                v
+            }
+            None => data.to_vec(),
+        }
+    }
+
+    /// Keeps a collected transfer's payload buffer as a spare.
+    fn keep_bytes(&mut self, mut data: Vec<u8>) {
+        if data.capacity() > 0
+            && data.capacity() <= MAX_SPARE_CAPACITY
+            && self.bytes.len() < MAX_SPARE_BYTES
+        {
+            data.clear();
+            self.bytes.push(data);
+        }
     }
 
     /// The ids of the transfers `keep` selects, in id order (a vector: the caller goes on to
@@ -261,6 +309,267 @@ impl XferTable {
         self.slots.clear();
         self.free = NO_SLOT;
     }
+}
+
+/// A site crossing: its base ([`SiteTable`] index) and its occurrence `n` (from 1). The
+/// name `<base>#<n>` is built only where it is written out as text (a logged fault, a schedule
+/// label, a state dump); trace records take it by its parts ([`crate::trace::Data::site`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SiteId {
+    pub(crate) base: u32,
+    pub(crate) n: u32,
+}
+
+/// One interned site base (`ctrl.get_status`, `echo.empty->full`) and what this run counted
+/// of it.
+struct SiteBase {
+    name: Box<str>,
+    hash: u64,
+    /// Its crossings in this run.
+    count: u32,
+    /// Its crossings when the run's most recent anchor occurred.
+    at_anchor: u32,
+    /// Whether `plan` holds the run's fault plan at this base (found at its first crossing
+    /// in a run with a plan).
+    plan_ready: bool,
+    /// The plan's faults at this base: (occurrence, fault), in plan order.
+    plan: Vec<(u32, Fault)>,
+}
+
+/// The site bases seen by this thread's runs, interned: a crossing counts its base by index
+/// (one probe of a small open-addressing table, no string map walked, no name built), and the
+/// counts at the last anchor are a field of each base (not a copy of a map at every anchor).
+/// The table is a cache kept with the core across runs ([`SiteTable::reset`] zeroes what a run
+/// counted): which index a base has is never seen outside (not in a trace, a log or a name),
+/// so runs are the same whatever the thread ran before. Nothing iterates it in hash order.
+pub(crate) struct SiteTable {
+    bases: Vec<SiteBase>,
+    /// Open addressing over `bases` (index, or [`NO_BASE`]); a power of two, at most half full.
+    slots: Vec<u32>,
+    /// The bases counted in this run (count > 0), in first-crossing order.
+    touched: Vec<u32>,
+    /// Where a base's name is put together before it is looked up.
+    pub(crate) scratch: String,
+}
+
+const NO_BASE: u32 = u32::MAX;
+
+/// More bases than this kept at a run's end and the table starts afresh (a long-lived thread
+/// that saw many request names keeps no unbounded cache).
+const MAX_KEPT_BASES: usize = 4096;
+
+impl Default for SiteTable {
+    fn default() -> Self {
+        SiteTable {
+            bases: Vec::new(),
+            slots: vec![NO_BASE; 16],
+            touched: Vec::new(),
+            scratch: String::with_capacity(48),
+        }
+    }
+}
+
+/// A name's hash for the table: its length, first and last eight bytes (fewer for a short
+/// name), one multiply (no loop over the bytes: names that share both ends only probe further).
+/// Deterministic: no per-process key.
+fn name_hash(name: &[u8]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let n = name.len();
+    let word = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        u64::from_le_bytes(w)
+    };
+    let (a, z) = if n >= 8 {
+        (word(&name[..8]), word(&name[n - 8..]))
+    } else if n >= 4 {
+        (word(&name[..4]), word(&name[n - 4..]))
+    } else {
+        (name.iter().fold(0, |h, &b| (h << 8) | u64::from(b)), 0)
+    };
+    (a.rotate_left(29) ^ z ^ n as u64).wrapping_mul(K)
+}
+
+impl SiteTable {
+    /// Zeroes what the run counted (the bases stay interned, see the type's docs).
+    pub(crate) fn reset(&mut self) {
+        for &i in &self.touched {
+            let b = &mut self.bases[i as usize];
+            b.count = 0;
+            b.at_anchor = 0;
+            b.plan_ready = false;
+        }
+        self.touched.clear();
+        if self.bases.len() > MAX_KEPT_BASES {
+            self.bases.clear();
+            self.slots.clear();
+            self.slots.resize(16, NO_BASE);
+        }
+    }
+
+    fn find(&self, name: &str, hash: u64) -> Result<u32, usize> {
+        let mask = self.slots.len() - 1;
+        let mut i = (hash >> 40) as usize & mask;
+        loop {
+            match self.slots[i] {
+                NO_BASE => return Err(i),
+                b => {
+                    let base = &self.bases[b as usize];
+                    if base.hash == hash && *base.name == *name {
+                        return Ok(b);
+                    }
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The index of the base named in `scratch`, interned if new.
+    fn intern_scratch(&mut self) -> u32 {
+        let hash = name_hash(self.scratch.as_bytes());
+        match self.find(&self.scratch, hash) {
+            Ok(b) => b,
+            Err(slot) => {
+                let b = self.bases.len() as u32;
+                self.bases.push(SiteBase {
+                    name: self.scratch.as_str().into(),
+                    hash,
+                    count: 0,
+                    at_anchor: 0,
+                    plan_ready: false,
+                    plan: Vec::new(),
+                });
+                self.slots[slot] = b;
+                if self.bases.len() * 2 > self.slots.len() {
+                    let n = self.slots.len() * 2;
+                    self.slots.clear();
+                    self.slots.resize(n, NO_BASE);
+                    for (j, base) in self.bases.iter().enumerate() {
+                        let mut i = (base.hash >> 40) as usize & (n - 1);
+                        while self.slots[i] != NO_BASE {
+                            i = (i + 1) & (n - 1);
+                        }
+                        self.slots[i] = j as u32;
+                    }
+                }
+                b
+            }
+        }
+    }
+
+    /// Counts a crossing of base `b`; its occurrence number.
+    fn cross(&mut self, b: u32) -> u32 {
+        let base = &mut self.bases[b as usize];
+        if base.count == 0 {
+            self.touched.push(b);
+        }
+        base.count += 1;
+        base.count
+    }
+
+    /// A base's name.
+    pub(crate) fn base(&self, b: u32) -> &str {
+        &self.bases[b as usize].name
+    }
+
+    /// This run's crossings of the base named `name` (0 for one not seen).
+    fn count_of(&self, name: &str) -> u32 {
+        match self.find(name, name_hash(name.as_bytes())) {
+            Ok(b) => self.bases[b as usize].count,
+            Err(_) => 0,
+        }
+    }
+
+    /// A base's crossings in this run, now and at the most recent anchor.
+    fn counts(&self, b: u32) -> (u32, u32) {
+        let base = &self.bases[b as usize];
+        (base.count, base.at_anchor)
+    }
+
+    /// Notes every base's crossings as those at the most recent anchor.
+    fn note_anchor(&mut self) {
+        for &i in &self.touched {
+            let b = &mut self.bases[i as usize];
+            b.at_anchor = b.count;
+        }
+    }
+
+    /// Appends a site's name, `<base>#<n>`.
+    pub(crate) fn push_name(&self, site: SiteId, out: &mut String) {
+        self.push_name_from(site, out, 0);
+    }
+
+    /// Appends a site's name without its base's first `skip` bytes (`ctrl.`, say).
+    fn push_name_from(&self, site: SiteId, out: &mut String, skip: usize) {
+        out.push_str(self.base(site.base).get(skip..).unwrap_or_default());
+        out.push('#');
+        let mut tmp = [0; 20];
+        let digits = crate::trace::decimal(u64::from(site.n), &mut tmp);
+        out.push_str(std::str::from_utf8(digits).unwrap_or_default());
+    }
+
+    /// Appends a site's name without a control transfer's `ctrl.` (`get_status#2`).
+    pub(crate) fn push_short_name(&self, site: SiteId, out: &mut String) {
+        let skip = if self.base(site.base).starts_with("ctrl.") {
+            5
+        } else {
+            0
+        };
+        self.push_name_from(site, out, skip);
+    }
+
+    /// A site's name, `<base>#<n>`.
+    pub(crate) fn name(&self, site: SiteId) -> String {
+        let mut s = String::with_capacity(self.base(site.base).len() + 4);
+        self.push_name(site, &mut s);
+        s
+    }
+
+    /// The plan's fault at `site`: the plan's entry named `<base>#<n>`. A base's entries are
+    /// found once a run, at its first crossing (a range of the plan's sorted names), so a
+    /// crossing compares occurrence numbers, not names.
+    fn planned(&mut self, plan: &FaultPlan, site: SiteId) -> Option<Fault> {
+        if plan.faults.is_empty() {
+            return None;
+        }
+        let base = &mut self.bases[site.base as usize];
+        if !base.plan_ready {
+            base.plan_ready = true;
+            base.plan.clear();
+            let mut prefix = std::mem::take(&mut self.scratch);
+            prefix.clear();
+            prefix.push_str(&base.name);
+            prefix.push('#');
+            let from = (
+                std::ops::Bound::Included(prefix.as_str()),
+                std::ops::Bound::Unbounded,
+            );
+            for (k, f) in plan.faults.range::<str, _>(from) {
+                let Some(digits) = k.strip_prefix(prefix.as_str()) else {
+                    break;
+                };
+                // The entry names this base only if the rest is `n` as a site name writes it
+                // (decimal, no leading zero); `<base>#x#3` belongs to the base `<base>#x`.
+                if let Some(n) = canonical_u32(digits) {
+                    base.plan.push((n, f.clone()));
+                }
+            }
+            self.scratch = prefix;
+        }
+        base.plan
+            .iter()
+            .find(|(n, _)| *n == site.n)
+            .map(|(_, f)| f.clone())
+    }
+}
+
+/// `digits` as a site name's occurrence writes it: decimal, no leading zero, fits a `u32`.
+fn canonical_u32(digits: &str) -> Option<u32> {
+    let b = digits.as_bytes();
+    if b.is_empty() || (b[0] == b'0' && b.len() > 1) || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// The event queue: events by (virtual time, insertion number), one sorted sequence kept in
@@ -414,7 +723,9 @@ pub(crate) struct Core {
     pub(crate) queue: EventQueue,
     pub(crate) next_ev: u64,
     pub(crate) transfers: XferTable,
-    pub(crate) site_counts: BTreeMap<String, u32>,
+    /// The site bases, interned, with this run's crossings of each and the crossings at the
+    /// most recent anchor (a fault's anchor counts the crossings of its base since).
+    pub(crate) site_table: SiteTable,
     pub(crate) plan: FaultPlan,
     pub(crate) fault_set: FaultSet,
     pub(crate) sites: Vec<Site>,
@@ -429,9 +740,6 @@ pub(crate) struct Core {
     pub(crate) label_poll: bool,
     pub(crate) timing: Timing,
     pub(crate) record_sites: bool,
-    /// Each site base's crossings when the most recent anchor occurred (a fault's anchor
-    /// counts the crossings of its base since).
-    pub(crate) counts_at_anchor: BTreeMap<String, u32>,
     /// What the run reached, for a guided sweep (`RunConfig::coverage`): `None` when off.
     pub(crate) coverage: Option<std::collections::BTreeSet<String>>,
     /// The last transition seen (`dock:usb:attached->detached`), for pairs of consecutive
@@ -458,7 +766,7 @@ impl Core {
             queue: EventQueue::with_capacity(16, 64),
             next_ev: 0,
             transfers: XferTable::default(),
-            site_counts: BTreeMap::new(),
+            site_table: SiteTable::default(),
             plan,
             fault_set,
             sites: Vec::new(),
@@ -470,7 +778,6 @@ impl Core {
             label_poll: false,
             timing: Timing::default(),
             record_sites: false,
-            counts_at_anchor: BTreeMap::new(),
             coverage: None,
             last_transition: None,
         }
@@ -502,10 +809,10 @@ impl Core {
     pub(crate) fn occur(&mut self, key: &str) {
         let n = self.decide.occur(key, self.point);
         self.cover(|| format!("outcome {key}"));
-        self.counts_at_anchor.clone_from(&self.site_counts);
+        self.site_table.note_anchor();
         for (a, base, _, armed) in &mut self.decide.pending_faults {
             if armed.is_none() && a.after == key && a.nth == n {
-                *armed = Some(self.site_counts.get(base.as_str()).copied().unwrap_or(0));
+                *armed = Some(self.site_table.count_of(base));
             }
         }
     }
@@ -520,7 +827,7 @@ impl Core {
     pub(crate) fn describe_event(&self, key: (Nanos, u64), out: &mut String) {
         let mut site = |xid: &u64, what: &str| {
             match self.transfers.get(*xid) {
-                Some(x) => out.push_str(x.site.strip_prefix("ctrl.").unwrap_or(&x.site)),
+                Some(x) => self.site_table.push_short_name(x.site, out),
                 None => out.push_str("a cancelled transfer"),
             }
             out.push_str(what);
@@ -539,8 +846,15 @@ impl Core {
         self.transfers
             .values()
             .filter(|x| !matches!(x.state, XState::Done(_)))
-            .map(|x| x.site.strip_prefix("ctrl.").unwrap_or(&x.site).to_string())
+            .map(|x| self.short_site_name(x.site))
             .collect()
+    }
+
+    /// A site's name without a control transfer's `ctrl.` (`get_status#2`).
+    pub(crate) fn short_site_name(&self, site: SiteId) -> String {
+        let mut name = String::with_capacity(self.site_table.base(site.base).len() + 4);
+        self.site_table.push_short_name(site, &mut name);
+        name
     }
 
     /// Earliest event time.
@@ -569,41 +883,33 @@ impl Core {
         self.transfers.clear();
     }
 
-    /// Counts an occurrence of `base` and returns `base#n` (`base` grown in place: one
-    /// allocation a crossing); remembers it for site discovery.
-    pub(crate) fn site(&mut self, base: String, kind: SiteKind) -> String {
-        let n = match self.site_counts.get_mut(base.as_str()) {
-            Some(n) => {
-                *n += 1;
-                *n
-            }
-            None => {
-                self.site_counts.insert(base.clone(), 1);
-                1
-            }
-        };
-        let mut full = base;
-        full.push('#');
-        let mut tmp = [0; 20];
-        let digits = crate::trace::decimal(u64::from(n), &mut tmp);
-        full.extend(digits.iter().map(|&c| char::from(c)));
+    /// Counts an occurrence of the base put together in `self.site_table.scratch` (by `name`,
+    /// given the emptied buffer: no allocation) and returns the crossing; remembers it for site
+    /// discovery (only then is its name built).
+    pub(crate) fn site(&mut self, name: impl FnOnce(&mut String), kind: &SiteKind) -> SiteId {
+        let scratch = &mut self.site_table.scratch;
+        scratch.clear();
+        name(scratch);
+        let base = self.site_table.intern_scratch();
+        let n = self.site_table.cross(base);
+        let site = SiteId { base, n };
         if self.record_sites {
             self.sites.push(Site {
-                name: full.clone(),
-                kind,
+                name: self.site_table.name(site),
+                kind: kind.clone(),
             });
         }
-        full
+        site
     }
 
     /// A replayed fault anchored to this crossing: its anchor happened and this is the
     /// `offset`th crossing of its site base since. Taken once.
-    fn anchored_fault(&mut self, site: &str) -> Option<(Anchor, Fault)> {
+    fn anchored_fault(&mut self, site: SiteId) -> Option<(Anchor, Fault)> {
         if self.decide.pending_faults.is_empty() {
             return None;
         }
-        let base = site_base(site);
-        let now = self.site_counts.get(base).copied().unwrap_or(0);
+        let base = self.site_table.base(site.base);
+        let (now, _) = self.site_table.counts(site.base);
         let i = self
             .decide
             .pending_faults
@@ -615,11 +921,12 @@ impl Core {
         Some((a, f))
     }
 
-    /// The fault for a site: pinned by the plan, or drawn by a seeded schedule. Logged.
-    pub(crate) fn fault_at(&mut self, site: &str, kind: &SiteKind) -> Option<Fault> {
+    /// The fault for a site: pinned by the plan, or drawn by a seeded schedule. Logged (only
+    /// then is the site's name built).
+    pub(crate) fn fault_at(&mut self, site: SiteId, kind: &SiteKind) -> Option<Fault> {
         let mut anchor = None;
-        let fault = if let Some(f) = self.plan.faults.get(site) {
-            Some(f.clone())
+        let fault = if let Some(f) = self.site_table.planned(&self.plan, site) {
+            Some(f)
         } else if let Some((a, f)) = self.anchored_fault(site) {
             anchor = Some(a);
             Some(f)
@@ -631,7 +938,7 @@ impl Core {
                 .decide
                 .swarm
                 .as_ref()
-                .map(|_| SiteFamily::of(site, kind));
+                .map(|_| SiteFamily::of(self.site_table.base(site.base), kind));
             let count =
                 seeded_candidates(&self.fault_set, self.decide.swarm.as_ref(), family, kind)
                     .count();
@@ -651,26 +958,28 @@ impl Core {
         };
         if let Some(f) = &fault {
             let anchor = anchor.unwrap_or_else(|| {
-                let base = site_base(site);
                 let (after, nth) = self.decide.last_anchor();
-                let now = self.site_counts.get(base).copied().unwrap_or(0);
-                let then = self.counts_at_anchor.get(base).copied().unwrap_or(0);
+                let (now, then) = self.site_table.counts(site.base);
                 Anchor {
                     after: after.to_string(),
                     nth,
                     offset: u64::from(now.saturating_sub(then)),
                 }
             });
-            self.cover(|| format!("fault {} {}", site_base(site), f.kind()));
+            let base = self.site_table.base(site.base);
+            if let Some(c) = &mut self.coverage {
+                c.insert(format!("fault {} {}", base, f.kind()));
+            }
             self.decide.log.push(anchor.event());
             self.decide.log.push(Event::Fault {
-                site: site.to_string(),
+                site: self.site_table.name(site),
                 fault: f.clone(),
             });
             let now = self.now;
             let fs = f.to_string();
+            let base = self.site_table.base(site.base);
             self.trace.emit(now, "fault", "bus", true, |d| {
-                d.str("site", site).str("fault", &fs);
+                d.site("site", base, u64::from(site.n)).str("fault", &fs);
             });
         }
         fault
@@ -694,23 +1003,25 @@ fn seeded_candidates<'a>(
         .filter(move |f| reach && swarm.zip(family).is_none_or(|(s, fam)| s.allows(f, fam)))
 }
 
-/// Completes a transfer: writes its trace record and wakes its task.
-pub(crate) fn complete(core: &mut Core, xid: u64, r: Result<Vec<u8>, TransferError>) {
+/// Completes a transfer: writes its trace record; returns whom to wake (the world wakes its
+/// task: `World::complete`).
+#[must_use]
+pub(crate) fn complete(
+    core: &mut Core,
+    xid: u64,
+    r: Result<Vec<u8>, TransferError>,
+) -> Option<Wakeup> {
     let now = core.now;
-    let Some(x) = core.transfers.get_mut(xid) else {
-        return;
-    };
+    let x = core.transfers.get_mut(xid)?;
     if matches!(x.state, XState::Done(_)) {
-        return;
+        return None;
     }
+    let base = core.site_table.base(x.site.base);
     // A transfer that failed is an anchor (`ctrl.clear_halt stall`).
-    let failed = r
-        .as_ref()
-        .err()
-        .map(|e| format!("{} {}", site_base(&x.site), e.as_str()));
+    let failed = r.as_ref().err().map(|e| format!("{} {}", base, e.as_str()));
     let trace = &mut core.trace;
     trace.emit(now, "transfer", &x.actor, true, |d| {
-        d.str("site", &x.site);
+        d.site("site", base, u64::from(x.site.n));
         match &x.kind {
             XKind::Control { setup, data } => {
                 d.hex("setup", &setup.to_bytes());
@@ -744,12 +1055,11 @@ pub(crate) fn complete(core: &mut Core, xid: u64, r: Result<Vec<u8>, TransferErr
         }
     });
     x.state = XState::Done(r);
-    if let Some(w) = x.waker.take() {
-        w.wake();
-    }
+    let wake = x.waker.take();
     if let Some(key) = failed {
         core.occur(&key);
     }
+    wake
 }
 
 pub(crate) fn out_len(v: &[u8]) -> usize {
@@ -864,7 +1174,7 @@ mod tests {
             generation: 0,
             kind: XKind::TAKEN,
             actor: Rc::from("t"),
-            site: String::from("bulk.in#1"),
+            site: SiteId { base: 0, n: 1 },
             fault: None,
             waker: None,
             state,

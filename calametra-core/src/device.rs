@@ -172,22 +172,26 @@ impl<'a> DevCtx<'a> {
 
 /// `DevCtx::transition`.
 pub(crate) fn transition(cx: &mut DevCtx<'_>, machine: &str, from: &str, to: &str) -> bool {
-    // The name is built in a spare buffer and given back after: no allocation a transition.
-    let mut base = cx.core.transfers.spare_name();
-    for part in [machine, ".", from, "->", to] {
-        base.push_str(part);
-    }
-    let site = cx.core.site(base, SiteKind::Transition);
+    // The base is put together in the site table's buffer: no allocation a transition, and
+    // the name `<base>#<n>` is written to the record by its parts.
+    let site = cx.core.site(
+        |base| {
+            for part in [machine, ".", from, "->", to] {
+                base.push_str(part);
+            }
+        },
+        &SiteKind::Transition,
+    );
     let now = cx.core.now;
+    let base = cx.core.site_table.base(site.base);
     cx.core.trace.emit(now, "transition", cx.name, true, |d| {
         d.str("machine", machine)
             .str("from", from)
             .str("to", to)
-            .str("site", &site);
+            .site("site", base, u64::from(site.n));
     });
     cx.core.cover_transition(cx.name, machine, from, to);
-    let fault = cx.core.fault_at(&site, &SiteKind::Transition);
-    cx.core.transfers.spare_name_back(site);
+    let fault = cx.core.fault_at(site, &SiteKind::Transition);
     let Some(fault) = fault else {
         return true;
     };

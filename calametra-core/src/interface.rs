@@ -53,6 +53,18 @@ impl Drop for CancelGuard<'_> {
 }
 
 impl Interface {
+    /// An OUT payload's buffer: a spare one of the world's transfer table when the world is
+    /// free to lend one (no allocation a control OUT once it has spares), or a new one.
+    fn out_data(&self, data: &[u8]) -> Vec<u8> {
+        if data.is_empty() {
+            return Vec::new();
+        }
+        match self.world.try_borrow_mut() {
+            Ok(mut w) => w.core.transfers.spare_bytes(data),
+            Err(_) => data.to_vec(),
+        }
+    }
+
     async fn transfer(
         &self,
         kind: XKind,
@@ -98,7 +110,7 @@ impl Interface {
         self.transfer(
             XKind::Control {
                 setup: req.setup(),
-                data: req.data.to_vec(),
+                data: self.out_data(req.data),
             },
             Some(timeout),
         )
@@ -183,7 +195,7 @@ impl UsbInterface for Interface {
         req: ControlOut<'_>,
         timeout: Duration,
     ) -> impl Future<Output = Result<(), TransferError>> {
-        let data = req.data.to_vec();
+        let data = self.out_data(req.data);
         let setup = req.setup();
         async move {
             self.transfer(XKind::Control { setup, data }, Some(timeout))

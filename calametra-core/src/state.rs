@@ -477,7 +477,7 @@ fn bus_parts<'a>(
                 XState::Done(Err(e)) => format!("completed {e}, not yet collected"),
             };
             let t = TransferState {
-                site: x.site.clone(),
+                site: core.site_table.name(x.site),
                 actor: x.actor.to_string(),
                 device: devices
                     .get(x.dev)
@@ -487,7 +487,7 @@ fn bus_parts<'a>(
                 fault: x.fault.as_ref().map(|f| f.to_string()),
                 due_ns: due(*xid),
             };
-            (t, x.waker.as_ref())
+            (t, x.waker.as_ref().and_then(|w| tasks.waker_of(w)))
         })
         .collect();
     let timers = core

@@ -30,6 +30,18 @@ pub(crate) struct DeviceSlot {
     pub(crate) generation: u32,
 }
 
+/// Appends `<type>_<request>` in lowercase hex (`c0_0a`): a request no name is known for.
+fn push_hex_request(name: &mut String, request_type: u8, request: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in [request_type, request].into_iter().enumerate() {
+        if i == 1 {
+            name.push('_');
+        }
+        name.push(char::from(HEX[usize::from(b >> 4)]));
+        name.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+}
+
 /// A device attached to a simulation. `Copy`, so scenarios can move it into several closures.
 pub struct DeviceHandle<D> {
     pub(crate) id: usize,
@@ -146,7 +158,7 @@ impl Core {
             queue,
             next_ev,
             transfers,
-            site_counts,
+            site_table,
             plan: p,
             fault_set: f,
             sites,
@@ -158,7 +170,6 @@ impl Core {
             label_poll,
             timing,
             record_sites,
-            counts_at_anchor,
             coverage,
             last_transition,
         } = self;
@@ -169,7 +180,7 @@ impl Core {
         queue.clear();
         *next_ev = 0;
         transfers.reset();
-        site_counts.clear();
+        site_table.reset();
         *p = plan;
         *f = fault_set;
         sites.clear();
@@ -180,7 +191,6 @@ impl Core {
         *label_poll = false;
         *timing = Timing::default();
         *record_sites = false;
-        counts_at_anchor.clear();
         *coverage = None;
         *last_transition = None;
     }
@@ -343,9 +353,16 @@ impl World {
                 )
         });
         for x in ids {
-            complete(&mut self.core, x, Err(TransferError::Disconnected));
+            self.complete(x, Err(TransferError::Disconnected));
         }
         self.call(id, |dev, cx| dev.on_disconnect(cx));
+    }
+
+    /// Completes a transfer ([`complete`]: its trace record) and wakes the task awaiting it.
+    fn complete(&mut self, xid: u64, r: Result<Vec<u8>, TransferError>) {
+        if let Some(w) = complete(&mut self.core, xid, r) {
+            self.tasks.wake(w);
+        }
     }
 
     /// Calls into a device with a context; applies the effects it asked for.
@@ -403,13 +420,13 @@ impl World {
         let (dev, fault) = (x.dev, x.fault.clone());
         let first_arrival = matches!(x.state, XState::InFlight);
         if !self.devices[dev].attached || self.devices[dev].generation != x.generation {
-            complete(&mut self.core, xid, Err(TransferError::Disconnected));
+            self.complete(xid, Err(TransferError::Disconnected));
             return true;
         }
         if first_arrival {
             match fault.as_ref().map(Fault::on_arrival) {
                 Some(Arrival::Stall) => {
-                    complete(&mut self.core, xid, Err(TransferError::Stall));
+                    self.complete(xid, Err(TransferError::Stall));
                     return true;
                 }
                 Some(Arrival::Swallow) => {
@@ -467,7 +484,9 @@ impl World {
                 let (r, e) = self.call(dev, |d, cx| d.out(cx, *ep, data));
                 // An OUT result carries the accepted length as its "data" (see `finish_out`).
                 let r = match r {
-                    Reply::Ack | Reply::Data(_) => Reply::Data((n as u64).to_le_bytes().to_vec()),
+                    Reply::Ack | Reply::Data(_) => {
+                        Reply::Data(self.core.transfers.spare_bytes(&(n as u64).to_le_bytes()))
+                    }
                     other => other,
                 };
                 (r, e)
@@ -501,7 +520,7 @@ impl World {
                     let t = self.core.now.saturating_add(delay);
                     self.core.push(t, Ev::Complete(xid));
                 } else {
-                    complete(&mut self.core, xid, r);
+                    self.complete(xid, r);
                 }
                 true
             }
@@ -540,7 +559,7 @@ impl World {
                     },
                     None => return,
                 };
-                complete(&mut self.core, xid, r);
+                self.complete(xid, r);
             }
             Ev::DevTimer { dev, token } => {
                 if self.devices[dev].attached {
@@ -566,50 +585,51 @@ impl World {
     }
 
     pub(crate) fn submit(&mut self, dev: usize, generation: u32, kind: XKind) -> u64 {
-        let (base, site_kind, bytes, ctrl) = match &kind {
+        // The site's base is put together in the site table's buffer (no allocation), its
+        // name `<base>#<n>` only where it is written out as text.
+        let (site, site_kind, bytes, ctrl) = match &kind {
             XKind::Control { setup, data } => {
-                let mut name = self.core.transfers.spare_name();
-                name.push_str("ctrl.");
-                match self.devices[dev].dev.request_name(setup) {
-                    Some(n) => name.push_str(n),
-                    None => match setup.standard_name() {
-                        Some(n) => name.push_str(n),
-                        None => name
-                            .push_str(&format!("{:02x}_{:02x}", setup.request_type, setup.request)),
-                    },
-                }
+                let device = &self.devices[dev].dev;
                 let len = if setup.is_in() {
                     setup.length as u32
                 } else {
                     data.len() as u32
                 };
-                (name, SiteKind::Transfer { len }, data.len(), true)
+                let site_kind = SiteKind::Transfer { len };
+                let site = self.core.site(
+                    |name| {
+                        name.push_str("ctrl.");
+                        match device.request_name(setup) {
+                            Some(n) => name.push_str(n),
+                            None => match setup.standard_name() {
+                                Some(n) => name.push_str(n),
+                                None => push_hex_request(name, setup.request_type, setup.request),
+                            },
+                        }
+                    },
+                    &site_kind,
+                );
+                (site, site_kind, data.len(), true)
             }
-            XKind::Out { data, .. } => (
-                {
-                    let mut name = self.core.transfers.spare_name();
-                    name.push_str("bulk.out");
-                    name
-                },
-                SiteKind::Transfer {
+            XKind::Out { data, .. } => {
+                let site_kind = SiteKind::Transfer {
                     len: data.len() as u32,
-                },
-                data.len(),
-                false,
-            ),
+                };
+                let site = self.core.site(|name| name.push_str("bulk.out"), &site_kind);
+                (site, site_kind, data.len(), false)
+            }
             XKind::In { len, intr, .. } => {
-                let mut name = self.core.transfers.spare_name();
-                name.push_str(if *intr { "intr.in" } else { "bulk.in" });
-                (name, SiteKind::Transfer { len: *len as u32 }, 0, false)
+                let site_kind = SiteKind::Transfer { len: *len as u32 };
+                let base = if *intr { "intr.in" } else { "bulk.in" };
+                let site = self.core.site(|name| name.push_str(base), &site_kind);
+                (site, site_kind, 0, false)
             }
         };
-        let site = self.core.site(base, site_kind.clone());
         if self.core.label_poll {
-            self.core
-                .poll_sites
-                .push(site.strip_prefix("ctrl.").unwrap_or(&site).to_string());
+            let short = self.core.short_site_name(site);
+            self.core.poll_sites.push(short);
         }
-        let fault = self.core.fault_at(&site, &site_kind);
+        let fault = self.core.fault_at(site, &site_kind);
         let t = &self.core.timing;
         let mut latency =
             if ctrl { t.control_ns } else { t.transfer_ns } + t.per_byte_ns * bytes as u64;
@@ -641,28 +661,33 @@ impl World {
         waker: &Waker,
     ) -> Poll<Result<Vec<u8>, TransferError>> {
         let now = self.core.now;
-        if let Some(r) = self.core.transfers.take_done(xid) {
-            return Poll::Ready(r);
-        }
-        let Some(x) = self.core.transfers.get_mut(xid) else {
-            return Poll::Ready(Err(TransferError::Cancelled));
+        let x = match self.core.transfers.poll(xid) {
+            Ok(r) => return Poll::Ready(r),
+            Err(Some(x)) => x,
+            Err(None) => return Poll::Ready(Err(TransferError::Cancelled)),
         };
         if let Some(d) = deadline {
             if now >= d {
-                complete(&mut self.core, xid, Err(TransferError::Timeout));
+                self.complete(xid, Err(TransferError::Timeout));
                 self.core.transfers.remove(xid);
                 return Poll::Ready(Err(TransferError::Timeout));
             }
             if !x.deadline_set {
                 x.deadline_set = true;
-                x.waker = Some(waker.clone());
+                x.waker = Some(self.tasks.wakeup(waker));
                 let wake = self.tasks.wakeup(waker);
                 self.core.push(d, Ev::Wake(wake));
                 return Poll::Pending;
             }
         }
-        if !x.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
-            x.waker = Some(waker.clone());
+        let tasks = &self.tasks;
+        if !x
+            .waker
+            .as_ref()
+            .and_then(|w| tasks.waker_of(w))
+            .is_some_and(|w| w.will_wake(waker))
+        {
+            x.waker = Some(tasks.wakeup(waker));
         }
         Poll::Pending
     }
@@ -698,7 +723,7 @@ impl World {
             .transfers
             .ids_where(|x| x.dev == id && !matches!(x.state, XState::Done(_)));
         for x in ids {
-            complete(&mut self.core, x, Err(TransferError::Cancelled));
+            self.complete(x, Err(TransferError::Cancelled));
         }
         let now = self.core.now;
         let name = self.devices[id].name.clone();
@@ -721,7 +746,7 @@ impl World {
     pub(crate) fn cancel(&mut self, xid: u64) {
         if let Some(x) = self.core.transfers.get(xid) {
             if !matches!(x.state, XState::Done(_)) {
-                complete(&mut self.core, xid, Err(TransferError::Cancelled));
+                self.complete(xid, Err(TransferError::Cancelled));
             }
         }
         self.core.transfers.remove(xid);

@@ -52,9 +52,10 @@ pub use event::{
     without_anchors, Anchor, Event,
 };
 
-use crate::fault::Fault;
+use crate::fault::{Fault, FaultSet};
 use crate::swarm::{Priorities, Strategy, Swarm};
 use rand_chacha::ChaCha8Rng;
+use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
@@ -71,43 +72,98 @@ pub enum Source {
 }
 
 /// A seeded run's fixed stream `name`, derived on first use (a pure function of seed and name,
-/// so when it is derived changes nothing it draws) and kept in `slots`: one small vector, so a
-/// run pays for the streams it draws from and the decider stays small to move.
+/// so when it is derived changes nothing it draws) and kept in its slot of `slots` (one per
+/// [`StreamName`], in the decider's reused state: nothing is allocated or searched for).
 fn lazy(
-    slots: &mut Vec<(StreamName, ChaCha8Rng)>,
+    slots: &mut [Option<ChaCha8Rng>; STREAMS],
     seed: Option<u64>,
     name: StreamName,
 ) -> Option<&mut ChaCha8Rng> {
     let seed = seed?;
-    let i = match slots.iter().position(|(n, _)| *n == name) {
-        Some(i) => i,
-        None => {
-            if slots.capacity() == 0 {
-                slots.reserve_exact(3);
-            }
-            slots.push((name, stream(seed, name)));
-            slots.len() - 1
-        }
-    };
-    Some(&mut slots[i].1)
+    Some(slots[slot(name)].get_or_insert_with(|| stream(seed, name)))
+}
+
+/// The number of fixed streams ([`StreamName`]'s variants).
+const STREAMS: usize = 6;
+
+/// The slot of fixed stream `name` in [`DeciderState::streams`].
+fn slot(name: StreamName) -> usize {
+    match name {
+        StreamName::Schedule => 0,
+        StreamName::Faults => 1,
+        StreamName::Client => 2,
+        StreamName::Data => 3,
+        StreamName::Externals => 4,
+        StreamName::Swarm => 5,
+    }
 }
 
 /// The events a seeded run's log has room for from the start.
 const SEEDED_LOG: usize = 16;
 
-/// The live decision maker of one run.
+/// Past this many, the names of data and user streams, client labels and anchor keys a
+/// thread's decider keeps from run to run ([`DeciderState::reset`]) are dropped.
+const KEPT_NAMES: usize = 64;
+
+thread_local! {
+    /// The state the thread's previous decider left, reset ([`DeciderState::reset`]): the next
+    /// run's decider takes it, so a run allocates no decider, no stream slots, no priority
+    /// table and no stream names it had last time, and moving a decider moves one pointer.
+    static SPARE: Cell<Option<Box<DeciderState>>> = const { Cell::new(None) };
+}
+
+/// The live decision maker of one run: its state ([`DeciderState`], which every field and
+/// method is read through), boxed and reused by the thread's next decider once this one is
+/// dropped.
 pub(crate) struct Decider {
+    /// Always `Some` but while dropping.
+    state: Option<Box<DeciderState>>,
+}
+
+impl std::ops::Deref for Decider {
+    type Target = DeciderState;
+    fn deref(&self) -> &DeciderState {
+        match &self.state {
+            Some(s) => s,
+            None => unreachable!("a decider's state is taken only when it is dropped"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Decider {
+    fn deref_mut(&mut self) -> &mut DeciderState {
+        match &mut self.state {
+            Some(s) => s,
+            None => unreachable!("a decider's state is taken only when it is dropped"),
+        }
+    }
+}
+
+impl Drop for Decider {
+    /// Resets the state (dropping the run's events and replay queues, keeping their buffers)
+    /// and keeps it for the thread's next decider.
+    fn drop(&mut self) {
+        let Some(mut s) = self.state.take() else {
+            return;
+        };
+        s.reset();
+        let _ = SPARE.try_with(|spare| spare.set(Some(s)));
+    }
+}
+
+/// The state of a run's [`Decider`].
+pub(crate) struct DeciderState {
     pub(crate) source: Source,
     /// The seed of a seeded source; its streams are derived on first use.
     seed: Option<u64>,
     /// The run's swarm: drawn for a seeded run that uses one, or read from a replayed list.
     pub(crate) swarm: Option<Swarm>,
     /// The fixed streams this seeded run drew from so far (`schedule`, `externals`, `faults`,
-    /// `client`; `swarm` once the swarm is drawn), each derived on first use.
-    streams: Vec<(StreamName, ChaCha8Rng)>,
-    /// Data and user streams this run drew from (`data/driver`, `user/retries`), in first-draw
-    /// order, each named once and (seeded) derived on first use; found by actor or user name,
-    /// so a draw builds no name.
+    /// `client`; `swarm` once the swarm is drawn), each derived on first use, by [`slot`].
+    streams: [Option<ChaCha8Rng>; STREAMS],
+    /// Data and user streams drawn from (`data/driver`, `user/retries`), each named once and
+    /// found by actor or user name, so a draw builds no name. Kept from run to run (names
+    /// only: a stream is `live`, and (seeded) derived, on its first draw in a run).
     draws: Vec<Drawn>,
     /// The index in `draws` of the stream drawn last (a task's draws usually come in a row).
     last_draw: usize,
@@ -123,9 +179,11 @@ pub(crate) struct Decider {
     /// Replay: anchored faults: (anchor, site base, fault, the base's crossings when the anchor
     /// happened), taken once.
     pub(crate) pending_faults: Vec<(Anchor, String, Fault, Option<u32>)>,
-    /// The most recent anchor occurrence: (what, nth, step); `start` at first.
-    last_anchor: (std::borrow::Cow<'static, str>, u32, u64),
-    /// Occurrences of each anchor so far.
+    /// The most recent anchor occurrence: (what, nth, step); `start` at first. Its text is
+    /// rewritten in place.
+    last_anchor: (String, u32, u64),
+    /// Occurrences of each anchor so far (keys kept from run to run, at 0: an anchor key
+    /// allocates once a thread).
     anchor_counts: BTreeMap<String, u32>,
     replay_client: VecDeque<u64>,
     /// Replay: draws by stream name.
@@ -134,7 +192,8 @@ pub(crate) struct Decider {
     replay_data: VecDeque<u64>,
     /// The events this run actually took, in order.
     pub(crate) log: Vec<Event>,
-    /// The client labels handed out so far, one shared copy each ([`Decider::shared_label`]).
+    /// The client labels handed out, one shared copy each ([`DeciderState::shared_label`]);
+    /// kept from run to run (a replay starts with its own events' labels).
     labels: Vec<Arc<str>>,
     /// A priority-scheduled run's task priorities and change points.
     priorities: Priorities,
@@ -144,13 +203,14 @@ pub(crate) struct Decider {
     pub(crate) forced: Option<Strategy>,
 }
 
-impl Decider {
-    pub(crate) fn new(source: Source) -> Self {
-        let mut d = Decider {
+impl DeciderState {
+    /// A state as a new decider starts with.
+    fn empty() -> DeciderState {
+        DeciderState {
             source: Source::Default,
             seed: None,
             swarm: None,
-            streams: Vec::new(),
+            streams: Default::default(),
             draws: Vec::new(),
             last_draw: 0,
             replay_schedule: Default::default(),
@@ -158,7 +218,7 @@ impl Decider {
             pending_externals: Vec::new(),
             resolved_externals: Vec::new(),
             pending_faults: Vec::new(),
-            last_anchor: (std::borrow::Cow::Borrowed(Anchor::START), 1, 0),
+            last_anchor: (Anchor::START.to_string(), 1, 0),
             anchor_counts: BTreeMap::new(),
             replay_client: Default::default(),
             replay_draws: Default::default(),
@@ -168,7 +228,93 @@ impl Decider {
             priorities: Priorities::default(),
             task_choices: 0,
             forced: None,
-        };
+        }
+    }
+
+    /// Makes this state what [`DeciderState::empty`] gives, but for what it keeps: its
+    /// buffers, and the names a next run may meet again (data and user streams, not live;
+    /// client labels; anchor keys, at 0 occurrences), up to [`KEPT_NAMES`] each. Every field
+    /// is named, so a field added must be reset here too.
+    fn reset(&mut self) {
+        let DeciderState {
+            source,
+            seed,
+            swarm,
+            streams,
+            draws,
+            last_draw,
+            replay_schedule,
+            pending_picks,
+            pending_externals,
+            resolved_externals,
+            pending_faults,
+            last_anchor,
+            anchor_counts,
+            replay_client,
+            replay_draws,
+            replay_data,
+            log,
+            labels,
+            priorities,
+            task_choices,
+            forced,
+        } = self;
+        *source = Source::Default;
+        *seed = None;
+        *swarm = None;
+        for s in streams.iter_mut() {
+            *s = None;
+        }
+        if draws.len() > KEPT_NAMES {
+            draws.clear();
+        }
+        for d in draws.iter_mut() {
+            d.live = false;
+            d.rng = None;
+        }
+        *last_draw = 0;
+        // An empty map's `clear` still builds and drops an iterator: skipped when empty.
+        if !replay_schedule.is_empty() {
+            replay_schedule.clear();
+        }
+        pending_picks.clear();
+        pending_externals.clear();
+        resolved_externals.clear();
+        pending_faults.clear();
+        last_anchor.0.clear();
+        last_anchor.0.push_str(Anchor::START);
+        last_anchor.1 = 1;
+        last_anchor.2 = 0;
+        if anchor_counts.len() > KEPT_NAMES {
+            anchor_counts.clear();
+        } else if !anchor_counts.is_empty() {
+            for n in anchor_counts.values_mut() {
+                *n = 0;
+            }
+        }
+        replay_client.clear();
+        if !replay_draws.is_empty() {
+            replay_draws.clear();
+        }
+        replay_data.clear();
+        log.clear();
+        if labels.len() > KEPT_NAMES {
+            labels.clear();
+        }
+        priorities.reset();
+        *task_choices = 0;
+        *forced = None;
+    }
+}
+
+impl Decider {
+    pub(crate) fn new(source: Source) -> Self {
+        let state = SPARE
+            .try_with(|s| s.take())
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| Box::new(DeciderState::empty()));
+        let mut d = Decider { state: Some(state) };
         match &source {
             Source::Default => {}
             Source::Seeded(seed) => {
@@ -178,6 +324,8 @@ impl Decider {
                 d.log.reserve_exact(SEEDED_LOG);
             }
             Source::Replay(events) => {
+                // A replay shares its events' labels (not those of runs before).
+                d.labels.clear();
                 // A replay takes about the events it is given.
                 d.log.reserve_exact(events.len());
                 for (_, anchor, e) in anchored_iter(events) {
@@ -209,34 +357,35 @@ impl Decider {
                     .filter(|e| matches!(e, Event::Client { .. }))
                     .count();
                 d.replay_client.reserve_exact(clients);
+                let s = &mut *d;
                 for (_, _, e) in anchored_iter(events).filter(|(_, a, _)| a.is_none()) {
                     match e {
                         Event::Schedule { point, pick, .. } => {
-                            d.replay_schedule.entry(*point).or_insert((*pick, None));
+                            s.replay_schedule.entry(*point).or_insert((*pick, None));
                         }
                         Event::Client { value, label } => {
-                            d.replay_client.push_back(*value);
+                            s.replay_client.push_back(*value);
                             if let Some(l) = label {
-                                if !d.labels.iter().any(|k| Arc::ptr_eq(k, l) || k == l) {
-                                    d.labels.push(l.clone());
+                                if !s.labels.iter().any(|k| Arc::ptr_eq(k, l) || k == l) {
+                                    s.labels.push(l.clone());
                                 }
                             }
                         }
                         Event::Data {
                             value,
                             stream: None,
-                        } => d.replay_data.push_back(*value),
+                        } => s.replay_data.push_back(*value),
                         Event::Data {
                             value,
-                            stream: Some(s),
-                        } => match d.replay_draws.get_mut(&**s) {
+                            stream: Some(st),
+                        } => match s.replay_draws.get_mut(&**st) {
                             Some(q) => q.push_back(*value),
                             None => {
-                                d.replay_draws
-                                    .insert(s.to_string(), VecDeque::from([*value]));
+                                s.replay_draws
+                                    .insert(st.to_string(), VecDeque::from([*value]));
                             }
                         },
-                        Event::Swarm { swarm } => d.swarm = Some((**swarm).clone()),
+                        Event::Swarm { swarm } => s.swarm = Some((**swarm).clone()),
                         // Guest externals are placed by the lockstep loop, from the events.
                         Event::External { .. }
                         | Event::GuestExternal { .. }
@@ -249,7 +398,9 @@ impl Decider {
         d.source = source;
         d
     }
+}
 
+impl DeciderState {
     pub(crate) fn is_seeded(&self) -> bool {
         matches!(self.source, Source::Seeded(_))
     }
@@ -259,21 +410,19 @@ impl Decider {
         self.seed
     }
 
-    /// Keeps a seeded run's swarm as drawn so far ([`Swarm::draw_open`]) and the `swarm`
-    /// stream where that draw left it, for [`Decider::take_swarm_stream`].
-    pub(crate) fn open_swarm(&mut self, swarm: Swarm, rng: ChaCha8Rng) {
-        self.swarm = Some(swarm);
-        self.streams.retain(|(n, _)| *n != StreamName::Swarm);
-        self.streams.push((StreamName::Swarm, rng));
+    /// Draws a seeded run's swarm but its externals ([`Swarm::draw_open`], for a scenario
+    /// exploring `fault_set` about `horizon` task choices long) from the `swarm` stream in its
+    /// slot, and keeps both: the stream where the draw left it, for
+    /// [`DeciderState::swarm_stream`]. Nothing when not seeded.
+    pub(crate) fn open_swarm(&mut self, fault_set: &FaultSet, horizon: u64) {
+        if let Some(rng) = lazy(&mut self.streams, self.seed, StreamName::Swarm) {
+            self.swarm = Some(Swarm::draw_open_from(rng, fault_set, horizon));
+        }
     }
 
-    /// The `swarm` stream kept by [`Decider::open_swarm`], taken.
-    pub(crate) fn take_swarm_stream(&mut self) -> Option<ChaCha8Rng> {
-        let i = self
-            .streams
-            .iter()
-            .position(|(n, _)| *n == StreamName::Swarm)?;
-        Some(self.streams.swap_remove(i).1)
+    /// The `swarm` stream where [`DeciderState::open_swarm`] left it (`None` before).
+    pub(crate) fn swarm_stream(&mut self) -> Option<&mut ChaCha8Rng> {
+        self.streams[slot(StreamName::Swarm)].as_mut()
     }
 
     /// Picks one of `n` options (simultaneous events) at scheduling point `point`; logs a
@@ -387,7 +536,10 @@ impl Decider {
                 1
             }
         };
-        self.last_anchor = (std::borrow::Cow::Owned(key.to_string()), n, point);
+        self.last_anchor.0.clear();
+        self.last_anchor.0.push_str(key);
+        self.last_anchor.1 = n;
+        self.last_anchor.2 = point;
         self.resolve(key, n, point);
         n
     }
@@ -484,26 +636,33 @@ impl Decider {
     /// `key`: named and (seeded) derived on its first draw.
     fn drawn(&mut self, data: bool, key: &str) -> usize {
         let hit = |d: &Drawn| d.data == data && *d.key == *key;
-        if self.draws.get(self.last_draw).is_some_and(hit) {
-            return self.last_draw;
-        }
-        let i = match self.draws.iter().position(hit) {
-            Some(i) => i,
-            None => {
-                let name = if data {
-                    data_stream(key)
-                } else {
-                    user_stream(key)
-                };
-                self.draws.push(Drawn {
-                    data,
-                    key: key.into(),
-                    rng: self.seed.map(|seed| stream_named(seed, &name)),
-                    name: name.into(),
-                });
-                self.draws.len() - 1
+        let i = if self.draws.get(self.last_draw).is_some_and(hit) {
+            self.last_draw
+        } else {
+            match self.draws.iter().position(hit) {
+                Some(i) => i,
+                None => {
+                    let name = if data {
+                        data_stream(key)
+                    } else {
+                        user_stream(key)
+                    };
+                    self.draws.push(Drawn {
+                        data,
+                        key: key.into(),
+                        name: name.into(),
+                        live: false,
+                        rng: None,
+                    });
+                    self.draws.len() - 1
+                }
             }
         };
+        let d = &mut self.draws[i];
+        if !d.live {
+            d.live = true;
+            d.rng = self.seed.map(|seed| stream_named(seed, &d.name));
+        }
         self.last_draw = i;
         i
     }
@@ -537,7 +696,7 @@ impl Decider {
     }
 }
 
-/// A data or user stream a run drew from ([`Decider::drawn`]).
+/// A data or user stream a run drew from ([`DeciderState::drawn`]).
 struct Drawn {
     /// A data stream (`data/<key>`), or a user stream (`user/<key>`).
     data: bool,
@@ -545,7 +704,10 @@ struct Drawn {
     key: Box<str>,
     /// The stream's full name, shared by every draw's event.
     name: Arc<str>,
-    /// Its generator in a seeded run; `None` on replay (answered from the recorded draws).
+    /// Whether this run drew from it yet (the names are kept from run to run).
+    live: bool,
+    /// Its generator in a seeded run once live; `None` on replay (answered from the recorded
+    /// draws).
     rng: Option<ChaCha8Rng>,
 }
 
@@ -743,6 +905,45 @@ mod tests {
         );
         assert_eq!(first_unapplied(&[data(1, None), data(2, None)], &log), None);
         assert_eq!(first_unapplied(&[data(2, None)], &log), Some(0));
+    }
+
+    #[test]
+    fn a_reused_decider_decides_as_a_new_one() {
+        // The thread's decider state is reused run to run (names, buffers): a run on it takes
+        // the same decisions, logs the same events and counts its anchors from 1 again.
+        let take = |d: &mut Decider| {
+            let mut v = Vec::new();
+            for k in 0..3 {
+                assert_eq!(d.occur("dock usb->attached", k), k as u32 + 1);
+                v.push(d.data("a", 1000));
+                v.push(d.user("r", 7));
+                v.push(d.client(5, |_| Some("get")).unwrap_or(99));
+                v.push(d.faults_below(24).unwrap_or(99));
+                v.push(d.externals_below(64).unwrap_or(99));
+                v.push(d.schedule(k, 4, |i| format!("event {i}")) as u64);
+                v.push(d.data("b", 1000));
+            }
+            v
+        };
+        let fresh = {
+            let mut d = Decider::new(Source::Seeded(9));
+            (take(&mut d), d.log.clone())
+        };
+        // A replay in between (it answers no fault or external draw: those are its events).
+        let mut r = Decider::new(Source::Replay(fresh.1.clone()));
+        take(&mut r);
+        assert_eq!(r.log, fresh.1);
+        drop(r);
+        for _ in 0..2 {
+            let mut d = Decider::new(Source::Seeded(9));
+            assert_eq!((take(&mut d), d.log.clone()), fresh);
+            let mut other = Decider::new(Source::Seeded(10));
+            assert_ne!(take(&mut other), fresh.0);
+        }
+        let mut d = Decider::new(Source::Default);
+        assert_eq!(d.data("a", 10), 0);
+        assert_eq!(d.last_anchor(), (Anchor::START, 1));
+        assert!(d.log.is_empty());
     }
 
     #[test]

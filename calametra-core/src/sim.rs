@@ -246,12 +246,11 @@ fn run_once(mut config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
         _ => None,
     };
     let mut decide = Decider::new(std::mem::replace(&mut config.source, Source::Default));
-    if let (Some(seed), true) = (seeded, config.swarm) {
+    if seeded.is_some() && config.swarm {
         // Its faults part is in force from the start (a setup may cross a fault site); the
         // externals part is drawn once the setup has declared them, from where this draw left
         // the `swarm` stream (see `record_swarm`).
-        let (swarm, rng) = Swarm::draw_open(seed, &config.fault_set, config.change_point_horizon());
-        decide.open_swarm(swarm, rng);
+        decide.open_swarm(&config.fault_set, config.change_point_horizon());
     }
     if seeded.is_some() {
         decide.forced = config.strategy;
@@ -369,9 +368,10 @@ fn record_swarm(sim: &Sim) {
             Vec::new()
         };
         let decide = &mut w.core.decide;
-        let mut swarm = match (decide.swarm.take(), decide.take_swarm_stream()) {
-            (Some(mut open), Some(mut rng)) => {
-                open.draw_externals(&mut rng, &names);
+        let open = decide.swarm.take();
+        let mut swarm = match (open, decide.swarm_stream()) {
+            (Some(mut open), Some(rng)) => {
+                open.draw_externals(rng, &names);
                 open
             }
             _ => Swarm::draw(

@@ -342,15 +342,25 @@ impl TryFrom<String> for Strategy {
 /// other (the `j`th change point's task to priority `j + 1`).
 #[derive(Clone, Debug, Default)]
 pub struct Priorities {
-    /// Each task's priority by task id (`None`: not yet drawn). Drawn priorities lie in
-    /// `2^32..2^33`, above every change point's.
-    prio: Vec<Option<u64>>,
+    /// Each task's priority by task id (0: not yet drawn). Drawn priorities lie in
+    /// `2^32..2^33`, above every change point's (`1..depth`), so 0 is never one.
+    prio: Vec<u64>,
     /// The change points (task choice indices) not yet taken, with their index; drawn at the
-    /// first choice.
-    changes: Option<Vec<(u64, u64)>>,
+    /// first choice (`drawn`).
+    changes: Vec<(u64, u64)>,
+    /// Whether the change points are drawn.
+    drawn: bool,
 }
 
 impl Priorities {
+    /// As [`Priorities::default`], keeping its buffers (a decider reused by the thread's next
+    /// run allocates no table).
+    pub(crate) fn reset(&mut self) {
+        self.prio.clear();
+        self.changes.clear();
+        self.drawn = false;
+    }
+
     /// Picks one of `n` (> 1) ready tasks at the run's task choice number `choice` (from 0);
     /// `id_of(i)` is the task id of option `i`.
     pub fn pick(
@@ -361,11 +371,14 @@ impl Priorities {
         n: usize,
         id_of: &dyn Fn(usize) -> usize,
     ) -> usize {
-        let changes = self.changes.get_or_insert_with(|| {
-            (1..depth.max(1))
-                .map(|j| (below(rng, u64::from(horizon.max(1))), u64::from(j)))
-                .collect()
-        });
+        if !self.drawn {
+            self.drawn = true;
+            self.changes.clear();
+            for j in 1..depth.max(1) {
+                let at = below(rng, u64::from(horizon.max(1)));
+                self.changes.push((at, u64::from(j)));
+            }
+        }
         // Each option's task id, asked once (finding the `i`th ready task walks the ready set).
         let mut few = [0usize; 8];
         let many: Vec<usize>;
@@ -380,21 +393,21 @@ impl Priorities {
         };
         for &id in ids {
             if self.prio.len() <= id {
-                self.prio.resize(id + 1, None);
+                self.prio.resize(id + 1, 0);
             }
-            if self.prio[id].is_none() {
-                self.prio[id] = Some(if spawn_order {
+            if self.prio[id] == 0 {
+                self.prio[id] = if spawn_order {
                     (1 << 32) | (u64::from(u32::MAX) - id as u64)
                 } else {
                     (1 << 32) | (rng.next_u64() >> 32)
-                });
+                };
             }
         }
-        let top = |prio: &[Option<u64>]| {
+        let top = |prio: &[u64]| {
             let mut best = 0;
             let mut best_p = 0;
             for (i, &id) in ids.iter().enumerate() {
-                let p = prio[id].unwrap_or(0);
+                let p = prio[id];
                 if i == 0 || p > best_p {
                     best = i;
                     best_p = p;
@@ -403,11 +416,11 @@ impl Priorities {
             best
         };
         let mut k = 0;
-        while k < changes.len() {
-            if changes[k].0 <= choice {
-                let (_, j) = changes.remove(k);
+        while k < self.changes.len() {
+            if self.changes[k].0 <= choice {
+                let (_, j) = self.changes.remove(k);
                 let t = ids[top(&self.prio)];
-                self.prio[t] = Some(j);
+                self.prio[t] = j;
             } else {
                 k += 1;
             }
@@ -485,17 +498,29 @@ impl Swarm {
     /// declared them. The two together draw exactly what [`Swarm::draw`] draws.
     pub(crate) fn draw_open(seed: u64, fault_set: &FaultSet, horizon: u64) -> (Swarm, ChaCha8Rng) {
         let mut rng = stream(seed, StreamName::Swarm);
-        let faults = subset(&mut rng, &FaultKind::ALL, &fault_set.kinds(), 2);
+        let swarm = Swarm::draw_open_from(&mut rng, fault_set, horizon);
+        (swarm, rng)
+    }
+
+    /// [`Swarm::draw_open`] from the `swarm` stream `rng` where it is kept (a decider's slot,
+    /// [`crate::choices::DeciderState::open_swarm`]: the stream is not moved), left where
+    /// the draw stopped.
+    pub(crate) fn draw_open_from(
+        rng: &mut ChaCha8Rng,
+        fault_set: &FaultSet,
+        horizon: u64,
+    ) -> Swarm {
+        let faults = subset(rng, &FaultKind::ALL, &fault_set.kinds(), 2);
         let families: Vec<SiteFamily> = SiteFamily::ALL
             .into_iter()
             .filter(|f| faults.iter().any(|k| f.takes(*k)) && fault_set.reaches(*f))
             .collect();
-        let mut sites = subset(&mut rng, &SiteFamily::ALL, &families, 3);
+        let mut sites = subset(rng, &SiteFamily::ALL, &families, 3);
         if faults.is_empty() {
             sites.clear();
         }
-        let odds = DENSITIES[menu(&mut rng, DENSITIES.len())];
-        let kind = STRATEGY_MENU[menu(&mut rng, STRATEGY_MENU.len())];
+        let odds = DENSITIES[menu(rng, DENSITIES.len())];
+        let kind = STRATEGY_MENU[menu(rng, STRATEGY_MENU.len())];
         let param = rng.next_u64();
         let schedule = match kind {
             Kind::Uniform => Strategy::Uniform,
@@ -504,14 +529,13 @@ impl Swarm {
             },
             Kind::Priority { spawn_order } => Strategy::priority_from(param, horizon, spawn_order),
         };
-        let swarm = Swarm {
+        Swarm {
             faults,
             sites,
             odds,
             externals: Vec::new(),
             schedule,
-        };
-        (swarm, rng)
+        }
     }
 
     /// The last part of [`Swarm::draw`]: which of the scenario's externals (names in declaration

@@ -40,18 +40,21 @@ pub trait Verdict {
 }
 
 impl Verdict for Result<(), String> {
+    #[inline]
     fn verdict(self) -> Result<(), String> {
         self
     }
 }
 
 impl Verdict for Result<(), &str> {
+    #[inline]
     fn verdict(self) -> Result<(), String> {
         self.map_err(str::to_string)
     }
 }
 
 impl Verdict for bool {
+    #[inline]
     fn verdict(self) -> Result<(), String> {
         if self {
             Ok(())
@@ -71,6 +74,50 @@ pub struct Sim {
     state: Option<StateDump>,
     /// The pictures seen, with `config.pictures`.
     pictures: Option<PictureLog>,
+    /// The invariant names the previous run on this thread declared, by position: a name
+    /// declared again at the same position is reused, not allocated again (see [`SimSpare`]).
+    names: Vec<String>,
+}
+
+/// What a run's `Sim` leaves to the next run on its thread: its (emptied) lists of externals and
+/// invariants and its invariant names. A scenario declares the same ones every run, so a run
+/// allocates neither the lists nor the names again. None of it decides anything.
+#[derive(Default)]
+struct SimSpare {
+    externals: Vec<(String, ExternalFn)>,
+    invariants: Vec<(String, InvariantFn)>,
+    names: Vec<String>,
+}
+
+thread_local! {
+    static SIM_SPARE: RefCell<SimSpare> = const {
+        RefCell::new(SimSpare {
+            externals: Vec::new(),
+            invariants: Vec::new(),
+            names: Vec::new(),
+        })
+    };
+}
+
+impl Sim {
+    /// Gives the lists and names to the thread's next run; the closures are dropped here.
+    fn recycle(&mut self) {
+        let mut names = std::mem::take(&mut self.names);
+        names.clear();
+        names.extend(self.invariants.drain(..).map(|(n, _)| n));
+        self.externals.clear();
+        let externals = std::mem::take(&mut self.externals);
+        let invariants = std::mem::take(&mut self.invariants);
+        let _ = SIM_SPARE.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                *s = SimSpare {
+                    externals,
+                    invariants,
+                    names,
+                };
+            }
+        });
+    }
 }
 
 impl Sim {
@@ -116,8 +163,12 @@ impl Sim {
     /// (the model's ground truth against what the driver believes), never call the code whose
     /// result it checks.
     pub fn invariant<V: Verdict>(&mut self, name: &str, f: impl Fn(&World) -> V + 'static) {
+        let name = match self.names.get_mut(self.invariants.len()) {
+            Some(kept) if kept == name => std::mem::take(kept),
+            _ => name.to_string(),
+        };
         self.invariants
-            .push((name.to_string(), Box::new(move |w| f(w).verdict())));
+            .push((name, Box::new(move |w| f(w).verdict())));
     }
 
     /// Sets the bus timing model.
@@ -256,9 +307,11 @@ fn run_once(mut config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
         decide.forced = config.strategy;
     }
     // Built in place: the thread's spare world, reset (see `world::take_spare`).
+    // The plan is the world's from here on (nothing reads `config.faults` again): moved, not
+    // cloned.
     let world = crate::world::take_spare(
         decide,
-        config.faults.clone(),
+        std::mem::take(&mut config.faults),
         config.fault_set.clone(),
         config.keep_trace,
     );
@@ -270,13 +323,19 @@ fn run_once(mut config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
         }
     }
     let _restore = Current(crate::context::set_current(Some(world.clone())));
+    let spare = SIM_SPARE
+        .try_with(|s| s.try_borrow_mut().map(|mut s| std::mem::take(&mut *s)).ok())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     let mut sim = Sim {
         world: world.clone(),
-        externals: Vec::new(),
-        invariants: Vec::new(),
+        externals: spare.externals,
+        invariants: spare.invariants,
         pictures: config.pictures.then(PictureLog::default),
         config,
         state: None,
+        names: spare.names,
     };
     let mut failure = catch_unwind(AssertUnwindSafe(|| scenario(&mut sim)))
         .err()
@@ -294,8 +353,10 @@ fn run_once(mut config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     if let Some(log) = sim.pictures.take() {
         crate::picture::keep(log);
     }
-    let r = finish(sim, failure);
+    let r = finish(&mut sim, failure);
+    sim.recycle();
     drop(_restore);
+    drop(sim);
     crate::world::give_back(world);
     r
 }
@@ -418,27 +479,40 @@ fn drive(sim: &mut Sim) -> Option<Failure> {
 /// The run loop's steps, to the run's end; `wakers` holds each task's waker to poll with.
 fn steps(sim: &mut Sim, wakers: &mut Vec<Waker>) -> Option<Failure> {
     record_swarm(sim);
-    let placed = place_externals(sim);
+    // What a step checks only when the run asked for it: pictures, a stop, externals (none
+    // declared: none is placed, drawn or anchored, so their checks are skipped, not run).
+    let watch = sim.pictures.is_some();
+    let stops = sim.config.stop_at.is_some();
+    let externals = !sim.externals.is_empty();
+    let placed = if externals {
+        place_externals(sim)
+    } else {
+        Vec::new()
+    };
     let mut next_external = 0;
     let world = sim.world.clone();
     loop {
-        look_at_pictures(sim);
-        if stop_here(sim) {
+        if watch {
+            look_at_pictures(sim);
+        }
+        if stops && stop_here(sim) {
             return None;
         }
         // Externals placed at this point fire before its decision: those at a raw step, then
         // (on replay) those placed by their anchor.
-        let point = world.borrow().core.point;
-        while next_external < placed.len() && placed[next_external].0 <= point {
-            let (p, i) = placed[next_external];
-            next_external += 1;
-            if let Some(fail) = fire_external(sim, i, p, None) {
-                return Some(fail);
+        if externals {
+            let point = world.borrow().core.point;
+            while next_external < placed.len() && placed[next_external].0 <= point {
+                let (p, i) = placed[next_external];
+                next_external += 1;
+                if let Some(fail) = fire_external(sim, i, p, None) {
+                    return Some(fail);
+                }
             }
-        }
-        while let Some((i, p, anchor)) = next_anchored_external(sim, point) {
-            if let Some(fail) = fire_external(sim, i, p, Some(anchor)) {
-                return Some(fail);
+            while let Some((i, p, anchor)) = next_anchored_external(sim, point) {
+                if let Some(fail) = fire_external(sim, i, p, Some(anchor)) {
+                    return Some(fail);
+                }
             }
         }
 
@@ -602,35 +676,49 @@ fn label_switch(core: &mut Core, at: usize, task: &str) {
     core.poll_sites.clear();
 }
 
-/// Checks model gaps and every invariant, in declaration order.
+/// Checks model gaps and every invariant, in declaration order. Inlined into the run loop (it
+/// runs after every step); what a failure builds is out of line.
+#[inline(always)]
 fn check(sim: &Sim) -> Option<Failure> {
     let w = sim.world.borrow();
-    if let Some(g) = &w.core.gap {
-        return Some(Failure::ModelGap(g.clone()));
+    if w.core.gap.is_some() {
+        return model_gap(&w);
     }
     for (name, inv) in &sim.invariants {
         match catch_unwind(AssertUnwindSafe(|| inv(&w))) {
             Ok(Ok(())) => {}
-            Ok(Err(message)) => {
-                return Some(Failure::Invariant {
-                    name: name.clone(),
-                    message,
-                })
-            }
-            Err(_) => {
-                return Some(Failure::Panic {
-                    task: format!("invariant {name}"),
-                    message: take_panic(),
-                })
-            }
+            broke => return Some(broken(name, broke)),
         }
     }
     None
 }
 
-fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
+#[cold]
+#[inline(never)]
+fn model_gap(w: &World) -> Option<Failure> {
+    w.core.gap.clone().map(Failure::ModelGap)
+}
+
+/// The failure of invariant `name` that returned an error or panicked.
+#[cold]
+#[inline(never)]
+fn broken(name: &str, r: std::thread::Result<Result<(), String>>) -> Failure {
+    match r {
+        Ok(r) => Failure::Invariant {
+            name: name.to_string(),
+            message: r.err().unwrap_or_default(),
+        },
+        Err(_) => Failure::Panic {
+            task: format!("invariant {name}"),
+            message: take_panic(),
+        },
+    }
+}
+
+fn finish(sim: &mut Sim, failure: Option<Failure>) -> RunResult {
     let externals = Some(sim.externals.iter().map(|(n, _)| n.clone()).collect());
-    let Sim { world, state, .. } = sim;
+    let world = &sim.world;
+    let state = sim.state.take();
     let stopped = state.as_ref().is_some_and(|s| s.reached);
     if let Some(Failure::Invariant { name, message }) = &failure {
         let mut w = world.borrow_mut();
@@ -655,10 +743,9 @@ fn finish(sim: Sim, failure: Option<Failure>) -> RunResult {
     w.core.clear_queue();
     let now = w.core.now;
     let steps = w.core.point;
-    let f2 = failure.clone();
     w.core.trace.emit(now, "end", "sim", true, |d| {
         d.u64("steps", steps);
-        match &f2 {
+        match &failure {
             None if stopped => {
                 d.str("outcome", "stopped");
             }

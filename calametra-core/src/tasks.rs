@@ -120,10 +120,12 @@ struct Spare {
     slots: Vec<TaskSlot>,
     groups: Vec<Group>,
     order: Vec<usize>,
-    names: Vec<Rc<str>>,
-    /// Per kept group, its word; per task of kept groups, its waker.
+    /// By task id; a name is moved into the task of the same id when it is the same.
+    names: Vec<Option<Rc<str>>>,
+    /// Per kept group, its word; per task of kept groups, its waker (moved into the task of the
+    /// same id: no count is touched).
     words: Vec<Arc<WakeWord>>,
-    wakers: Vec<(Waker, Arc<TaskWaker>)>,
+    wakers: Vec<Option<(Waker, Arc<TaskWaker>)>>,
     /// The run loop's buffer of wakers to poll with ([`Tasks::poll_wakers`]).
     poll: Vec<Waker>,
 }
@@ -144,6 +146,9 @@ pub(crate) struct Tasks {
     order: Vec<usize>,
     /// What the previous run on this thread left, taken id by id as tasks are added.
     spare: Spare,
+    /// Whether this table took the thread's spare (and so gives it back when dropped): a kept
+    /// world's placeholder table ([`Tasks::empty`]) holds nothing and gives nothing back.
+    holds: bool,
 }
 
 impl Tasks {
@@ -157,6 +162,7 @@ impl Tasks {
             polled: None,
             order: Vec::new(),
             spare: Spare::default(),
+            holds: false,
         }
     }
 
@@ -173,6 +179,7 @@ impl Tasks {
             polled: None,
             order: std::mem::take(&mut spare.order),
             spare,
+            holds: true,
         }
     }
 
@@ -194,8 +201,8 @@ impl Tasks {
                 ready: 0,
             });
         }
-        let (waker, own) = match self.spare.wakers.get(id) {
-            Some((w, own)) => (w.clone(), own.clone()),
+        let (waker, own) = match self.spare.wakers.get_mut(id).and_then(Option::take) {
+            Some(kept) => kept,
             None => {
                 let own = Arc::new(TaskWaker {
                     word: self.groups[k].woken.clone(),
@@ -204,10 +211,13 @@ impl Tasks {
                 (Waker::from(own.clone()), own)
             }
         };
-        let name = match self.spare.names.get(id) {
-            Some(n) if **n == *name => n.clone(),
-            _ => Rc::from(name),
-        };
+        let kept = self
+            .spare
+            .names
+            .get_mut(id)
+            .filter(|n| n.as_deref() == Some(name))
+            .and_then(Option::take);
+        let name = kept.unwrap_or_else(|| Rc::from(name));
         self.slots.push(TaskSlot {
             name,
             fut: Some(fut),
@@ -340,6 +350,11 @@ impl Tasks {
 impl Drop for Tasks {
     /// Leaves the table's buffers, names and reusable wakers to the next run on this thread.
     fn drop(&mut self) {
+        if !self.holds {
+            // A placeholder: nothing to give back (and the thread's spare, taken by the table
+            // that replaces it, is not overwritten with an empty one).
+            return;
+        }
         let mut spare = std::mem::take(&mut self.spare);
         spare.names.clear();
         spare.words.clear();
@@ -355,9 +370,9 @@ impl Drop for Tasks {
             .words
             .extend(self.groups.iter().take(kept).map(|g| g.woken.clone()));
         for (i, s) in self.slots.drain(..).enumerate() {
-            spare.names.push(s.name);
+            spare.names.push(Some(s.name));
             if i < kept * 64 {
-                spare.wakers.push((s.waker, s.own));
+                spare.wakers.push(Some((s.waker, s.own)));
             }
             // The future, if any, drops here (a run's futures are taken out at its end).
         }

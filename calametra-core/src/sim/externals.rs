@@ -49,6 +49,9 @@ pub(super) fn place_externals(sim: &Sim) -> Vec<(u64, usize)> {
 pub(super) fn next_anchored_external(sim: &Sim, point: u64) -> Option<(usize, u64, Anchor)> {
     let mut w = sim.world.borrow_mut();
     let resolved = &mut w.core.decide.resolved_externals;
+    if resolved.is_empty() {
+        return None;
+    }
     let decl = |name: &str| sim.externals.iter().position(|(n, _)| n == name);
     let (k, _) = resolved
         .iter()

@@ -195,7 +195,7 @@ impl V3 {
     #[inline(always)]
     fn string(&mut self, s: &[u8], bias: u64) {
         match self.strings.find(s) {
-            Some(i) => {
+            Ok(i) => {
                 let code = u64::from(i) + 1 + bias;
                 if code < 0x80 {
                     self.buf.push(code as u8);
@@ -203,18 +203,25 @@ impl V3 {
                     enc_uint(&mut self.buf, code);
                 }
             }
-            None => self.new_string(s, bias),
+            Err(miss) => self.new_string(s, bias, miss),
         }
     }
 
     /// A string the table does not have: written out, and added while the table has room.
     #[cold]
     #[inline(never)]
-    fn new_string(&mut self, s: &[u8], bias: u64) {
-        self.strings.add(s);
-        enc_uint(&mut self.buf, bias);
-        enc_uint(&mut self.buf, s.len() as u64);
-        self.buf.extend_from_slice(s);
+    fn new_string(&mut self, s: &[u8], bias: u64, miss: table::Miss) {
+        self.strings.add(s, miss);
+        // `bias` is 0 or 1 (a key): one byte; a length under 128 is one byte too.
+        debug_assert!(bias <= 1);
+        let buf = &mut self.buf;
+        if s.len() < 0x80 {
+            buf.extend_from_slice(&[bias as u8, s.len() as u8]);
+        } else {
+            buf.push(bias as u8);
+            enc_uint(buf, s.len() as u64);
+        }
+        buf.extend_from_slice(s);
     }
 }
 
@@ -236,23 +243,12 @@ impl Sink for V3 {
         // 0 is the end of the object, so a key's code is its string code plus one.
         self.string(k.as_bytes(), 1);
     }
-    #[inline]
+    #[inline(always)]
     fn str(&mut self, s: &str) {
         if let Some((base, n)) = site_parts(s) {
-            self.buf.push(tag::SITE);
-            self.string(base.as_bytes(), 0);
-            enc_uint(&mut self.buf, n);
+            self.site(base, n);
         } else if is_hex(s.as_bytes()) {
-            let mut bytes = std::mem::take(&mut self.scratch);
-            bytes.clear();
-            bytes.extend(
-                s.as_bytes()
-                    .chunks_exact(2)
-                    .map(|p| (hex_digit(p[0]) << 4) | hex_digit(p[1])),
-            );
-            self.buf.push(tag::HEX);
-            self.string(&bytes, 0);
-            self.scratch = bytes;
+            self.hex_str(s);
         } else {
             self.buf.push(tag::STR);
             self.string(s.as_bytes(), 0);
@@ -270,6 +266,21 @@ impl Sink for V3 {
 }
 
 impl V3 {
+    /// A string of hex digits (as [`is_hex`] tells) by its bytes.
+    #[inline(never)]
+    fn hex_str(&mut self, s: &str) {
+        let mut bytes = std::mem::take(&mut self.scratch);
+        bytes.clear();
+        bytes.extend(
+            s.as_bytes()
+                .chunks_exact(2)
+                .map(|p| (hex_digit(p[0]) << 4) | hex_digit(p[1])),
+        );
+        self.buf.push(tag::HEX);
+        self.string(&bytes, 0);
+        self.scratch = bytes;
+    }
+
     /// A site name by its parts: exactly what [`Sink::str`] writes for `<base>#<n>`.
     #[inline]
     pub(super) fn site(&mut self, base: &str, n: u64) {
@@ -281,20 +292,34 @@ impl V3 {
 
 /// `<base>#<n>` split at its last `#`, when `n` is decimal digits without a leading zero (`0`
 /// itself allowed) that fit a `u64`.
+#[inline]
 pub(super) fn site_parts(s: &str) -> Option<(&str, u64)> {
-    let i = s.as_bytes().iter().rposition(|&b| b == b'#')?;
-    let digits = &s.as_bytes()[i + 1..];
-    if digits.is_empty() || (digits[0] == b'0' && digits.len() > 1) {
+    // Read from the end: the digits, then the `#` (the last one, as digits are not `#`); most
+    // strings fail at their last byte.
+    let bytes = s.as_bytes();
+    let mut i = bytes.len();
+    while i > 0 && bytes[i - 1].is_ascii_digit() {
+        i -= 1;
+    }
+    if i == 0 || bytes[i - 1] != b'#' {
+        return None;
+    }
+    let digits = &bytes[i..];
+    if digits.is_empty() || (digits[0] == b'0' && digits.len() > 1) || digits.len() > 20 {
         return None;
     }
     let mut n: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
+    if digits.len() < 20 {
+        // Under 10^19: no overflow.
+        for &d in digits {
+            n = n * 10 + u64::from(d - b'0');
         }
-        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    } else {
+        for &d in digits {
+            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        }
     }
-    Some((&s[..i], n))
+    Some((&s[..i - 1], n))
 }
 
 /// Whether `s` is a non-empty even number of lowercase hex digits.
@@ -496,6 +521,52 @@ mod tests {
         assert!(is_hex(b"00ff") && is_hex(b"ab"));
         for not in [&b""[..], b"a", b"0A", b"0g", b"abc"] {
             assert!(!is_hex(not));
+        }
+    }
+
+    /// The first reading of site names (split at the last `#`, then the digits checked), which
+    /// [`site_parts`] reads from the end instead: they agree on every string of a small
+    /// alphabet up to 5 characters and on long numbers.
+    #[test]
+    fn site_names_read_from_the_end_as_from_the_last_hash() {
+        fn by_last_hash(s: &str) -> Option<(&str, u64)> {
+            let i = s.as_bytes().iter().rposition(|&b| b == b'#')?;
+            let digits = &s.as_bytes()[i + 1..];
+            if digits.is_empty() || (digits[0] == b'0' && digits.len() > 1) {
+                return None;
+            }
+            let mut n: u64 = 0;
+            for &d in digits {
+                if !d.is_ascii_digit() {
+                    return None;
+                }
+                n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+            }
+            Some((&s[..i], n))
+        }
+        let alphabet = ["#", "0", "1", "9", "a", "é"];
+        let mut words = vec![String::new()];
+        for _ in 0..5 {
+            let longer: Vec<String> = words
+                .iter()
+                .flat_map(|w| alphabet.iter().map(move |c| format!("{w}{c}")))
+                .collect();
+            words.extend(longer);
+        }
+        words.sort();
+        words.dedup();
+        for n in [
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999",
+        ] {
+            for pre in ["x#", "#", "x#0", "x#1"] {
+                words.push(format!("{pre}{n}"));
+                words.push(format!("{pre}{n}0"));
+            }
+        }
+        for w in &words {
+            assert_eq!(site_parts(w), by_last_hash(w), "{w:?}");
         }
     }
 

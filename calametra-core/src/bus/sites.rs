@@ -1,0 +1,267 @@
+//! Site counting ([`SiteTable`]): a crossing is its interned base and its occurrence
+//! ([`SiteId`]); the table counts occurrences per base for the run, finds the fault plan's
+//! entries at a base once a run, and builds the name `<base>#<n>` only where it is written as
+//! text.
+
+use crate::fault::{Fault, FaultPlan};
+
+/// A site crossing: its base ([`SiteTable`] index) and its occurrence `n` (from 1). The
+/// name `<base>#<n>` is built only where it is written out as text (a logged fault, a schedule
+/// label, a state dump); trace records take it by its parts ([`crate::trace::Data::site`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SiteId {
+    pub(crate) base: u32,
+    pub(crate) n: u32,
+}
+
+/// One interned site base (`ctrl.get_status`, `echo.empty->full`) and what this run counted
+/// of it.
+struct SiteBase {
+    name: Box<str>,
+    hash: u64,
+    /// Its crossings in this run.
+    count: u32,
+    /// Its crossings when the run's most recent anchor occurred.
+    at_anchor: u32,
+    /// Whether `plan` holds the run's fault plan at this base (found at its first crossing
+    /// in a run with a plan).
+    plan_ready: bool,
+    /// The plan's faults at this base: (occurrence, fault), in plan order.
+    plan: Vec<(u32, Fault)>,
+}
+
+/// The site bases seen by this thread's runs, interned: a crossing counts its base by index
+/// (one probe of a small open-addressing table, no string map walked, no name built), and the
+/// counts at the last anchor are a field of each base (not a copy of a map at every anchor).
+/// The table is a cache kept with the core across runs ([`SiteTable::reset`] zeroes what a run
+/// counted): which index a base has is never seen outside (not in a trace, a log or a name),
+/// so runs are the same whatever the thread ran before. Nothing iterates it in hash order.
+pub(crate) struct SiteTable {
+    bases: Vec<SiteBase>,
+    /// Open addressing over `bases` (index, or [`NO_BASE`]); a power of two, at most half full.
+    slots: Vec<u32>,
+    /// The bases counted in this run (count > 0), in first-crossing order.
+    touched: Vec<u32>,
+    /// Where a base's name is put together before it is looked up.
+    pub(crate) scratch: String,
+}
+
+const NO_BASE: u32 = u32::MAX;
+
+/// More bases than this kept at a run's end and the table starts afresh (a long-lived thread
+/// that saw many request names keeps no unbounded cache).
+const MAX_KEPT_BASES: usize = 4096;
+
+impl Default for SiteTable {
+    fn default() -> Self {
+        SiteTable {
+            bases: Vec::new(),
+            slots: vec![NO_BASE; 16],
+            touched: Vec::new(),
+            scratch: String::with_capacity(48),
+        }
+    }
+}
+
+/// A name's hash for the table: its length, first and last eight bytes (fewer for a short
+/// name), one multiply (no loop over the bytes: names that share both ends only probe further).
+/// Deterministic: no per-process key.
+fn name_hash(name: &[u8]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let n = name.len();
+    let word = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        u64::from_le_bytes(w)
+    };
+    let (a, z) = if n >= 8 {
+        (word(&name[..8]), word(&name[n - 8..]))
+    } else if n >= 4 {
+        (word(&name[..4]), word(&name[n - 4..]))
+    } else {
+        (name.iter().fold(0, |h, &b| (h << 8) | u64::from(b)), 0)
+    };
+    (a.rotate_left(29) ^ z ^ n as u64).wrapping_mul(K)
+}
+
+impl SiteTable {
+    /// Zeroes what the run counted (the bases stay interned, see the type's docs).
+    pub(crate) fn reset(&mut self) {
+        for &i in &self.touched {
+            let b = &mut self.bases[i as usize];
+            b.count = 0;
+            b.at_anchor = 0;
+            b.plan_ready = false;
+        }
+        self.touched.clear();
+        if self.bases.len() > MAX_KEPT_BASES {
+            self.bases.clear();
+            self.slots.clear();
+            self.slots.resize(16, NO_BASE);
+        }
+    }
+
+    pub(super) fn find(&self, name: &str, hash: u64) -> Result<u32, usize> {
+        let mask = self.slots.len() - 1;
+        let mut i = (hash >> 40) as usize & mask;
+        loop {
+            match self.slots[i] {
+                NO_BASE => return Err(i),
+                b => {
+                    let base = &self.bases[b as usize];
+                    if base.hash == hash && *base.name == *name {
+                        return Ok(b);
+                    }
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The index of the base named in `scratch`, interned if new.
+    pub(super) fn intern_scratch(&mut self) -> u32 {
+        let hash = name_hash(self.scratch.as_bytes());
+        match self.find(&self.scratch, hash) {
+            Ok(b) => b,
+            Err(slot) => {
+                let b = self.bases.len() as u32;
+                self.bases.push(SiteBase {
+                    name: self.scratch.as_str().into(),
+                    hash,
+                    count: 0,
+                    at_anchor: 0,
+                    plan_ready: false,
+                    plan: Vec::new(),
+                });
+                self.slots[slot] = b;
+                if self.bases.len() * 2 > self.slots.len() {
+                    let n = self.slots.len() * 2;
+                    self.slots.clear();
+                    self.slots.resize(n, NO_BASE);
+                    for (j, base) in self.bases.iter().enumerate() {
+                        let mut i = (base.hash >> 40) as usize & (n - 1);
+                        while self.slots[i] != NO_BASE {
+                            i = (i + 1) & (n - 1);
+                        }
+                        self.slots[i] = j as u32;
+                    }
+                }
+                b
+            }
+        }
+    }
+
+    /// Counts a crossing of base `b`; its occurrence number.
+    pub(super) fn cross(&mut self, b: u32) -> u32 {
+        let base = &mut self.bases[b as usize];
+        if base.count == 0 {
+            self.touched.push(b);
+        }
+        base.count += 1;
+        base.count
+    }
+
+    /// A base's name.
+    pub(crate) fn base(&self, b: u32) -> &str {
+        &self.bases[b as usize].name
+    }
+
+    /// This run's crossings of the base named `name` (0 for one not seen).
+    pub(super) fn count_of(&self, name: &str) -> u32 {
+        match self.find(name, name_hash(name.as_bytes())) {
+            Ok(b) => self.bases[b as usize].count,
+            Err(_) => 0,
+        }
+    }
+
+    /// A base's crossings in this run, now and at the most recent anchor.
+    pub(super) fn counts(&self, b: u32) -> (u32, u32) {
+        let base = &self.bases[b as usize];
+        (base.count, base.at_anchor)
+    }
+
+    /// Notes every base's crossings as those at the most recent anchor.
+    pub(super) fn note_anchor(&mut self) {
+        for &i in &self.touched {
+            let b = &mut self.bases[i as usize];
+            b.at_anchor = b.count;
+        }
+    }
+
+    /// Appends a site's name, `<base>#<n>`.
+    pub(crate) fn push_name(&self, site: SiteId, out: &mut String) {
+        self.push_name_from(site, out, 0);
+    }
+
+    /// Appends a site's name without its base's first `skip` bytes (`ctrl.`, say).
+    pub(super) fn push_name_from(&self, site: SiteId, out: &mut String, skip: usize) {
+        out.push_str(self.base(site.base).get(skip..).unwrap_or_default());
+        out.push('#');
+        let mut tmp = [0; 20];
+        let digits = crate::trace::decimal(u64::from(site.n), &mut tmp);
+        out.push_str(std::str::from_utf8(digits).unwrap_or_default());
+    }
+
+    /// Appends a site's name without a control transfer's `ctrl.` (`get_status#2`).
+    pub(crate) fn push_short_name(&self, site: SiteId, out: &mut String) {
+        let skip = if self.base(site.base).starts_with("ctrl.") {
+            5
+        } else {
+            0
+        };
+        self.push_name_from(site, out, skip);
+    }
+
+    /// A site's name, `<base>#<n>`.
+    pub(crate) fn name(&self, site: SiteId) -> String {
+        let mut s = String::with_capacity(self.base(site.base).len() + 4);
+        self.push_name(site, &mut s);
+        s
+    }
+
+    /// The plan's fault at `site`: the plan's entry named `<base>#<n>`. A base's entries are
+    /// found once a run, at its first crossing (a range of the plan's sorted names), so a
+    /// crossing compares occurrence numbers, not names.
+    pub(super) fn planned(&mut self, plan: &FaultPlan, site: SiteId) -> Option<Fault> {
+        if plan.faults.is_empty() {
+            return None;
+        }
+        let base = &mut self.bases[site.base as usize];
+        if !base.plan_ready {
+            base.plan_ready = true;
+            base.plan.clear();
+            let mut prefix = std::mem::take(&mut self.scratch);
+            prefix.clear();
+            prefix.push_str(&base.name);
+            prefix.push('#');
+            let from = (
+                std::ops::Bound::Included(prefix.as_str()),
+                std::ops::Bound::Unbounded,
+            );
+            for (k, f) in plan.faults.range::<str, _>(from) {
+                let Some(digits) = k.strip_prefix(prefix.as_str()) else {
+                    break;
+                };
+                // The entry names this base only if the rest is `n` as a site name writes it
+                // (decimal, no leading zero); `<base>#x#3` belongs to the base `<base>#x`.
+                if let Some(n) = canonical_u32(digits) {
+                    base.plan.push((n, f.clone()));
+                }
+            }
+            self.scratch = prefix;
+        }
+        base.plan
+            .iter()
+            .find(|(n, _)| *n == site.n)
+            .map(|(_, f)| f.clone())
+    }
+}
+
+/// `digits` as a site name's occurrence writes it: decimal, no leading zero, fits a `u32`.
+fn canonical_u32(digits: &str) -> Option<u32> {
+    let b = digits.as_bytes();
+    if b.is_empty() || (b[0] == b'0' && b.len() > 1) || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    digits.parse().ok()
+}

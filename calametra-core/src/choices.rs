@@ -748,7 +748,7 @@ mod tests {
         .is_err());
         // A guest external applies only where it was taken.
         let log = vec![g.clone()];
-        assert!(unapplied(&[g.clone()], &log).is_empty());
+        assert!(unapplied(std::slice::from_ref(&g), &log).is_empty());
         let other = Event::GuestExternal {
             name: "unplug".into(),
             at_ns: 6_000,

@@ -103,7 +103,10 @@ fn the_baseline_is_the_default_run_and_replays_from_its_events() {
     assert_eq!(s.hash, r.hash, "a run's events must replay it");
 }
 
-fn loopback_driver(sim: &mut Sim, seen: Rc<RefCell<Vec<Result<Vec<u8>, TransferError>>>>) {
+/// What a transfer gave the driver.
+type Outcome = Result<Vec<u8>, TransferError>;
+
+fn loopback_driver(sim: &mut Sim, seen: Rc<RefCell<Vec<Outcome>>>) {
     let dev = sim.attach(Loopback::default());
     let iface = dev.interface();
     sim.spawn("driver", async move {
@@ -184,7 +187,7 @@ fn transfers_cross_the_bus_and_faults_apply_where_they_cross() {
         r.end_ns
     );
 
-    let cases: Vec<(&str, Fault, Result<Vec<u8>, TransferError>)> = vec![
+    let cases: Vec<(&str, Fault, Outcome)> = vec![
         ("ctrl.load#1", Fault::Stall, Err(TransferError::Stall)),
         ("ctrl.load#1", Fault::Timeout, Err(TransferError::Timeout)),
         ("ctrl.load#1", Fault::Short(2), Ok(vec![1, 2])),

@@ -32,14 +32,9 @@ pub(crate) struct DeviceSlot {
 
 /// Appends `<type>_<request>` in lowercase hex (`c0_0a`): a request no name is known for.
 fn push_hex_request(name: &mut String, request_type: u8, request: u8) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for (i, b) in [request_type, request].into_iter().enumerate() {
-        if i == 1 {
-            name.push('_');
-        }
-        name.push(char::from(HEX[usize::from(b >> 4)]));
-        name.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
+    crate::hex::push(name, &[request_type]);
+    name.push('_');
+    crate::hex::push(name, &[request]);
 }
 
 /// A device attached to a simulation. `Copy`, so scenarios can move it into several closures.

@@ -747,3 +747,14 @@ impl World {
         self.core.transfers.remove(xid);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// A request no name is known for is named by its type and request bytes in lowercase hex.
+    #[test]
+    fn a_nameless_request_is_named_in_hex() {
+        let mut name = String::from("ctrl.");
+        super::push_hex_request(&mut name, 0xc0, 0x0a);
+        assert_eq!(name, "ctrl.c0_0a");
+    }
+}

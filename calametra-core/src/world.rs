@@ -176,7 +176,12 @@ impl Core {
         *next_ev = 0;
         transfers.reset();
         site_table.reset();
-        *p = plan;
+        // The same plan as the previous run's (runs of a sweep or a spin): the bases keep the
+        // entries they found in it.
+        if *p != plan {
+            site_table.forget_plan();
+            *p = plan;
+        }
         *f = fault_set;
         sites.clear();
         marks.clear();
@@ -381,10 +386,11 @@ impl World {
     /// Offers waiting transfers of device `id` again until none makes progress.
     pub(crate) fn settle(&mut self, id: usize) {
         loop {
-            let waiting = self
-                .core
-                .transfers
-                .ids_where(|x| x.dev == id && matches!(x.state, XState::Waiting));
+            // Nothing waits (the usual case after an arrival): no scan of the table.
+            if !self.core.transfers.any_waiting() {
+                return;
+            }
+            let waiting = self.core.transfers.waiting_of(id);
             if waiting.is_empty() || !self.devices[id].attached {
                 return;
             }
@@ -521,7 +527,11 @@ impl World {
             }
             None => {
                 if let Some(x) = self.core.transfers.get_mut(xid) {
+                    let was_waiting = matches!(x.state, XState::Waiting);
                     x.state = XState::Waiting;
+                    if !was_waiting {
+                        self.core.transfers.note_waiting();
+                    }
                 }
                 false
             }

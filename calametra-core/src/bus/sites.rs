@@ -23,9 +23,9 @@ struct SiteBase {
     count: u32,
     /// Its crossings when the run's most recent anchor occurred.
     at_anchor: u32,
-    /// Whether `plan` holds the run's fault plan at this base (found at its first crossing
-    /// in a run with a plan).
-    plan_ready: bool,
+    /// The [`SiteTable::plan_epoch`] whose fault plan `plan` holds at this base (found at its
+    /// first crossing under that plan), or 0.
+    plan_epoch: u64,
     /// The plan's faults at this base: (occurrence, fault), in plan order.
     plan: Vec<(u32, Fault)>,
 }
@@ -42,6 +42,10 @@ pub(crate) struct SiteTable {
     slots: Vec<u32>,
     /// The bases counted in this run (count > 0), in first-crossing order.
     touched: Vec<u32>,
+    /// Names the fault plan the bases' `plan` entries were found in: it changes with the
+    /// plan ([`SiteTable::forget_plan`]), not with every run, so runs under one plan (a
+    /// seed sweep, a spin) look each base up in it once, not once a run.
+    plan_epoch: u64,
     /// Where a base's name is put together before it is looked up.
     pub(crate) scratch: String,
 }
@@ -58,6 +62,7 @@ impl Default for SiteTable {
             bases: Vec::new(),
             slots: vec![NO_BASE; 16],
             touched: Vec::new(),
+            plan_epoch: 1,
             scratch: String::with_capacity(48),
         }
     }
@@ -91,7 +96,6 @@ impl SiteTable {
             let b = &mut self.bases[i as usize];
             b.count = 0;
             b.at_anchor = 0;
-            b.plan_ready = false;
         }
         self.touched.clear();
         if self.bases.len() > MAX_KEPT_BASES {
@@ -130,7 +134,7 @@ impl SiteTable {
                     hash,
                     count: 0,
                     at_anchor: 0,
-                    plan_ready: false,
+                    plan_epoch: 0,
                     plan: Vec::new(),
                 });
                 self.slots[slot] = b;
@@ -219,16 +223,22 @@ impl SiteTable {
         s
     }
 
+    /// The plan the bases' entries were found in is not the run's: each base looks its
+    /// entries up again at its next crossing.
+    pub(crate) fn forget_plan(&mut self) {
+        self.plan_epoch += 1;
+    }
+
     /// The plan's fault at `site`: the plan's entry named `<base>#<n>`. A base's entries are
-    /// found once a run, at its first crossing (a range of the plan's sorted names), so a
-    /// crossing compares occurrence numbers, not names.
+    /// found once a plan (at its first crossing under it: a range of the plan's sorted names),
+    /// so a crossing compares occurrence numbers, not names.
     pub(super) fn planned(&mut self, plan: &FaultPlan, site: SiteId) -> Option<Fault> {
         if plan.faults.is_empty() {
             return None;
         }
         let base = &mut self.bases[site.base as usize];
-        if !base.plan_ready {
-            base.plan_ready = true;
+        if base.plan_epoch != self.plan_epoch {
+            base.plan_epoch = self.plan_epoch;
             base.plan.clear();
             let mut prefix = std::mem::take(&mut self.scratch);
             prefix.clear();
@@ -264,4 +274,36 @@ fn canonical_u32(digits: &str) -> Option<u32> {
         return None;
     }
     digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A base finds its plan entries once a plan: runs under the same plan keep them, a new
+    /// plan ([`SiteTable::forget_plan`]) has them found again.
+    #[test]
+    fn a_base_finds_its_plan_entries_again_only_under_a_new_plan() {
+        let mut t = SiteTable::default();
+        let run = |t: &mut SiteTable, plan: &FaultPlan| -> Vec<Option<Fault>> {
+            t.reset();
+            (0..3)
+                .map(|_| {
+                    t.scratch.clear();
+                    t.scratch.push_str("ctrl.load");
+                    let base = t.intern_scratch();
+                    let n = t.cross(base);
+                    t.planned(plan, SiteId { base, n })
+                })
+                .collect()
+        };
+        let a = FaultPlan::single("ctrl.load#2", Fault::Stall);
+        let b = FaultPlan::single("ctrl.load#1", Fault::Timeout);
+        assert_eq!(run(&mut t, &a), [None, Some(Fault::Stall), None]);
+        assert_eq!(run(&mut t, &a), [None, Some(Fault::Stall), None]);
+        t.forget_plan();
+        assert_eq!(run(&mut t, &b), [Some(Fault::Timeout), None, None]);
+        t.forget_plan();
+        assert_eq!(run(&mut t, &a), [None, Some(Fault::Stall), None]);
+    }
 }

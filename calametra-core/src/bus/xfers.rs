@@ -54,14 +54,19 @@ pub(crate) struct Xfer {
 const SLOT_BITS: u32 = 24;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 
-/// One slot of the [`XferTable`]: the id of the transfer it holds (or held last), the
-/// transfer, and while it is free, the next free slot (the free list runs through the slots:
-/// no vector of its own to grow).
+/// One slot of the [`XferTable`]: the id of the transfer it holds ([`FREE`] while it holds
+/// none), the transfer, and while it is free, the next free slot (the free list runs through
+/// the slots: no vector of its own to grow). A free slot keeps an emptied transfer (no payload,
+/// no result, no waker), so a new transfer is written into it field by field and collected
+/// from it by its result alone: a transfer (~150 bytes) is not moved into or out of the table.
 struct Slot {
     id: u64,
     next_free: u32,
-    x: Option<Xfer>,
+    x: Xfer,
 }
+
+/// The id of a free slot: no transfer has it (a run submits far fewer than 2^64 transfers).
+const FREE: u64 = u64::MAX;
 
 /// The end of the free list.
 const NO_SLOT: u32 = u32::MAX;
@@ -81,6 +86,11 @@ pub(crate) struct XferTable {
     /// The most recently freed slot (reused first), or [`NO_SLOT`].
     free: u32,
     submitted: u64,
+    /// At least the number of transfers waiting for their device ([`XState::Waiting`]): counted
+    /// up when one starts waiting ([`XferTable::note_waiting`]), recounted when they are looked
+    /// for ([`XferTable::waiting_of`]). While it is 0, offering waiting transfers again (after
+    /// every arrival) scans nothing.
+    waiting: u32,
     /// Spare payload buffers (emptied), at most [`MAX_SPARE_BYTES`].
     bytes: Vec<Vec<u8>>,
 }
@@ -97,6 +107,7 @@ impl Default for XferTable {
             slots: Vec::new(),
             free: NO_SLOT,
             submitted: 0,
+            waiting: 0,
             bytes: Vec::new(),
         }
     }
@@ -110,25 +121,25 @@ impl XferTable {
         self.submitted = 0;
     }
 
+    #[inline]
     pub(crate) fn get(&self, id: u64) -> Option<&Xfer> {
         self.slots
             .get((id & SLOT_MASK) as usize)
-            .filter(|s| s.id == id)?
-            .x
-            .as_ref()
+            .filter(|s| s.id == id)
+            .map(|s| &s.x)
     }
 
+    #[inline]
     pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut Xfer> {
         self.slots
             .get_mut((id & SLOT_MASK) as usize)
-            .filter(|s| s.id == id)?
-            .x
-            .as_mut()
+            .filter(|s| s.id == id)
+            .map(|s| &mut s.x)
     }
 
     /// Puts a new transfer in a free slot; returns its id (greater than every id before).
-    /// Inlined into `World::submit`, so the transfer is built in its slot, not built and then
-    /// copied there.
+    /// Inlined into `World::submit`, and a reused slot's transfer is written field by field, so
+    /// the transfer is built in its slot, not built and then copied there.
     #[inline(always)]
     pub(crate) fn insert(&mut self, x: Xfer) -> u64 {
         let seq = self.submitted;
@@ -138,7 +149,27 @@ impl XferTable {
                 let id = (seq << SLOT_BITS) | u64::from(self.free);
                 self.free = slot.next_free;
                 slot.id = id;
-                slot.x = Some(x);
+                let Xfer {
+                    dev,
+                    generation,
+                    kind,
+                    actor,
+                    site,
+                    fault,
+                    waker,
+                    state,
+                    deadline_set,
+                } = x;
+                let to = &mut slot.x;
+                to.dev = dev;
+                to.generation = generation;
+                to.kind = kind;
+                to.actor = actor;
+                to.site = site;
+                to.fault = fault;
+                to.waker = waker;
+                to.state = state;
+                to.deadline_set = deadline_set;
                 id
             }
             None => {
@@ -148,75 +179,108 @@ impl XferTable {
                 self.slots.push(Slot {
                     id,
                     next_free: NO_SLOT,
-                    x: Some(x),
+                    x,
                 });
                 id
             }
         }
     }
 
-    /// Removes a transfer.
-    pub(crate) fn remove(&mut self, id: u64) -> Option<Xfer> {
-        let i = id & SLOT_MASK;
-        let slot = self.slots.get_mut(i as usize).filter(|s| s.id == id)?;
-        let x = slot.x.take()?;
+    /// Frees slot `i` (which holds a transfer): its result is returned, its payload buffer kept
+    /// as a spare, its waker dropped.
+    #[inline]
+    fn free_slot(&mut self, i: usize) -> XState {
+        let slot = &mut self.slots[i];
+        slot.id = FREE;
         slot.next_free = self.free;
         self.free = i as u32;
-        Some(x)
+        let x = &mut slot.x;
+        x.waker = None;
+        x.fault = None;
+        let state = std::mem::replace(&mut x.state, XState::InFlight);
+        if let XKind::Control { data, .. } | XKind::Out { data, .. } =
+            std::mem::replace(&mut x.kind, XKind::TAKEN)
+        {
+            self.keep_bytes(data);
+        }
+        state
+    }
+
+    /// Removes a transfer; whether there was one.
+    pub(crate) fn remove(&mut self, id: u64) -> bool {
+        let i = (id & SLOT_MASK) as usize;
+        if !self.slots.get(i).is_some_and(|s| s.id == id) {
+            return false;
+        }
+        self.free_slot(i);
+        true
     }
 
     /// Removes a completed transfer and returns its result; `None` (and nothing removed) if
     /// it is not done.
     pub(crate) fn take_done(&mut self, id: u64) -> Option<Result<Vec<u8>, TransferError>> {
-        let i = id & SLOT_MASK;
-        let slot = self.slots.get_mut(i as usize).filter(|s| s.id == id)?;
-        let x = slot.x.as_mut()?;
-        if !matches!(x.state, XState::Done(_)) {
+        let i = (id & SLOT_MASK) as usize;
+        let slot = self.slots.get(i).filter(|s| s.id == id)?;
+        if !matches!(slot.x.state, XState::Done(_)) {
             return None;
         }
-        let XState::Done(r) = std::mem::replace(&mut x.state, XState::InFlight) else {
-            return None;
-        };
-        slot.x = None;
-        slot.next_free = self.free;
-        self.free = i as u32;
-        Some(r)
+        match self.free_slot(i) {
+            XState::Done(r) => Some(r),
+            _ => None,
+        }
     }
 
     /// A transfer polled by its future: `Ok` with its result, removed, when it is done;
     /// `Err(Some(x))` while it is not (the transfer, to note the waker in); `Err(None)` when
     /// there is no such transfer. One lookup ([`XferTable::take_done`] then
     /// [`XferTable::get_mut`] looked the slot up twice).
+    #[inline]
     pub(crate) fn poll(
         &mut self,
         id: u64,
     ) -> Result<Result<Vec<u8>, TransferError>, Option<&mut Xfer>> {
-        let i = id & SLOT_MASK;
-        let done = match self.slots.get(i as usize).filter(|s| s.id == id) {
-            Some(slot) => slot
-                .x
-                .as_ref()
-                .is_some_and(|x| matches!(x.state, XState::Done(_))),
+        let i = (id & SLOT_MASK) as usize;
+        let done = match self.slots.get(i).filter(|s| s.id == id) {
+            Some(slot) => matches!(slot.x.state, XState::Done(_)),
             None => return Err(None),
         };
         if !done {
-            return Err(self.slots[i as usize].x.as_mut());
+            return Err(Some(&mut self.slots[i].x));
         }
-        let slot = &mut self.slots[i as usize];
-        let Some(Xfer {
-            state: XState::Done(r),
-            kind,
-            ..
-        }) = slot.x.take()
-        else {
-            return Err(None);
-        };
-        slot.next_free = self.free;
-        self.free = i as u32;
-        if let XKind::Control { data, .. } | XKind::Out { data, .. } = kind {
-            self.keep_bytes(data);
+        match self.free_slot(i) {
+            XState::Done(r) => Ok(r),
+            _ => Err(None),
         }
-        Ok(r)
+    }
+
+    /// Notes that a transfer started waiting for its device.
+    #[inline]
+    pub(crate) fn note_waiting(&mut self) {
+        self.waiting = self.waiting.saturating_add(1);
+    }
+
+    /// Whether a transfer may be waiting for its device (none is while this is false).
+    #[inline]
+    pub(crate) fn any_waiting(&self) -> bool {
+        self.waiting > 0
+    }
+
+    /// The ids of device `dev`'s transfers waiting for it, in id order; recounts the waiting
+    /// transfers of every device.
+    pub(crate) fn waiting_of(&mut self, dev: usize) -> Vec<u64> {
+        let mut all = 0u32;
+        let mut ids = Vec::new();
+        for s in &self.slots {
+            if s.id != FREE && matches!(s.x.state, XState::Waiting) {
+                all += 1;
+                if s.x.dev == dev {
+                    ids.push(s.id);
+                }
+            }
+        }
+        self.waiting = all;
+        ids.sort_unstable();
+        ids
     }
 
     /// A buffer holding `data`: a spare one (no allocation once the table has spares), or a
@@ -248,7 +312,7 @@ impl XferTable {
         let mut ids: Vec<u64> = self
             .slots
             .iter()
-            .filter(|s| s.x.as_ref().is_some_and(&keep))
+            .filter(|s| s.id != FREE && keep(&s.x))
             .map(|s| s.id)
             .collect();
         ids.sort_unstable();
@@ -260,7 +324,8 @@ impl XferTable {
         let mut v: Vec<(&u64, &Xfer)> = self
             .slots
             .iter()
-            .filter_map(|s| Some((&s.id, s.x.as_ref()?)))
+            .filter(|s| s.id != FREE)
+            .map(|s| (&s.id, &s.x))
             .collect();
         v.sort_unstable_by_key(|(id, _)| **id);
         v.into_iter()
@@ -273,6 +338,7 @@ impl XferTable {
     pub(crate) fn clear(&mut self) {
         self.slots.clear();
         self.free = NO_SLOT;
+        self.waiting = 0;
     }
 }
 
@@ -319,9 +385,10 @@ mod tests {
                     assert_eq!(t.take_done(id), Some(Ok(vec![dev as u8])));
                 } else {
                     assert!(t.take_done(id).is_none(), "not done");
-                    assert_eq!(t.remove(id).map(|x| x.dev), Some(dev));
+                    assert_eq!(t.get(id).map(|x| x.dev), Some(dev));
+                    assert!(t.remove(id));
                 }
-                assert!(t.get(id).is_none() && t.remove(id).is_none());
+                assert!(t.get(id).is_none() && !t.remove(id));
                 gone.push(id);
             }
             let got: Vec<(u64, usize)> = t.iter().map(|(id, x)| (*id, x.dev)).collect();

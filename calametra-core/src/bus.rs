@@ -370,6 +370,7 @@ impl Core {
     /// Counts an occurrence of the base put together in `self.site_table.scratch` (by `name`,
     /// given the emptied buffer: no allocation) and returns the crossing; remembers it for site
     /// discovery (only then is its name built).
+    #[inline(always)]
     pub(crate) fn site(&mut self, name: impl FnOnce(&mut String), kind: &SiteKind) -> SiteId {
         let scratch = &mut self.site_table.scratch;
         scratch.clear();

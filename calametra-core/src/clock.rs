@@ -58,8 +58,17 @@ fn write_ns(out: &mut [u8; 32], ns: Nanos) -> usize {
                 // below 2^53 (at most 2^64 / 10^9 * 1000), so exactly an integer, and the
                 // shortest decimal of `m / 1000` is m's digits with a point before the last
                 // three, trailing zeros dropped.
-                let v = ns as f64 / scale as f64;
-                let m = (v * 1000.0).round() as u64;
+                //
+                // A whole number of thousandths of the unit (a time in whole microseconds shown
+                // in ms, the usual case) is that number: below 2^50, the f64 computation is
+                // within 1/4 of it and rounds to it, so it is taken without the floating point.
+                let milli = scale / 1000;
+                let m = if milli > 0 && ns < 1 << 50 && ns.is_multiple_of(milli) {
+                    ns / milli
+                } else {
+                    let v = ns as f64 / scale as f64;
+                    (v * 1000.0).round() as u64
+                };
                 put(crate::trace::decimal(m / 1000, &mut tmp), &mut at);
                 let mut frac = m % 1000;
                 if frac != 0 {
@@ -180,6 +189,13 @@ mod tests {
             rng.next_u64() >> (64 - bits)
         }));
         values.extend((0..2_000u64).map(|i| i * 500 + 1_000_000));
+        // Whole thousandths of a unit (taken without the floating point), about 2^50 too.
+        values.extend((0..20_000).map(|i| {
+            let milli = [1u64, 1_000, 1_000_000][i % 3];
+            (rng.next_u64() >> (14 + i % 50)) / milli * milli
+        }));
+        values.extend((0..2_000u64).flat_map(|i| [(1 << 50) - i * 1000, (1 << 50) + i * 1000]));
+        values.extend((1..2_000u64).map(|i| i * 1_000 + 1_000_000_000));
         for ns in values {
             assert_eq!(format_ns(ns), format_ns_with_f64_display(ns), "{ns}");
         }

@@ -4,14 +4,16 @@
 //! future dropped before completion cancels its transfer. Nothing here reads the wall clock.
 
 use crate::bus::{out_len, XKind};
-use crate::clock::nanos;
+use crate::clock::{nanos, Nanos};
 use crate::context::current;
 use crate::device::Device;
 use crate::world::{DeviceHandle, World};
 use calametra_usb::{ControlIn, ControlOut, Setup, TransferError, UsbInterface};
 use std::cell::RefCell;
-use std::future::{poll_fn, Future};
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 impl<D: Device> DeviceHandle<D> {
@@ -36,17 +38,53 @@ pub struct Interface {
     generation: u32,
 }
 
-struct CancelGuard<'a> {
-    world: &'a Rc<RefCell<World>>,
-    xid: u64,
-    armed: bool,
+/// A transfer's future: submits the transfer at its first poll (and notes its waker then, in
+/// one borrow of the world: [`World::submit_polled`]), then polls it until it completes. Dropped
+/// before completion, it cancels the transfer (the host gives up on it).
+struct Transfer<'a> {
+    iface: &'a Interface,
+    /// The transfer, until it is submitted.
+    kind: Option<XKind>,
+    timeout: Option<Duration>,
+    /// The submitted transfer's id and deadline.
+    submitted: Option<(u64, Option<Nanos>)>,
+    done: bool,
 }
 
-impl Drop for CancelGuard<'_> {
+impl Future for Transfer<'_> {
+    type Output = Result<Vec<u8>, TransferError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let mut w = this.iface.world.borrow_mut();
+        let r = match this.submitted {
+            Some((xid, deadline)) => w.poll_xfer(xid, deadline, cx.waker()),
+            None => {
+                let Some(kind) = this.kind.take() else {
+                    return Poll::Ready(Err(TransferError::Cancelled));
+                };
+                let deadline = this.timeout.map(|d| w.core.now.saturating_add(nanos(d)));
+                let (xid, r) = w.submit_polled(
+                    this.iface.dev,
+                    this.iface.generation,
+                    kind,
+                    deadline,
+                    cx.waker(),
+                );
+                this.submitted = Some((xid, deadline));
+                r
+            }
+        };
+        this.done = r.is_ready();
+        r
+    }
+}
+
+impl Drop for Transfer<'_> {
     fn drop(&mut self) {
-        if self.armed {
-            if let Ok(mut w) = self.world.try_borrow_mut() {
-                w.cancel(self.xid);
+        if let (Some((xid, _)), false) = (self.submitted, self.done) {
+            if let Ok(mut w) = self.iface.world.try_borrow_mut() {
+                w.cancel(xid);
             }
         }
     }
@@ -65,24 +103,14 @@ impl Interface {
         }
     }
 
-    async fn transfer(
-        &self,
-        kind: XKind,
-        timeout: Option<Duration>,
-    ) -> Result<Vec<u8>, TransferError> {
-        let (xid, deadline) = {
-            let mut w = self.world.borrow_mut();
-            let deadline = timeout.map(|d| w.core.now.saturating_add(nanos(d)));
-            (w.submit(self.dev, self.generation, kind), deadline)
-        };
-        let mut guard = CancelGuard {
-            world: &self.world,
-            xid,
-            armed: true,
-        };
-        let r = poll_fn(|cx| self.world.borrow_mut().poll_xfer(xid, deadline, cx.waker())).await;
-        guard.armed = false;
-        r
+    fn transfer(&self, kind: XKind, timeout: Option<Duration>) -> Transfer<'_> {
+        Transfer {
+            iface: self,
+            kind: Some(kind),
+            timeout,
+            submitted: None,
+            done: false,
+        }
     }
 
     /// A control IN transfer.

@@ -12,7 +12,7 @@ use crate::clock::Nanos;
 use crate::device::{DevCtx, Device, Effects, Reply};
 use crate::fault::{Arrival, Fault, SiteKind};
 use crate::fault::{FaultPlan, FaultSet};
-use crate::tasks::Tasks;
+use crate::tasks::{Tasks, Wakeup};
 use calametra_usb::TransferError;
 use std::any::Any;
 use std::cell::RefCell;
@@ -589,7 +589,53 @@ impl World {
         self.devices.len() - 1
     }
 
+    #[inline(never)]
     pub(crate) fn submit(&mut self, dev: usize, generation: u32, kind: XKind) -> u64 {
+        self.submit_waking(dev, generation, kind, None, false)
+    }
+
+    /// Submits a transfer and polls it once, as its future's first poll does (submit, then
+    /// [`World::poll_xfer`]): a transfer just submitted is not done, so its waker (and with a
+    /// deadline, the deadline's timer) is set as it is written into the table, without looking
+    /// it up again. Returns its id and what the poll gives.
+    pub(crate) fn submit_polled(
+        &mut self,
+        dev: usize,
+        generation: u32,
+        kind: XKind,
+        deadline: Option<Nanos>,
+        waker: &Waker,
+    ) -> (u64, Poll<Result<Vec<u8>, TransferError>>) {
+        if deadline.is_some_and(|d| self.core.now >= d) {
+            // Due at once (a zero timeout): the poll times it out.
+            let xid = self.submit(dev, generation, kind);
+            return (xid, self.poll_xfer(xid, deadline, waker));
+        }
+        let wake = self.tasks.wakeup(waker);
+        let timer = deadline.map(|d| {
+            let w = match &wake {
+                Wakeup::Task(id) => Wakeup::Task(*id),
+                Wakeup::Waker(w) => Wakeup::Waker(w.clone()),
+            };
+            (d, w)
+        });
+        let xid = self.submit_waking(dev, generation, kind, Some(wake), timer.is_some());
+        if let Some((d, w)) = timer {
+            self.core.push(d, Ev::Wake(w));
+        }
+        (xid, Poll::Pending)
+    }
+
+    /// Submits a transfer whose completion wakes `waker`.
+    #[inline(always)]
+    fn submit_waking(
+        &mut self,
+        dev: usize,
+        generation: u32,
+        kind: XKind,
+        waker: Option<Wakeup>,
+        deadline_set: bool,
+    ) -> u64 {
         // The site's base is put together in the site table's buffer (no allocation), its
         // name `<base>#<n>` only where it is written out as text.
         let (site, site_kind, bytes, ctrl) = match &kind {
@@ -649,9 +695,9 @@ impl World {
             actor,
             site,
             fault,
-            waker: None,
+            waker,
             state: XState::InFlight,
-            deadline_set: false,
+            deadline_set,
         });
         let at = self.core.now.saturating_add(latency);
         self.core.push(at, Ev::Arrive(xid));

@@ -209,7 +209,7 @@ impl XferTable {
     /// Removes a transfer; whether there was one.
     pub(crate) fn remove(&mut self, id: u64) -> bool {
         let i = (id & SLOT_MASK) as usize;
-        if !self.slots.get(i).is_some_and(|s| s.id == id) {
+        if self.slots.get(i).is_none_or(|s| s.id != id) {
             return false;
         }
         self.free_slot(i);

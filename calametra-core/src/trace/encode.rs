@@ -605,7 +605,11 @@ mod tests {
     fn new_strings_of_every_length_are_written_whole() {
         let mut v = V3::default();
         let words: Vec<String> = (0..=40)
-            .map(|n| (0..n).map(|i| (b'a' + (i * 7 + n) as u8 % 26) as char).collect())
+            .map(|n| {
+                (0..n)
+                    .map(|i| (b'a' + (i * 7 + n) as u8 % 26) as char)
+                    .collect()
+            })
             .collect();
         let mut want = Vec::new();
         for (i, w) in words.iter().enumerate() {

@@ -447,23 +447,45 @@ fn record_swarm(sim: &Sim) {
         }
         w.core.decide.swarm = Some(swarm);
     }
-    let Some(swarm) = w.core.decide.swarm.clone() else {
+    // The record is written from the decider's swarm where it is (no copy but the log's),
+    // each list's names on the stack (a swarm has at most six primitives and five families;
+    // a longer list, read from a file, is collected).
+    let core = &mut w.core;
+    let Some(swarm) = core.decide.swarm.as_ref() else {
         return;
     };
-    let now = w.core.now;
-    let faults: Vec<&str> = swarm.faults.iter().map(|k| k.as_str()).collect();
-    let sites: Vec<&str> = swarm.sites.iter().map(|f| f.as_str()).collect();
+    let mut kinds = [""; 6];
+    let many_kinds: Vec<&str>;
+    let faults: &[&str] = if swarm.faults.len() <= kinds.len() {
+        for (n, k) in kinds.iter_mut().zip(&swarm.faults) {
+            *n = k.as_str();
+        }
+        &kinds[..swarm.faults.len()]
+    } else {
+        many_kinds = swarm.faults.iter().map(|k| k.as_str()).collect();
+        &many_kinds
+    };
+    let mut families = [""; 5];
+    let many_families: Vec<&str>;
+    let sites: &[&str] = if swarm.sites.len() <= families.len() {
+        for (n, f) in families.iter_mut().zip(&swarm.sites) {
+            *n = f.as_str();
+        }
+        &families[..swarm.sites.len()]
+    } else {
+        many_families = swarm.sites.iter().map(|f| f.as_str()).collect();
+        &many_families
+    };
     let schedule = swarm.schedule.text();
-    w.core.trace.emit(now, "config", "swarm", true, |d| {
-        d.strs("faults", &faults)
-            .strs("sites", &sites)
+    core.trace.emit(core.now, "config", "swarm", true, |d| {
+        d.strs("faults", faults)
+            .strs("sites", sites)
             .u64("odds", u64::from(swarm.odds))
             .strs("externals", &swarm.externals)
             .str("schedule", &schedule);
     });
-    w.core.decide.log.push(Event::Swarm {
-        swarm: Box::new(swarm),
-    });
+    let logged = Box::new(swarm.clone());
+    core.decide.log.push(Event::Swarm { swarm: logged });
 }
 
 fn drive(sim: &mut Sim) -> Option<Failure> {

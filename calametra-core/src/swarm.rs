@@ -452,34 +452,71 @@ fn menu(rng: &mut ChaCha8Rng, n: usize) -> usize {
     (rng.next_u64() % n.max(1) as u64) as usize
 }
 
-/// Each of `all` on with odds `on_in_4`/4 (one draw each); when none of `allowed` came up, one
-/// of them.
-fn subset<T: Copy + PartialEq>(
-    rng: &mut ChaCha8Rng,
-    all: &[T],
-    allowed: &[T],
-    on_in_4: u64,
-) -> Vec<T> {
-    // One bit a member (the menus have 5 and 6): no list is built for the draws.
-    debug_assert!(all.len() <= 64);
+/// Each of `all` members on with odds `on_in_4`/4 (one draw each); when none of `allowed` (a
+/// set of members, bit `i` for `all[i]`) came up, one of them: the `k`th allowed member in
+/// `all` order for one more draw `k` (taken whatever came up). Sets as bits: no list is built
+/// for the draws, the set given or the members in between (the menus have 5 and 6).
+fn subset(rng: &mut ChaCha8Rng, all: usize, allowed: u64, on_in_4: u64) -> u64 {
+    debug_assert!(all <= 64);
     let mut bits = 0u64;
-    for i in 0..all.len() {
+    for i in 0..all {
         if rng.next_u64() % 4 < on_in_4 {
             bits |= 1 << i;
         }
     }
-    let fallback = menu(rng, allowed.len());
-    let on: Vec<T> = all
-        .iter()
-        .enumerate()
-        .filter(|&(i, x)| bits & (1 << i) != 0 && allowed.contains(x))
-        .map(|(_, x)| *x)
-        .collect();
-    if on.is_empty() && !allowed.is_empty() {
-        vec![allowed[fallback]]
+    let fallback = menu(rng, allowed.count_ones() as usize);
+    let on = bits & allowed;
+    if on == 0 && allowed != 0 {
+        nth_bit(allowed, fallback)
     } else {
         on
     }
+}
+
+/// The `k`th set bit of `bits` (from the lowest), alone.
+fn nth_bit(mut bits: u64, k: usize) -> u64 {
+    for _ in 0..k {
+        bits &= bits - 1;
+    }
+    bits & bits.wrapping_neg()
+}
+
+/// The members of `all` whose bit is set in `bits`, in `all` order (one allocation, none
+/// when empty).
+fn members<T: Copy>(all: &[T], bits: u64) -> Vec<T> {
+    let mut v = Vec::with_capacity(bits.count_ones() as usize);
+    v.extend(
+        all.iter()
+            .enumerate()
+            .filter(|&(i, _)| bits & (1 << i) != 0)
+            .map(|(_, x)| *x),
+    );
+    v
+}
+
+/// [`FaultSet::kinds`] as bits over [`FaultKind::ALL`].
+fn kind_bits(fault_set: &FaultSet) -> u64 {
+    match fault_set {
+        FaultSet::None => 0,
+        FaultSet::Transport | FaultSet::All => (1 << FaultKind::ALL.len()) - 1,
+        FaultSet::Only(kinds) => bits_of(&FaultKind::ALL, |k| kinds.contains(k)),
+    }
+}
+
+/// Bit `i` set where `keep(all[i])`.
+fn bits_of<T>(all: &[T], keep: impl Fn(&T) -> bool) -> u64 {
+    all.iter()
+        .enumerate()
+        .filter(|(_, x)| keep(x))
+        .fold(0, |b, (i, _)| b | 1 << i)
+}
+
+/// Whether `family` takes one of the kinds in `kinds` (bits over [`FaultKind::ALL`]).
+fn takes_any(family: SiteFamily, kinds: u64) -> bool {
+    FaultKind::ALL
+        .iter()
+        .enumerate()
+        .any(|(i, k)| kinds & (1 << i) != 0 && family.takes(*k))
 }
 
 impl Swarm {
@@ -510,15 +547,25 @@ impl Swarm {
         fault_set: &FaultSet,
         horizon: u64,
     ) -> Swarm {
-        let faults = subset(rng, &FaultKind::ALL, &fault_set.kinds(), 2);
-        let families: Vec<SiteFamily> = SiteFamily::ALL
-            .into_iter()
-            .filter(|f| faults.iter().any(|k| f.takes(*k)) && fault_set.reaches(*f))
-            .collect();
-        let mut sites = subset(rng, &SiteFamily::ALL, &families, 3);
-        if faults.is_empty() {
-            sites.clear();
+        // As bits until the two lists are made: what `FaultSet::kinds` and
+        // `FaultSet::reaches` answer, without a list for each question.
+        let kinds = kind_bits(fault_set);
+        let faults = subset(rng, FaultKind::ALL.len(), kinds, 2);
+        let families = bits_of(&SiteFamily::ALL, |f| {
+            takes_any(*f, faults)
+                && match fault_set {
+                    FaultSet::Transport => *f != SiteFamily::Transition,
+                    _ => takes_any(*f, kinds),
+                }
+        });
+        let mut sites = subset(rng, SiteFamily::ALL.len(), families, 3);
+        if faults == 0 {
+            sites = 0;
         }
+        let (faults, sites) = (
+            members(&FaultKind::ALL, faults),
+            members(&SiteFamily::ALL, sites),
+        );
         let odds = DENSITIES[menu(rng, DENSITIES.len())];
         let kind = STRATEGY_MENU[menu(rng, STRATEGY_MENU.len())];
         let param = rng.next_u64();
@@ -865,6 +912,81 @@ mod tests {
             switched > 40,
             "most change points fall inside 20 choices: {switched}"
         );
+    }
+
+    /// The swarm's first part as it was drawn with lists (the set's kinds, its families, each
+    /// subset), before the draw kept its sets as bits: the reference the bits must match.
+    fn draw_open_with_lists(seed: u64, fault_set: &FaultSet, horizon: u64) -> Swarm {
+        fn subset<T: Copy + PartialEq>(
+            rng: &mut ChaCha8Rng,
+            all: &[T],
+            allowed: &[T],
+            on_in_4: u64,
+        ) -> Vec<T> {
+            let bits: Vec<bool> = all.iter().map(|_| rng.next_u64() % 4 < on_in_4).collect();
+            let fallback = menu(rng, allowed.len());
+            let on: Vec<T> = all
+                .iter()
+                .zip(&bits)
+                .filter(|&(x, &b)| b && allowed.contains(x))
+                .map(|(x, _)| *x)
+                .collect();
+            if on.is_empty() && !allowed.is_empty() {
+                vec![allowed[fallback]]
+            } else {
+                on
+            }
+        }
+        let mut rng = stream(seed, StreamName::Swarm);
+        let faults = subset(&mut rng, &FaultKind::ALL, &fault_set.kinds(), 2);
+        let families: Vec<SiteFamily> = SiteFamily::ALL
+            .into_iter()
+            .filter(|f| faults.iter().any(|k| f.takes(*k)) && fault_set.reaches(*f))
+            .collect();
+        let mut sites = subset(&mut rng, &SiteFamily::ALL, &families, 3);
+        if faults.is_empty() {
+            sites.clear();
+        }
+        let mut s = Swarm::draw_open_from(&mut stream(seed, StreamName::Swarm), &FaultSet::None, 0);
+        s.faults = faults;
+        s.sites = sites;
+        let odds = DENSITIES[menu(&mut rng, DENSITIES.len())];
+        let kind = STRATEGY_MENU[menu(&mut rng, STRATEGY_MENU.len())];
+        let param = rng.next_u64();
+        s.odds = odds;
+        s.schedule = match kind {
+            Kind::Uniform => Strategy::Uniform,
+            Kind::Sticky => Strategy::Sticky {
+                keep_percent: STICKY_PERCENTS[(param % STICKY_PERCENTS.len() as u64) as usize],
+            },
+            Kind::Priority { spawn_order } => Strategy::priority_from(param, horizon, spawn_order),
+        };
+        s
+    }
+
+    #[test]
+    fn a_swarm_drawn_with_bits_is_the_swarm_drawn_with_lists() {
+        use FaultKind::*;
+        let sets = [
+            FaultSet::None,
+            FaultSet::Transport,
+            FaultSet::All,
+            FaultSet::Only(vec![]),
+            FaultSet::Only(vec![Stall]),
+            FaultSet::Only(vec![Delay, Stall, Delay]),
+            FaultSet::Only(vec![Timeout, Short, Corrupt]),
+            FaultSet::Only(vec![Disconnect, Delay]),
+        ];
+        for set in &sets {
+            for seed in 0..300 {
+                let (got, _) = Swarm::draw_open(seed, set, 24);
+                assert_eq!(
+                    got,
+                    draw_open_with_lists(seed, set, 24),
+                    "{set:?} seed {seed}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -382,9 +382,6 @@ const HASH_CHUNK: usize = 4096;
 pub struct Trace {
     seq: u64,
     hasher: Sha256,
-    /// Whether `hasher` has had bytes (a chunk was flushed): until then the hash is of
-    /// `enc.buf` alone, and a short one may be found in this thread's memo ([`memo`]).
-    fed: bool,
     /// The binary encoding; its `buf` holds deterministic records not yet fed to `hasher`.
     enc: V3,
     line: Vec<u8>,
@@ -404,7 +401,6 @@ impl Trace {
         Trace {
             seq: 0,
             hasher: Sha256::new(),
-            fed: false,
             enc,
             line: Vec::with_capacity(if keep { 256 } else { 0 }),
             kept: keep.then(Vec::new),
@@ -418,17 +414,13 @@ impl Trace {
         let Trace {
             seq,
             hasher,
-            fed,
             enc,
             line,
             kept,
             records,
         } = self;
         *seq = 0;
-        if *fed {
-            *hasher = Sha256::new();
-            *fed = false;
-        }
+        *hasher = Sha256::new();
         enc.clear();
         line.clear();
         if keep {
@@ -519,7 +511,6 @@ impl Trace {
     #[inline(never)]
     fn flush(&mut self) {
         self.hasher.update(&self.enc.buf);
-        self.fed = true;
         self.enc.buf.clear();
     }
 
@@ -541,9 +532,6 @@ impl Trace {
     /// The hash (version [`HASH_VERSION`]) of the deterministic records so far (the trace goes
     /// on).
     pub fn hash(&self) -> TraceHash {
-        if !self.fed {
-            return TraceHash(memo::sha256(&self.enc.buf));
-        }
         let mut h = self.hasher.clone();
         h.update(&self.enc.buf);
         TraceHash(h.finalize().into())
@@ -611,7 +599,6 @@ pub fn encode_records<'a>(
 }
 
 mod encode;
-mod memo;
 mod read;
 use encode::{push_hex, Node, Sink, V3};
 pub use read::*;

@@ -128,7 +128,7 @@ impl<'a> Data<'a> {
         }
     }
     /// A string field.
-    #[inline]
+    #[inline(always)]
     pub fn str(&mut self, k: &str, v: &str) -> &mut Self {
         self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
@@ -141,7 +141,7 @@ impl<'a> Data<'a> {
     }
     /// A site name field, `<base>#<n>`, given by its parts: the same record as
     /// `str(k, "<base>#<n>")`, without building the name unless the line is kept.
-    #[inline]
+    #[inline(always)]
     pub fn site(&mut self, k: &str, base: &str, n: u64) -> &mut Self {
         self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
@@ -153,7 +153,7 @@ impl<'a> Data<'a> {
         self
     }
     /// An unsigned integer field.
-    #[inline]
+    #[inline(always)]
     pub fn u64(&mut self, k: &str, v: u64) -> &mut Self {
         self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
@@ -165,7 +165,7 @@ impl<'a> Data<'a> {
         self
     }
     /// A signed integer field.
-    #[inline]
+    #[inline(always)]
     pub fn i64(&mut self, k: &str, v: i64) -> &mut Self {
         self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
@@ -182,7 +182,7 @@ impl<'a> Data<'a> {
         self
     }
     /// A boolean field.
-    #[inline]
+    #[inline(always)]
     pub fn bool(&mut self, k: &str, v: bool) -> &mut Self {
         self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
@@ -194,7 +194,7 @@ impl<'a> Data<'a> {
         self
     }
     /// Bytes as lowercase hex.
-    #[inline]
+    #[inline(always)]
     pub fn hex(&mut self, k: &str, v: &[u8]) -> &mut Self {
         self.key(k);
         self.hex_value(v);
@@ -211,7 +211,7 @@ impl<'a> Data<'a> {
     }
     /// Bytes of a payload: hex when short, else length, head and a digest so the hash still
     /// covers every byte without putting megabytes in a line.
-    #[inline]
+    #[inline(always)]
     pub fn payload(&mut self, k: &str, v: &[u8]) -> &mut Self {
         if v.len() <= 64 {
             return self.hex(k, v);

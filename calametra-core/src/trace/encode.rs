@@ -215,11 +215,40 @@ impl V3 {
         // `bias` is 0 or 1 (a key): one byte; a length under 128 is one byte too.
         debug_assert!(bias <= 1);
         let buf = &mut self.buf;
-        if s.len() < 0x80 {
-            buf.extend_from_slice(&[bias as u8, s.len() as u8]);
+        let n = s.len();
+        if n <= 16 {
+            // Most strings are short: written as a fixed 18 bytes (code, length, room for 16)
+            // cut to size, the string copied as two overlapping pieces, with no call to copy.
+            let at = buf.len();
+            buf.extend_from_slice(&[0; 18]);
+            let out = &mut buf[at..at + 18];
+            out[0] = bias as u8;
+            out[1] = n as u8;
+            let out = &mut out[2..];
+            match n {
+                0 => {}
+                1..=3 => {
+                    out[0] = s[0];
+                    out[n / 2] = s[n / 2];
+                    out[n - 1] = s[n - 1];
+                }
+                4..=7 => {
+                    out[..4].copy_from_slice(&s[..4]);
+                    out[n - 4..n].copy_from_slice(&s[n - 4..]);
+                }
+                _ => {
+                    out[..8].copy_from_slice(&s[..8]);
+                    out[n - 8..n].copy_from_slice(&s[n - 8..]);
+                }
+            }
+            buf.truncate(at + 2 + n);
+            return;
+        }
+        if n < 0x80 {
+            buf.extend_from_slice(&[bias as u8, n as u8]);
         } else {
             buf.push(bias as u8);
-            enc_uint(buf, s.len() as u64);
+            enc_uint(buf, n as u64);
         }
         buf.extend_from_slice(s);
     }
@@ -568,6 +597,29 @@ mod tests {
         for w in &words {
             assert_eq!(site_parts(w), by_last_hash(w), "{w:?}");
         }
+    }
+
+    /// A new string of every length up to past the short path's 16 bytes is written as its
+    /// code, length and bytes, and then referred to by its index.
+    #[test]
+    fn new_strings_of_every_length_are_written_whole() {
+        let mut v = V3::default();
+        let words: Vec<String> = (0..=40)
+            .map(|n| {
+                (0..n)
+                    .map(|i| (b'a' + (i * 7 + n) as u8 % 26) as char)
+                    .collect()
+            })
+            .collect();
+        let mut want = Vec::new();
+        for (i, w) in words.iter().enumerate() {
+            v.key(w);
+            want.extend_from_slice(&[1, w.len() as u8]);
+            want.extend_from_slice(w.as_bytes());
+            v.key(w);
+            want.push(i as u8 + 2);
+        }
+        assert_eq!(v.buf, want);
     }
 
     #[test]

@@ -454,28 +454,15 @@ fn record_swarm(sim: &Sim) {
     let Some(swarm) = core.decide.swarm.as_ref() else {
         return;
     };
-    let mut kinds = [""; 6];
-    let many_kinds: Vec<&str>;
-    let faults: &[&str] = if swarm.faults.len() <= kinds.len() {
-        for (n, k) in kinds.iter_mut().zip(&swarm.faults) {
-            *n = k.as_str();
-        }
-        &kinds[..swarm.faults.len()]
-    } else {
-        many_kinds = swarm.faults.iter().map(|k| k.as_str()).collect();
-        &many_kinds
-    };
-    let mut families = [""; 5];
-    let many_families: Vec<&str>;
-    let sites: &[&str] = if swarm.sites.len() <= families.len() {
-        for (n, f) in families.iter_mut().zip(&swarm.sites) {
-            *n = f.as_str();
-        }
-        &families[..swarm.sites.len()]
-    } else {
-        many_families = swarm.sites.iter().map(|f| f.as_str()).collect();
-        &many_families
-    };
+    let (mut kinds, mut many_kinds) = ([""; 6], Vec::new());
+    let faults = names_of(&swarm.faults, |k| k.as_str(), &mut kinds, &mut many_kinds);
+    let (mut families, mut many_families) = ([""; 5], Vec::new());
+    let sites = names_of(
+        &swarm.sites,
+        |f| f.as_str(),
+        &mut families,
+        &mut many_families,
+    );
     let schedule = swarm.schedule.text();
     core.trace.emit(core.now, "config", "swarm", true, |d| {
         d.strs("faults", faults)
@@ -486,6 +473,24 @@ fn record_swarm(sim: &Sim) {
     });
     let logged = Box::new(swarm.clone());
     core.decide.log.push(Event::Swarm { swarm: logged });
+}
+
+/// `items`' names, in `buf` when they fit (no allocation), else collected into `spill`.
+fn names_of<'a, T, const N: usize>(
+    items: &'a [T],
+    name: fn(&'a T) -> &'a str,
+    buf: &'a mut [&'a str; N],
+    spill: &'a mut Vec<&'a str>,
+) -> &'a [&'a str] {
+    if items.len() <= N {
+        for (n, item) in buf.iter_mut().zip(items) {
+            *n = name(item);
+        }
+        &buf[..items.len()]
+    } else {
+        spill.extend(items.iter().map(name));
+        spill
+    }
 }
 
 fn drive(sim: &mut Sim) -> Option<Failure> {

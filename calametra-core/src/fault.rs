@@ -316,6 +316,14 @@ impl SiteFamily {
             _ => true,
         }
     }
+
+    /// Whether this family takes one of `kinds` (bits over [`FaultKind::ALL`]).
+    pub(crate) fn takes_any(self, kinds: u64) -> bool {
+        FaultKind::ALL
+            .iter()
+            .enumerate()
+            .any(|(i, k)| kinds & (1 << i) != 0 && self.takes(*k))
+    }
 }
 
 impl fmt::Display for SiteFamily {
@@ -358,22 +366,40 @@ impl FaultSet {
 
     /// The primitives this set explores somewhere, in [`FaultKind::ALL`] order.
     pub fn kinds(&self) -> Vec<FaultKind> {
+        let bits = self.kind_bits();
+        FaultKind::ALL
+            .into_iter()
+            .enumerate()
+            .filter(|&(i, _)| bits & (1 << i) != 0)
+            .map(|(_, k)| k)
+            .collect()
+    }
+
+    /// [`FaultSet::kinds`] as bits: bit `i` for `FaultKind::ALL[i]` (no list built; a seeded
+    /// run's swarm asks every run).
+    pub(crate) fn kind_bits(&self) -> u64 {
         match self {
-            FaultSet::None => Vec::new(),
-            FaultSet::Transport | FaultSet::All => FaultKind::ALL.to_vec(),
+            FaultSet::None => 0,
+            FaultSet::Transport | FaultSet::All => (1 << FaultKind::ALL.len()) - 1,
             FaultSet::Only(kinds) => FaultKind::ALL
-                .into_iter()
-                .filter(|k| kinds.contains(k))
-                .collect(),
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| kinds.contains(k))
+                .fold(0, |b, (i, _)| b | 1 << i),
         }
     }
 
     /// Whether this set explores faults at sites of `family` at all (a transport set leaves
     /// transitions alone).
     pub fn reaches(&self, family: SiteFamily) -> bool {
+        self.reaches_with(family, self.kind_bits())
+    }
+
+    /// [`FaultSet::reaches`] given this set's [`FaultSet::kind_bits`].
+    pub(crate) fn reaches_with(&self, family: SiteFamily, kind_bits: u64) -> bool {
         match self {
             FaultSet::Transport => family != SiteFamily::Transition,
-            _ => self.kinds().into_iter().any(|k| family.takes(k)),
+            _ => family.takes_any(kind_bits),
         }
     }
 

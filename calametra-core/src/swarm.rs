@@ -494,29 +494,12 @@ fn members<T: Copy>(all: &[T], bits: u64) -> Vec<T> {
     v
 }
 
-/// [`FaultSet::kinds`] as bits over [`FaultKind::ALL`].
-fn kind_bits(fault_set: &FaultSet) -> u64 {
-    match fault_set {
-        FaultSet::None => 0,
-        FaultSet::Transport | FaultSet::All => (1 << FaultKind::ALL.len()) - 1,
-        FaultSet::Only(kinds) => bits_of(&FaultKind::ALL, |k| kinds.contains(k)),
-    }
-}
-
 /// Bit `i` set where `keep(all[i])`.
 fn bits_of<T>(all: &[T], keep: impl Fn(&T) -> bool) -> u64 {
     all.iter()
         .enumerate()
         .filter(|(_, x)| keep(x))
         .fold(0, |b, (i, _)| b | 1 << i)
-}
-
-/// Whether `family` takes one of the kinds in `kinds` (bits over [`FaultKind::ALL`]).
-fn takes_any(family: SiteFamily, kinds: u64) -> bool {
-    FaultKind::ALL
-        .iter()
-        .enumerate()
-        .any(|(i, k)| kinds & (1 << i) != 0 && family.takes(*k))
 }
 
 impl Swarm {
@@ -549,14 +532,10 @@ impl Swarm {
     ) -> Swarm {
         // As bits until the two lists are made: what `FaultSet::kinds` and
         // `FaultSet::reaches` answer, without a list for each question.
-        let kinds = kind_bits(fault_set);
+        let kinds = fault_set.kind_bits();
         let faults = subset(rng, FaultKind::ALL.len(), kinds, 2);
         let families = bits_of(&SiteFamily::ALL, |f| {
-            takes_any(*f, faults)
-                && match fault_set {
-                    FaultSet::Transport => *f != SiteFamily::Transition,
-                    _ => takes_any(*f, kinds),
-                }
+            f.takes_any(faults) && fault_set.reaches_with(*f, kinds)
         });
         let mut sites = subset(rng, SiteFamily::ALL.len(), families, 3);
         if faults == 0 {

@@ -93,6 +93,7 @@ impl Wake for TaskWaker {
 
 /// Whom a timer wakes: a task of this run by its id (a task's own timer, registered without
 /// cloning its waker) or any other waker (a combinator's, one from outside the table).
+#[derive(Clone)]
 pub(crate) enum Wakeup {
     Task(usize),
     Waker(Waker),

@@ -612,13 +612,7 @@ impl World {
             return (xid, self.poll_xfer(xid, deadline, waker));
         }
         let wake = self.tasks.wakeup(waker);
-        let timer = deadline.map(|d| {
-            let w = match &wake {
-                Wakeup::Task(id) => Wakeup::Task(*id),
-                Wakeup::Waker(w) => Wakeup::Waker(w.clone()),
-            };
-            (d, w)
-        });
+        let timer = deadline.map(|d| (d, wake.clone()));
         let xid = self.submit_waking(dev, generation, kind, Some(wake), timer.is_some());
         if let Some((d, w)) = timer {
             self.core.push(d, Ev::Wake(w));

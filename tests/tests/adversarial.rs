@@ -384,6 +384,12 @@ fn a_relative_cargo_target_dir_puts_traces_in_the_binarys_target_directory() {
         .args(["--exact", "unplugged::finds::still_plugged"]));
     assert_eq!(code, Some(0), "{out}");
     assert!(!cwd.path().join("relative-target").exists(), "{out}");
-    let written: Vec<_> = std::fs::read_dir(&traces).unwrap().collect();
-    assert_eq!(written.len(), 1, "{written:?}");
+    // Other tests' runs of this binary may be writing here at the same time (an atomic write's
+    // `.calametra-*.tmp` is seen mid-way): the trace files are what count.
+    let written: Vec<_> = std::fs::read_dir(&traces)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".jsonl"))
+        .collect();
+    assert!(!written.is_empty(), "no trace in {}", traces.display());
 }

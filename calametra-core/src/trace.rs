@@ -109,105 +109,88 @@ pub const HASH_VERSIONS: &[u64] = &[1, 2, 3];
 /// The builder for a record's `data` object. Keys are written in the order they are added, to
 /// the binary encoding (when the record is hashed) and the JSON text (when it is kept).
 pub struct Data<'a> {
-    bin: Option<&'a mut V3>,
+    /// The binary encoding: the trace's when the record is deterministic, else one whose bytes
+    /// are thrown away (so a field writes to it without asking whether it is wanted).
+    bin: &'a mut V3,
     json: Option<&'a mut Vec<u8>>,
     first: bool,
 }
 
 // The binary side of every field is inlined into the caller (a literal key or value then costs
 // no hashing of its bytes: the table's probe words are constants); the JSON side, wanted only
-// when lines are kept, stays out of line.
+// when lines are kept, stays out of line, behind one test a field.
 impl<'a> Data<'a> {
-    #[inline(always)]
-    fn key(&mut self, k: &str) {
-        if let Some(json) = self.json.as_deref_mut() {
-            json_key(json, &mut self.first, k);
-        }
-        if let Some(bin) = self.bin.as_deref_mut() {
-            bin.key(k);
-        }
-    }
     /// A string field.
     #[inline(always)]
     pub fn str(&mut self, k: &str, v: &str) -> &mut Self {
-        self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
+            json_key(json, &mut self.first, k);
             push_json_bytes(json, v);
         }
-        if let Some(bin) = self.bin.as_deref_mut() {
-            bin.str(v);
-        }
+        self.bin.key(k);
+        self.bin.str(v);
         self
     }
     /// A site name field, `<base>#<n>`, given by its parts: the same record as
     /// `str(k, "<base>#<n>")`, without building the name unless the line is kept.
     #[inline(always)]
     pub fn site(&mut self, k: &str, base: &str, n: u64) -> &mut Self {
-        self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
+            json_key(json, &mut self.first, k);
             json_site(json, base, n);
         }
-        if let Some(bin) = self.bin.as_deref_mut() {
-            bin.site(base, n);
-        }
+        self.bin.key(k);
+        self.bin.site(base, n);
         self
     }
     /// An unsigned integer field.
     #[inline(always)]
     pub fn u64(&mut self, k: &str, v: u64) -> &mut Self {
-        self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
+            json_key(json, &mut self.first, k);
             push_u64(json, v);
         }
-        if let Some(bin) = self.bin.as_deref_mut() {
-            bin.uint(v);
-        }
+        self.bin.key(k);
+        self.bin.uint(v);
         self
     }
     /// A signed integer field.
     #[inline(always)]
     pub fn i64(&mut self, k: &str, v: i64) -> &mut Self {
-        self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
+            json_key(json, &mut self.first, k);
             push_i64(json, v);
         }
-        if let Some(bin) = self.bin.as_deref_mut() {
-            // A non-negative i64 is the same JSON as a u64, so it encodes as one.
-            if v < 0 {
-                bin.neg(v.unsigned_abs());
-            } else {
-                bin.uint(v.unsigned_abs());
-            }
+        self.bin.key(k);
+        // A non-negative i64 is the same JSON as a u64, so it encodes as one.
+        if v < 0 {
+            self.bin.neg(v.unsigned_abs());
+        } else {
+            self.bin.uint(v.unsigned_abs());
         }
         self
     }
     /// A boolean field.
     #[inline(always)]
     pub fn bool(&mut self, k: &str, v: bool) -> &mut Self {
-        self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
+            json_key(json, &mut self.first, k);
             json.extend_from_slice(if v { b"true" } else { b"false" });
         }
-        if let Some(bin) = self.bin.as_deref_mut() {
-            bin.bool(v);
-        }
+        self.bin.key(k);
+        self.bin.bool(v);
         self
     }
     /// Bytes as lowercase hex.
     #[inline(always)]
     pub fn hex(&mut self, k: &str, v: &[u8]) -> &mut Self {
-        self.key(k);
-        self.hex_value(v);
-        self
-    }
-    #[inline(always)]
-    fn hex_value(&mut self, v: &[u8]) {
         if let Some(json) = self.json.as_deref_mut() {
+            json_key(json, &mut self.first, k);
             json_hex(json, v);
         }
-        if let Some(bin) = self.bin.as_deref_mut() {
-            bin.hex(v);
-        }
+        self.bin.key(k);
+        self.bin.hex(v);
+        self
     }
     /// Bytes of a payload: hex when short, else length, head and a digest so the hash still
     /// covers every byte without putting megabytes in a line.
@@ -220,35 +203,29 @@ impl<'a> Data<'a> {
     }
     #[inline(never)]
     fn long_payload(&mut self, k: &str, v: &[u8]) -> &mut Self {
-        self.key(k);
         let digest = Sha256::digest(v);
         if let Some(json) = self.json.as_deref_mut() {
+            json_key(json, &mut self.first, k);
             json.extend_from_slice(b"{\"head\":");
-        }
-        if let Some(bin) = self.bin.as_deref_mut() {
-            bin.object();
-            bin.key("head");
-        }
-        self.hex_value(&v[..32]);
-        if let Some(json) = self.json.as_deref_mut() {
+            json_hex(json, &v[..32]);
             json.extend_from_slice(b",\"sha256\":");
-        }
-        if let Some(bin) = self.bin.as_deref_mut() {
-            bin.key("sha256");
-        }
-        self.hex_value(&digest[..16]);
-        if let Some(json) = self.json.as_deref_mut() {
+            json_hex(json, &digest[..16]);
             json.push(b'}');
         }
-        if let Some(bin) = self.bin.as_deref_mut() {
-            bin.end();
-        }
+        let bin = &mut *self.bin;
+        bin.key(k);
+        bin.object();
+        bin.key("head");
+        bin.hex(&v[..32]);
+        bin.key("sha256");
+        bin.hex(&digest[..16]);
+        bin.end();
         self
     }
     /// A list of strings.
     pub fn strs<S: AsRef<str>>(&mut self, k: &str, v: &[S]) -> &mut Self {
-        self.key(k);
         if let Some(json) = self.json.as_deref_mut() {
+            json_key(json, &mut self.first, k);
             json.push(b'[');
             for (i, s) in v.iter().enumerate() {
                 if i > 0 {
@@ -258,11 +235,11 @@ impl<'a> Data<'a> {
             }
             json.push(b']');
         }
-        if let Some(bin) = self.bin.as_deref_mut() {
-            bin.array(v.len());
-            for s in v {
-                bin.str(s.as_ref());
-            }
+        let bin = &mut *self.bin;
+        bin.key(k);
+        bin.array(v.len());
+        for s in v {
+            bin.str(s.as_ref());
         }
         self
     }
@@ -273,13 +250,12 @@ impl<'a> Data<'a> {
             Ok(n) => n,
             Err(_) => return self.str(k, json),
         };
-        self.key(k);
         if let Some(out) = self.json.as_deref_mut() {
+            json_key(out, &mut self.first, k);
             out.extend_from_slice(json.trim().as_bytes());
         }
-        if let Some(bin) = self.bin.as_deref_mut() {
-            node.encode(bin);
-        }
+        self.bin.key(k);
+        node.encode(self.bin);
         self
     }
 }
@@ -384,6 +360,9 @@ pub struct Trace {
     hasher: Sha256,
     /// The binary encoding; its `buf` holds deterministic records not yet fed to `hasher`.
     enc: V3,
+    /// Where a non-deterministic record's fields are encoded when its line is kept: emptied
+    /// after each (no memory until a trace keeps one).
+    discard: V3,
     line: Vec<u8>,
     kept: Option<Vec<String>>,
     records: u64,
@@ -402,6 +381,7 @@ impl Trace {
             seq: 0,
             hasher: Sha256::new(),
             enc,
+            discard: V3::default(),
             line: Vec::with_capacity(if keep { 256 } else { 0 }),
             kept: keep.then(Vec::new),
             records: 0,
@@ -415,6 +395,7 @@ impl Trace {
             seq,
             hasher,
             enc,
+            discard: _,
             line,
             kept,
             records,
@@ -460,11 +441,18 @@ impl Trace {
             self.begin_line(t_ns, kind, actor, deterministic);
         }
         fill(&mut Data {
-            bin: deterministic.then_some(&mut self.enc),
+            bin: if deterministic {
+                &mut self.enc
+            } else {
+                &mut self.discard
+            },
             json: keep.then_some(&mut self.line),
             first: true,
         });
-        if deterministic {
+        if !deterministic {
+            // Only kept lines wanted this record's fields.
+            self.discard.clear();
+        } else {
             self.enc.end();
             self.seq += 1;
             if self.enc.buf.len() >= HASH_CHUNK {

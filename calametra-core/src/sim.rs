@@ -692,9 +692,9 @@ fn label_switch(core: &mut Core, at: usize, task: &str) {
             label.push_str(" runs");
         } else {
             label.push(':');
-            for (i, s) in sites.iter().enumerate() {
+            for (i, &s) in sites.iter().enumerate() {
                 label.push_str(if i == 0 { " " } else { ", " });
-                label.push_str(s);
+                core.site_table.push_short_name(s, &mut label);
             }
         }
         *what = Some(label);

@@ -224,11 +224,6 @@ pub(crate) struct Core {
     pub(crate) actor: Rc<str>,
     /// The actor name `sim`, allocated once.
     pub(crate) sim_actor: Rc<str>,
-    /// Sites submitted during the current task poll (to name a schedule choice; their names
-    /// are written only into that label, not built one by one).
-    pub(crate) poll_sites: Vec<SiteId>,
-    /// Whether the current poll follows a non-default pick (only then are its sites named).
-    pub(crate) label_poll: bool,
     pub(crate) timing: Timing,
     pub(crate) record_sites: bool,
     /// What the run reached, for a guided sweep (`RunConfig::coverage`): `None` when off.
@@ -265,8 +260,6 @@ impl Core {
             gap: None,
             actor: sim.clone(),
             sim_actor: sim,
-            poll_sites: Vec::new(),
-            label_poll: false,
             timing: Timing::default(),
             record_sites: false,
             coverage: None,

@@ -80,7 +80,12 @@ fn lazy(
     name: StreamName,
 ) -> Option<&mut ChaCha8Rng> {
     let seed = seed?;
-    Some(slots[slot(name)].get_or_insert_with(|| stream(seed, name)))
+    let s = &mut slots[slot(name)];
+    if s.is_none() {
+        // Built in its slot (`stream` is inlined): the generator is some 300 bytes.
+        *s = Some(stream(seed, name));
+    }
+    s.as_mut()
 }
 
 /// The number of fixed streams ([`StreamName`]'s variants).
@@ -201,6 +206,9 @@ pub(crate) struct DeciderState {
     pub(crate) task_choices: u64,
     /// `RunConfig::strategy`: a seeded run's strategy, whatever its swarm says.
     pub(crate) forced: Option<Strategy>,
+    /// The texts of the strategies swarms drew ([`DeciderState::strategy_text`]), each
+    /// written once a thread (a scenario's swarms draw a dozen or so); kept from run to run.
+    texts: Vec<(Strategy, Box<str>)>,
 }
 
 impl DeciderState {
@@ -228,6 +236,7 @@ impl DeciderState {
             priorities: Priorities::default(),
             task_choices: 0,
             forced: None,
+            texts: Vec::new(),
         }
     }
 
@@ -258,6 +267,7 @@ impl DeciderState {
             priorities,
             task_choices,
             forced,
+            texts,
         } = self;
         *source = Source::Default;
         *seed = None;
@@ -304,6 +314,9 @@ impl DeciderState {
         priorities.reset();
         *task_choices = 0;
         *forced = None;
+        if texts.len() > KEPT_NAMES {
+            texts.clear();
+        }
     }
 }
 
@@ -420,45 +433,70 @@ impl DeciderState {
         }
     }
 
+    /// Where the text of strategy `s` (what [`Strategy::text`] writes) is kept, for
+    /// [`DeciderState::text_at`]: written on its first use on this thread, not once a run
+    /// (every swarm run writes its strategy in its `config` record).
+    pub(crate) fn strategy_text(&mut self, s: Strategy) -> usize {
+        match self.texts.iter().position(|(k, _)| *k == s) {
+            Some(i) => i,
+            None => {
+                self.texts.push((s, Box::from(&*s.text())));
+                self.texts.len() - 1
+            }
+        }
+    }
+
+    /// The strategy text kept at `i` ([`DeciderState::strategy_text`]).
+    pub(crate) fn text_at(&self, i: usize) -> &str {
+        self.texts.get(i).map_or("", |(_, t)| t)
+    }
+
     /// The `swarm` stream where [`DeciderState::open_swarm`] left it (`None` before).
     pub(crate) fn swarm_stream(&mut self) -> Option<&mut ChaCha8Rng> {
         self.streams[slot(StreamName::Swarm)].as_mut()
     }
 
     /// Picks one of `n` options (simultaneous events) at scheduling point `point`; logs a
-    /// non-default pick.
+    /// non-default pick. Inlined: most points offer one option, and take it without a call.
+    #[inline(always)]
     pub(crate) fn schedule(
         &mut self,
         point: u64,
         n: usize,
         what: impl FnOnce(usize) -> String,
     ) -> usize {
+        if n <= 1 {
+            return 0;
+        }
         self.schedule_among(point, n, None, what)
     }
 
-    /// Picks one of `n` ready tasks at scheduling point `point` (`id_of(i)`: the task id of
-    /// option `i`); logs a non-default pick.
+    /// Picks one of the ready tasks `ids` (option `i` is task `ids[i]`) at scheduling point
+    /// `point`; logs a non-default pick. Inlined as [`DeciderState::schedule`] is.
+    #[inline(always)]
     pub(crate) fn schedule_task(
         &mut self,
         point: u64,
-        n: usize,
-        id_of: &dyn Fn(usize) -> usize,
+        ids: &[usize],
         what: impl FnOnce(usize) -> String,
     ) -> usize {
-        self.schedule_among(point, n, Some(id_of), what)
+        if ids.len() <= 1 {
+            return 0;
+        }
+        self.schedule_among(point, ids.len(), Some(ids), what)
     }
 
     fn schedule_among(
         &mut self,
         point: u64,
         n: usize,
-        id_of: Option<&dyn Fn(usize) -> usize>,
+        ids: Option<&[usize]>,
         what: impl FnOnce(usize) -> String,
     ) -> usize {
         if n <= 1 {
             return 0;
         }
-        if id_of.is_some() {
+        if ids.is_some() {
             self.task_choices += 1;
         }
         let strategy = match (&self.swarm, self.forced) {
@@ -468,20 +506,19 @@ impl DeciderState {
         };
         let mut replayed_anchor = None;
         let pick = match lazy(&mut self.streams, self.seed, StreamName::Schedule) {
-            Some(rng) => match (strategy, id_of) {
+            Some(rng) => match (strategy, ids) {
                 (
                     Strategy::Priority {
                         depth,
                         horizon,
                         spawn_order,
                     },
-                    Some(id_of),
-                ) => self.priorities.pick(
+                    Some(ids),
+                ) => self.priorities.pick_ids(
                     rng,
                     (depth, horizon, spawn_order),
                     self.task_choices - 1,
-                    n,
-                    id_of,
+                    ids,
                 ),
                 _ => strategy.pick(rng, n),
             },

@@ -161,8 +161,6 @@ impl Core {
             gap,
             actor,
             sim_actor,
-            poll_sites,
-            label_poll,
             timing,
             record_sites,
             coverage,
@@ -187,8 +185,6 @@ impl Core {
         marks.clear();
         *gap = None;
         *actor = sim_actor.clone();
-        poll_sites.clear();
-        *label_poll = false;
         *timing = Timing::default();
         *record_sites = false;
         *coverage = None;
@@ -676,9 +672,6 @@ impl World {
                 (site, site_kind, 0, false)
             }
         };
-        if self.core.label_poll {
-            self.core.poll_sites.push(site);
-        }
         let fault = self.core.fault_at(site, &site_kind);
         let t = &self.core.timing;
         let mut latency =

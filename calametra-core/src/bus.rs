@@ -83,25 +83,31 @@ impl EventQueue {
         }
     }
 
+    /// Inlined into [`Core::push`]'s callers: the usual cases (a deadline later than every
+    /// event queued, a near-term event) take a few compares; a key inside `far` is placed out
+    /// of line.
+    #[inline(always)]
     pub(crate) fn insert(&mut self, key: (Nanos, u64), ev: Ev) {
-        match self.far.front() {
-            Some((f, _)) if key > *f => {
-                if self.far.back().is_some_and(|(b, _)| key > *b) {
-                    self.far.push_back((key, ev));
-                } else {
-                    let i = self.far.partition_point(|(k, _)| *k < key);
-                    self.far.insert(i, (key, ev));
-                }
-            }
-            None if self.near.first().is_some_and(|(m, _)| key > *m) => {
-                // Later than everything queued: the start of `far`.
-                self.far.push_back((key, ev));
-            }
-            _ => {
-                let i = self.near.partition_point(|(k, _)| *k > key);
-                self.near.insert(i, (key, ev));
-            }
+        let later_than_all = match self.far.back() {
+            Some((b, _)) => key > *b,
+            // Later than everything queued: the start of `far`.
+            None => self.near.first().is_some_and(|(m, _)| key > *m),
+        };
+        if later_than_all {
+            self.far.push_back((key, ev));
+        } else if self.far.front().is_some_and(|(f, _)| key > *f) {
+            self.insert_far(key, ev);
+        } else {
+            let i = self.near.partition_point(|(k, _)| *k > key);
+            self.near.insert(i, (key, ev));
         }
+    }
+
+    /// A key between `far`'s first and last: put at its place there.
+    #[inline(never)]
+    fn insert_far(&mut self, key: (Nanos, u64), ev: Ev) {
+        let i = self.far.partition_point(|(k, _)| *k < key);
+        self.far.insert(i, (key, ev));
     }
 
     /// The events in (time, insertion) order.
@@ -218,10 +224,6 @@ pub(crate) struct Core {
     pub(crate) actor: Rc<str>,
     /// The actor name `sim`, allocated once.
     pub(crate) sim_actor: Rc<str>,
-    /// Sites submitted during the current task poll (to name a schedule choice).
-    pub(crate) poll_sites: Vec<String>,
-    /// Whether the current poll follows a non-default pick (only then are its sites named).
-    pub(crate) label_poll: bool,
     pub(crate) timing: Timing,
     pub(crate) record_sites: bool,
     /// What the run reached, for a guided sweep (`RunConfig::coverage`): `None` when off.
@@ -258,8 +260,6 @@ impl Core {
             gap: None,
             actor: sim.clone(),
             sim_actor: sim,
-            poll_sites: Vec::new(),
-            label_poll: false,
             timing: Timing::default(),
             record_sites: false,
             coverage: None,
@@ -301,9 +301,11 @@ impl Core {
         }
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, t: Nanos, ev: Ev) {
-        self.queue.insert((t, self.next_ev), ev);
+        let key = (t, self.next_ev);
         self.next_ev += 1;
+        self.queue.insert(key, ev);
     }
 
     /// Appends a queued event for people: `get_status#3 arrives`, `a timer`, `a device timer`
@@ -502,8 +504,6 @@ pub(crate) fn complete(
         return None;
     }
     let base = core.site_table.base(x.site.base);
-    // A transfer that failed is an anchor (`ctrl.clear_halt stall`).
-    let failed = r.as_ref().err().map(|e| format!("{} {}", base, e.as_str()));
     let trace = &mut core.trace;
     trace.emit(now, "transfer", &x.actor, true, |d| {
         d.site("site", base, u64::from(x.site.n));
@@ -539,10 +539,20 @@ pub(crate) fn complete(
             }
         }
     });
+    // A transfer that failed is an anchor (`ctrl.clear_halt stall`): its key is put together
+    // in the site table's buffer (free between crossings), not allocated.
+    let failed = r.as_ref().err().copied();
+    let site = x.site;
     x.state = XState::Done(r);
     let wake = x.waker.take();
-    if let Some(key) = failed {
+    if let Some(e) = failed {
+        let mut key = std::mem::take(&mut core.site_table.scratch);
+        key.clear();
+        key.push_str(core.site_table.base(site.base));
+        key.push(' ');
+        key.push_str(e.as_str());
         core.occur(&key);
+        core.site_table.scratch = key;
     }
     wake
 }

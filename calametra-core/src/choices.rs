@@ -80,7 +80,12 @@ fn lazy(
     name: StreamName,
 ) -> Option<&mut ChaCha8Rng> {
     let seed = seed?;
-    Some(slots[slot(name)].get_or_insert_with(|| stream(seed, name)))
+    let s = &mut slots[slot(name)];
+    if s.is_none() {
+        // Built in its slot (`stream` is inlined): the generator is some 300 bytes.
+        *s = Some(stream(seed, name));
+    }
+    s.as_mut()
 }
 
 /// The number of fixed streams ([`StreamName`]'s variants).
@@ -201,6 +206,10 @@ pub(crate) struct DeciderState {
     pub(crate) task_choices: u64,
     /// `RunConfig::strategy`: a seeded run's strategy, whatever its swarm says.
     pub(crate) forced: Option<Strategy>,
+    /// The texts of the strategies swarms drew ([`DeciderState::strategy_text`]), each
+    /// written once a thread (a scenario's swarms draw a dozen or so); kept from run to run.
+    /// By [`text_key`]: one word to compare per entry, not a variant and its fields.
+    texts: Vec<(u64, Box<str>)>,
 }
 
 impl DeciderState {
@@ -228,6 +237,7 @@ impl DeciderState {
             priorities: Priorities::default(),
             task_choices: 0,
             forced: None,
+            texts: Vec::new(),
         }
     }
 
@@ -258,6 +268,7 @@ impl DeciderState {
             priorities,
             task_choices,
             forced,
+            texts,
         } = self;
         *source = Source::Default;
         *seed = None;
@@ -304,6 +315,9 @@ impl DeciderState {
         priorities.reset();
         *task_choices = 0;
         *forced = None;
+        if texts.len() > KEPT_NAMES {
+            texts.clear();
+        }
     }
 }
 
@@ -420,45 +434,71 @@ impl DeciderState {
         }
     }
 
+    /// Where the text of strategy `s` (what [`Strategy::text`] writes) is kept, for
+    /// [`DeciderState::text_at`]: written on its first use on this thread, not once a run
+    /// (every swarm run writes its strategy in its `config` record).
+    pub(crate) fn strategy_text(&mut self, s: Strategy) -> usize {
+        let key = text_key(s);
+        match self.texts.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.texts.push((key, Box::from(&*s.text())));
+                self.texts.len() - 1
+            }
+        }
+    }
+
+    /// The strategy text kept at `i` ([`DeciderState::strategy_text`]).
+    pub(crate) fn text_at(&self, i: usize) -> &str {
+        self.texts.get(i).map_or("", |(_, t)| t)
+    }
+
     /// The `swarm` stream where [`DeciderState::open_swarm`] left it (`None` before).
     pub(crate) fn swarm_stream(&mut self) -> Option<&mut ChaCha8Rng> {
         self.streams[slot(StreamName::Swarm)].as_mut()
     }
 
     /// Picks one of `n` options (simultaneous events) at scheduling point `point`; logs a
-    /// non-default pick.
+    /// non-default pick. Inlined: most points offer one option, and take it without a call.
+    #[inline(always)]
     pub(crate) fn schedule(
         &mut self,
         point: u64,
         n: usize,
         what: impl FnOnce(usize) -> String,
     ) -> usize {
+        if n <= 1 {
+            return 0;
+        }
         self.schedule_among(point, n, None, what)
     }
 
-    /// Picks one of `n` ready tasks at scheduling point `point` (`id_of(i)`: the task id of
-    /// option `i`); logs a non-default pick.
+    /// Picks one of the ready tasks `ids` (option `i` is task `ids[i]`) at scheduling point
+    /// `point`; logs a non-default pick. Inlined as [`DeciderState::schedule`] is.
+    #[inline(always)]
     pub(crate) fn schedule_task(
         &mut self,
         point: u64,
-        n: usize,
-        id_of: &dyn Fn(usize) -> usize,
+        ids: &[usize],
         what: impl FnOnce(usize) -> String,
     ) -> usize {
-        self.schedule_among(point, n, Some(id_of), what)
+        if ids.len() <= 1 {
+            return 0;
+        }
+        self.schedule_among(point, ids.len(), Some(ids), what)
     }
 
     fn schedule_among(
         &mut self,
         point: u64,
         n: usize,
-        id_of: Option<&dyn Fn(usize) -> usize>,
+        ids: Option<&[usize]>,
         what: impl FnOnce(usize) -> String,
     ) -> usize {
         if n <= 1 {
             return 0;
         }
-        if id_of.is_some() {
+        if ids.is_some() {
             self.task_choices += 1;
         }
         let strategy = match (&self.swarm, self.forced) {
@@ -468,20 +508,19 @@ impl DeciderState {
         };
         let mut replayed_anchor = None;
         let pick = match lazy(&mut self.streams, self.seed, StreamName::Schedule) {
-            Some(rng) => match (strategy, id_of) {
+            Some(rng) => match (strategy, ids) {
                 (
                     Strategy::Priority {
                         depth,
                         horizon,
                         spawn_order,
                     },
-                    Some(id_of),
-                ) => self.priorities.pick(
+                    Some(ids),
+                ) => self.priorities.pick_ids(
                     rng,
                     (depth, horizon, spawn_order),
                     self.task_choices - 1,
-                    n,
-                    id_of,
+                    ids,
                 ),
                 _ => strategy.pick(rng, n),
             },
@@ -693,6 +732,20 @@ impl DeciderState {
             stream: Some(d.name.clone()),
         });
         v
+    }
+}
+
+/// Strategy `s` as one word, distinct for distinct strategies (the variant in the top byte,
+/// its fields below), for [`DeciderState::strategy_text`]'s look-up.
+fn text_key(s: Strategy) -> u64 {
+    match s {
+        Strategy::Uniform => 0,
+        Strategy::Sticky { keep_percent } => 1 << 56 | u64::from(keep_percent),
+        Strategy::Priority {
+            depth,
+            horizon,
+            spawn_order,
+        } => 2 << 56 | u64::from(spawn_order) << 48 | u64::from(depth) << 32 | u64::from(horizon),
     }
 }
 
@@ -944,6 +997,33 @@ mod tests {
         assert_eq!(d.data("a", 10), 0);
         assert_eq!(d.last_anchor(), (Anchor::START, 1));
         assert!(d.log.is_empty());
+    }
+
+    #[test]
+    fn a_kept_strategy_text_is_the_strategys_text() {
+        let mut all = vec![Strategy::Uniform];
+        for keep_percent in [1, 5, 50, 75, 90, 99] {
+            all.push(Strategy::Sticky { keep_percent });
+        }
+        for depth in 1..=8 {
+            for horizon in [1, 2, 16, 40, 255, 256, 65_536, u32::MAX] {
+                for spawn_order in [false, true] {
+                    all.push(Strategy::Priority {
+                        depth,
+                        horizon,
+                        spawn_order,
+                    });
+                }
+            }
+        }
+        // Twice, in two orders, on the decider the thread keeps: each text is its own.
+        for _ in 0..2 {
+            let mut d = Decider::new(Source::Seeded(1));
+            for s in all.iter().chain(all.iter().rev()) {
+                let i = d.strategy_text(*s);
+                assert_eq!(d.text_at(i), s.to_string(), "{s:?}");
+            }
+        }
     }
 
     #[test]

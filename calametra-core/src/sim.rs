@@ -7,7 +7,6 @@
 //! too), and checks every invariant. The run ends when the required tasks are done, or at the
 //! first failure. Nothing here reads the wall clock, spawns a thread or uses OS randomness.
 
-use crate::bus::Core;
 use crate::choices::{unapplied, Decider, Event, Source};
 use crate::clock::push_ns;
 use crate::device::Device;
@@ -423,22 +422,25 @@ fn record_swarm(sim: &Sim) {
         return;
     }
     if let Some(seed) = w.core.decide.seed() {
-        let names: Vec<&str> = if sim.config.place_externals {
-            sim.externals.iter().map(|(n, _)| n.as_str()).collect()
+        // The externals' names on the stack (a scenario declares a few), collected past 8.
+        let (mut few, mut many) = ([""; 8], Vec::new());
+        let all: &[(String, ExternalFn)] = if sim.config.place_externals {
+            &sim.externals
         } else {
-            Vec::new()
+            &[]
         };
+        let names = names_of(all, |(n, _)| n.as_str(), &mut few, &mut many);
         let decide = &mut w.core.decide;
         let open = decide.swarm.take();
         let mut swarm = match (open, decide.swarm_stream()) {
             (Some(mut open), Some(rng)) => {
-                open.draw_externals(rng, &names);
+                open.draw_externals(rng, names);
                 open
             }
             _ => Swarm::draw(
                 seed,
                 &sim.config.fault_set,
-                &names,
+                names,
                 sim.config.change_point_horizon(),
             ),
         };
@@ -451,7 +453,13 @@ fn record_swarm(sim: &Sim) {
     // each list's names on the stack (a swarm has at most six primitives and five families;
     // a longer list, read from a file, is collected).
     let core = &mut w.core;
-    let Some(swarm) = core.decide.swarm.as_ref() else {
+    let Some(strategy) = core.decide.swarm.as_ref().map(|s| s.schedule) else {
+        return;
+    };
+    // The strategy's text, written once a thread, not once a run.
+    let text = core.decide.strategy_text(strategy);
+    let decide = &core.decide;
+    let Some(swarm) = decide.swarm.as_ref() else {
         return;
     };
     let (mut kinds, mut many_kinds) = ([""; 6], Vec::new());
@@ -463,13 +471,13 @@ fn record_swarm(sim: &Sim) {
         &mut families,
         &mut many_families,
     );
-    let schedule = swarm.schedule.text();
+    let schedule = decide.text_at(text);
     core.trace.emit(core.now, "config", "swarm", true, |d| {
         d.strs("faults", faults)
             .strs("sites", sites)
             .u64("odds", u64::from(swarm.odds))
             .strs("externals", &swarm.externals)
-            .str("schedule", &schedule);
+            .str("schedule", schedule);
     });
     let logged = Box::new(swarm.clone());
     core.decide.log.push(Event::Swarm { swarm: logged });
@@ -558,20 +566,18 @@ fn steps(sim: &mut Sim, wakers: &mut Vec<Waker>) -> Option<Failure> {
             let point = w.core.point;
             let pick = {
                 let World { core, tasks, .. } = &mut *w;
+                // The label copies the task's name (`String::from`, not `to_string`: a
+                // shared name's `to_string` goes through the formatting machinery).
                 let ids = tasks.ready_ids();
-                let id_of = |i: usize| ids.get(i).copied().unwrap_or(0);
-                core.decide.schedule_task(point, n, &id_of, |i| {
+                core.decide.schedule_task(point, ids, |i| {
                     ids.get(i)
-                        .map(|&id| tasks.slots[id].name.to_string())
+                        .map(|&id| String::from(&*tasks.slots[id].name))
                         .unwrap_or_default()
                 })
             };
             let Some(&id) = w.tasks.ready_ids().get(pick) else {
                 continue;
             };
-            let logged_before = w.core.decide.log.len();
-            w.core.label_poll = pick != 0;
-            w.core.poll_sites.clear();
             w.tasks.unready(id);
             w.core.point += 1;
             // Each task's waker, cloned once a run (a clone a step was two atomic operations).
@@ -588,19 +594,21 @@ fn steps(sim: &mut Sim, wakers: &mut Vec<Waker>) -> Option<Failure> {
                     d.u64("pick", pick as u64).u64("of", n as u64);
                 }
             });
-            w.core.actor = name.clone();
             w.tasks.polled = Some(id);
+            let Some(mut fut) = fut else {
+                w.core.actor = name;
+                continue;
+            };
+            // The task is the actor while it runs: its name moves in, and back out after the
+            // poll (one count of the name a poll, not three).
+            w.core.actor = name;
             drop(w);
-            let Some(mut fut) = fut else { continue };
             let mut cx = Context::from_waker(&wakers[id]);
             let polled = catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx)));
             let mut w = world.borrow_mut();
             w.tasks.polled = None;
-            w.core.actor = w.core.sim_actor.clone();
-            // A switch reads as what the task then did: `driver: get_status#2`.
-            if pick != 0 {
-                label_switch(&mut w.core, logged_before, &name);
-            }
+            let sim_actor = w.core.sim_actor.clone();
+            let name = std::mem::replace(&mut w.core.actor, sim_actor);
             match polled {
                 Err(_) => {
                     w.tasks.finish(id);
@@ -679,28 +687,6 @@ fn steps(sim: &mut Sim, wakers: &mut Vec<Waker>) -> Option<Failure> {
             return Some(fail);
         }
     }
-}
-
-/// Names a task switch logged at index `at` by the transfers the task then submitted.
-fn label_switch(core: &mut Core, at: usize, task: &str) {
-    let sites = std::mem::take(&mut core.poll_sites);
-    if let Some(Event::Schedule { what, .. }) = core.decide.log.get_mut(at) {
-        let mut label = what.take().unwrap_or_default();
-        label.clear();
-        label.push_str(task);
-        if sites.is_empty() {
-            label.push_str(" runs");
-        } else {
-            label.push(':');
-            for (i, s) in sites.iter().enumerate() {
-                label.push_str(if i == 0 { " " } else { ", " });
-                label.push_str(s);
-            }
-        }
-        *what = Some(label);
-    }
-    core.poll_sites = sites;
-    core.poll_sites.clear();
 }
 
 /// Checks model gaps and every invariant, in declaration order. Inlined into the run loop (it

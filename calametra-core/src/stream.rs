@@ -45,18 +45,29 @@ impl StreamName {
 }
 
 /// A ChaCha8 stream derived from `(seed, name)`.
+#[inline]
 pub fn stream(seed: u64, name: StreamName) -> ChaCha8Rng {
     stream_named(seed, name.as_str())
 }
 
 /// A ChaCha8 stream derived from `(seed, name)` for any name: `data/driver`, `user/retries`.
 /// The fixed streams are `stream_named(seed, "schedule")` and so on.
+///
+/// Inlined, so the generator (some 300 bytes) is built where the caller keeps it, not built
+/// here and copied there.
+#[inline]
 pub fn stream_named(seed: u64, name: &str) -> ChaCha8Rng {
+    ChaCha8Rng::from_seed(stream_key(seed, name))
+}
+
+/// The ChaCha8 key of stream `(seed, name)`: SHA-256 of a versioned prefix, the seed and the
+/// name.
+fn stream_key(seed: u64, name: &str) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(b"calametra.stream.v1\0");
     h.update(seed.to_le_bytes());
     h.update(name.as_bytes());
-    ChaCha8Rng::from_seed(h.finalize().into())
+    h.finalize().into()
 }
 
 /// The name of an actor's data stream: `data/<actor>`.

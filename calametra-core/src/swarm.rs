@@ -371,14 +371,6 @@ impl Priorities {
         n: usize,
         id_of: &dyn Fn(usize) -> usize,
     ) -> usize {
-        if !self.drawn {
-            self.drawn = true;
-            self.changes.clear();
-            for j in 1..depth.max(1) {
-                let at = below(rng, u64::from(horizon.max(1)));
-                self.changes.push((at, u64::from(j)));
-            }
-        }
         // Each option's task id, asked once (finding the `i`th ready task walks the ready set).
         let mut few = [0usize; 8];
         let many: Vec<usize>;
@@ -391,6 +383,26 @@ impl Priorities {
             many = (0..n).map(id_of).collect();
             &many
         };
+        self.pick_ids(rng, (depth, horizon, spawn_order), choice, ids)
+    }
+
+    /// [`Priorities::pick`] among the tasks `ids` (option `i` is task `ids[i]`, more than
+    /// one): the run loop's ready list as it is, no id asked for through a closure.
+    pub(crate) fn pick_ids(
+        &mut self,
+        rng: &mut ChaCha8Rng,
+        (depth, horizon, spawn_order): (u8, u32, bool),
+        choice: u64,
+        ids: &[usize],
+    ) -> usize {
+        if !self.drawn {
+            self.drawn = true;
+            self.changes.clear();
+            for j in 1..depth.max(1) {
+                let at = below(rng, u64::from(horizon.max(1)));
+                self.changes.push((at, u64::from(j)));
+            }
+        }
         for &id in ids {
             if self.prio.len() <= id {
                 self.prio.resize(id + 1, 0);

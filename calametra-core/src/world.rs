@@ -96,8 +96,8 @@ pub(crate) fn take_spare(
             {
                 let mut w = world.borrow_mut();
                 w.core.reset(decide, plan, fault_set, keep);
-                // The table takes the buffers the previous run's table left (see `Tasks`).
-                w.tasks = Tasks::new();
+                // The table kept its buffers, names and wakers in place (see `Tasks::close`).
+                w.tasks.reopen();
             }
             world
         }
@@ -124,8 +124,8 @@ pub(crate) fn give_back(world: Rc<RefCell<World>>) {
         tasks,
     } = &mut *w;
     devices.clear();
-    // Its buffers go to the table's own spare; an empty table stays.
-    drop(std::mem::replace(tasks, Tasks::empty()));
+    // Its names, wakers and buffers stay in the table, for the next run (see `Tasks::close`).
+    tasks.close();
     drop(w);
     let _ = SPARE.try_with(|s| {
         if let Ok(mut s) = s.try_borrow_mut() {
@@ -161,8 +161,6 @@ impl Core {
             gap,
             actor,
             sim_actor,
-            poll_sites,
-            label_poll,
             timing,
             record_sites,
             coverage,
@@ -187,8 +185,6 @@ impl Core {
         marks.clear();
         *gap = None;
         *actor = sim_actor.clone();
-        poll_sites.clear();
-        *label_poll = false;
         *timing = Timing::default();
         *record_sites = false;
         *coverage = None;
@@ -415,46 +411,52 @@ impl World {
 
     /// A transfer arrives at its device. Returns whether it completed (or left the waiting set).
     fn deliver(&mut self, xid: u64) -> bool {
-        let Some(x) = self.core.transfers.get(xid) else {
+        let Some(x) = self.core.transfers.get_mut(xid) else {
             return false;
         };
         let (dev, fault) = (x.dev, x.fault.clone());
         let first_arrival = matches!(x.state, XState::InFlight);
-        if !self.devices[dev].attached || self.devices[dev].generation != x.generation {
+        let slot = &self.devices[dev];
+        let gone = !slot.attached || slot.generation != x.generation;
+        let arrival = match &fault {
+            Some(f) if first_arrival => f.on_arrival(),
+            _ => Arrival::Deliver,
+        };
+        // Bent OUT data is a copy (the trace records what the driver sent); unbent data is
+        // lent to the device from the transfer itself, taken out for the call and put back
+        // (taken in the same lookup when it is delivered).
+        let kind = if gone || arrival != Arrival::Deliver {
+            XKind::TAKEN
+        } else {
+            std::mem::replace(&mut x.kind, XKind::TAKEN)
+        };
+        if gone {
             self.complete(xid, Err(TransferError::Disconnected));
             return true;
         }
-        if first_arrival {
-            match fault.as_ref().map(Fault::on_arrival) {
-                Some(Arrival::Stall) => {
-                    self.complete(xid, Err(TransferError::Stall));
-                    return true;
-                }
-                Some(Arrival::Swallow) => {
-                    if let Some(x) = self.core.transfers.get_mut(xid) {
-                        x.state = XState::Swallowed;
-                    }
-                    return true;
-                }
-                Some(Arrival::Disconnect) => {
-                    self.disconnect_id(dev);
-                    return true;
-                }
-                Some(Arrival::Deliver) | None => {}
+        match arrival {
+            Arrival::Stall => {
+                self.complete(xid, Err(TransferError::Stall));
+                return true;
             }
+            Arrival::Swallow => {
+                if let Some(x) = self.core.transfers.get_mut(xid) {
+                    x.state = XState::Swallowed;
+                }
+                return true;
+            }
+            Arrival::Disconnect => {
+                self.disconnect_id(dev);
+                return true;
+            }
+            Arrival::Deliver => {}
         }
         let bend = |data: &mut Vec<u8>| {
             if let Some(f) = &fault {
                 f.bend(data);
             }
         };
-        // Bent OUT data is a copy (the trace records what the driver sent); unbent data is
-        // lent to the device from the transfer itself, taken out for the call and put back.
         let bends = fault.as_ref().is_some_and(Fault::bends);
-        let kind = match self.core.transfers.get_mut(xid) {
-            Some(x) => std::mem::replace(&mut x.kind, XKind::TAKEN),
-            None => return false,
-        };
         let bent = |data: &Vec<u8>| {
             bends.then(|| {
                 let mut d = data.clone();
@@ -670,10 +672,6 @@ impl World {
                 (site, site_kind, 0, false)
             }
         };
-        if self.core.label_poll {
-            let short = self.core.short_site_name(site);
-            self.core.poll_sites.push(short);
-        }
         let fault = self.core.fault_at(site, &site_kind);
         let t = &self.core.timing;
         let mut latency =

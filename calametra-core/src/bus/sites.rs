@@ -19,6 +19,9 @@ pub(crate) struct SiteId {
 struct SiteBase {
     name: Box<str>,
     hash: u64,
+    /// The name's words ([`name_words`]): with its length, the whole name when it is at most
+    /// 16 bytes (then a probe compares them, not the bytes).
+    words: (u64, u64),
     /// Its crossings in this run.
     count: u32,
     /// Its crossings when the run's most recent anchor occurred.
@@ -68,25 +71,39 @@ impl Default for SiteTable {
     }
 }
 
-/// A name's hash for the table: its length, first and last eight bytes (fewer for a short
-/// name), one multiply (no loop over the bytes: names that share both ends only probe further).
-/// Deterministic: no per-process key.
-fn name_hash(name: &[u8]) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
+/// A name's first and last eight bytes (four, or the bytes themselves, for a shorter name):
+/// with its length, they are the whole name when it is at most 16 bytes long.
+#[inline(always)]
+fn name_words(name: &[u8]) -> (u64, u64) {
     let n = name.len();
     let word = |b: &[u8]| {
         let mut w = [0u8; 8];
         w[..b.len()].copy_from_slice(b);
         u64::from_le_bytes(w)
     };
-    let (a, z) = if n >= 8 {
+    if n >= 8 {
         (word(&name[..8]), word(&name[n - 8..]))
     } else if n >= 4 {
         (word(&name[..4]), word(&name[n - 4..]))
     } else {
         (name.iter().fold(0, |h, &b| (h << 8) | u64::from(b)), 0)
-    };
+    }
+}
+
+/// A name's hash for the table, from its length and words ([`name_words`]): one multiply (no
+/// loop over the bytes: names that share both ends only probe further). Deterministic: no
+/// per-process key.
+#[inline(always)]
+fn words_hash((a, z): (u64, u64), n: usize) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
     (a.rotate_left(29) ^ z ^ n as u64).wrapping_mul(K)
+}
+
+/// A name's words and hash.
+#[inline(always)]
+fn name_key(name: &[u8]) -> ((u64, u64), u64) {
+    let words = name_words(name);
+    (words, words_hash(words, name.len()))
 }
 
 impl SiteTable {
@@ -105,7 +122,11 @@ impl SiteTable {
         }
     }
 
-    pub(super) fn find(&self, name: &str, hash: u64) -> Result<u32, usize> {
+    /// The base named `name` (whose words and hash are given), or the free slot its search
+    /// ended at. A name of at most 16 bytes is compared by its words and length (no call to
+    /// compare bytes: site bases are short, `ctrl.get_status`), a longer one by its bytes.
+    #[inline(always)]
+    pub(super) fn find(&self, name: &str, words: (u64, u64), hash: u64) -> Result<u32, usize> {
         let mask = self.slots.len() - 1;
         let mut i = (hash >> 40) as usize & mask;
         loop {
@@ -113,7 +134,11 @@ impl SiteTable {
                 NO_BASE => return Err(i),
                 b => {
                     let base = &self.bases[b as usize];
-                    if base.hash == hash && *base.name == *name {
+                    if base.hash == hash
+                        && base.words == words
+                        && base.name.len() == name.len()
+                        && (name.len() <= 16 || *base.name == *name)
+                    {
                         return Ok(b);
                     }
                 }
@@ -124,14 +149,15 @@ impl SiteTable {
 
     /// The index of the base named in `scratch`, interned if new.
     pub(super) fn intern_scratch(&mut self) -> u32 {
-        let hash = name_hash(self.scratch.as_bytes());
-        match self.find(&self.scratch, hash) {
+        let (words, hash) = name_key(self.scratch.as_bytes());
+        match self.find(&self.scratch, words, hash) {
             Ok(b) => b,
             Err(slot) => {
                 let b = self.bases.len() as u32;
                 self.bases.push(SiteBase {
                     name: self.scratch.as_str().into(),
                     hash,
+                    words,
                     count: 0,
                     at_anchor: 0,
                     plan_epoch: 0,
@@ -172,7 +198,8 @@ impl SiteTable {
 
     /// This run's crossings of the base named `name` (0 for one not seen).
     pub(super) fn count_of(&self, name: &str) -> u32 {
-        match self.find(name, name_hash(name.as_bytes())) {
+        let (words, hash) = name_key(name.as_bytes());
+        match self.find(name, words, hash) {
             Ok(b) => self.bases[b as usize].count,
             Err(_) => 0,
         }
@@ -202,8 +229,11 @@ impl SiteTable {
         out.push_str(self.base(site.base).get(skip..).unwrap_or_default());
         out.push('#');
         let mut tmp = [0; 20];
-        let digits = crate::trace::decimal(u64::from(site.n), &mut tmp);
-        out.push_str(std::str::from_utf8(digits).unwrap_or_default());
+        // ASCII digits, pushed as chars (no UTF-8 check of what `decimal` wrote; an
+        // occurrence has a few digits).
+        for &d in crate::trace::decimal(u64::from(site.n), &mut tmp) {
+            out.push(char::from(d));
+        }
     }
 
     /// Appends a site's name without a control transfer's `ctrl.` (`get_status#2`).
@@ -232,10 +262,17 @@ impl SiteTable {
     /// The plan's fault at `site`: the plan's entry named `<base>#<n>`. A base's entries are
     /// found once a plan (at its first crossing under it: a range of the plan's sorted names),
     /// so a crossing compares occurrence numbers, not names.
+    #[inline(always)]
     pub(super) fn planned(&mut self, plan: &FaultPlan, site: SiteId) -> Option<Fault> {
         if plan.faults.is_empty() {
             return None;
         }
+        self.planned_at(plan, site)
+    }
+
+    /// [`SiteTable::planned`] under a plan that has faults.
+    #[inline(never)]
+    fn planned_at(&mut self, plan: &FaultPlan, site: SiteId) -> Option<Fault> {
         let base = &mut self.bases[site.base as usize];
         if base.plan_epoch != self.plan_epoch {
             base.plan_epoch = self.plan_epoch;
@@ -279,6 +316,54 @@ fn canonical_u32(digits: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Names are told apart by their words and length up to 16 bytes, by their bytes beyond:
+    /// names that share their first and last eight bytes, or whose words match once padded,
+    /// are different bases.
+    #[test]
+    fn names_that_share_their_ends_are_different_bases() {
+        let names = [
+            "a",
+            "b",
+            "ab",
+            "ba",
+            "abc",
+            "abcd",
+            "abce",
+            "abcde",
+            "ctrl.load",
+            "ctrl.store",
+            "ctrl.loadx",
+            "12345678",
+            "123456789",
+            "1234567X9",
+            "0123456789abcdef",
+            "0123456789abcdeF",
+            "0123456789abcdefg",
+            "01234567_x_89abcdef",
+            "01234567_y_89abcdef",
+            "01234567__x__89abcdef",
+            "",
+            "\0",
+            "\0\0",
+        ];
+        let mut t = SiteTable::default();
+        let mut got = Vec::new();
+        for round in 0..2 {
+            for (i, name) in names.iter().enumerate() {
+                t.scratch.clear();
+                t.scratch.push_str(name);
+                let b = t.intern_scratch();
+                assert_eq!(t.base(b), *name);
+                if round == 0 {
+                    assert_eq!(b as usize, i, "{name:?} is new");
+                    got.push(b);
+                } else {
+                    assert_eq!(b, got[i], "{name:?} is found again");
+                }
+            }
+        }
+    }
 
     /// A base finds its plan entries once a plan: runs under the same plan keep them, a new
     /// plan ([`SiteTable::forget_plan`]) has them found again.

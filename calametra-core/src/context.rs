@@ -12,31 +12,16 @@ thread_local! {
 }
 
 /// Runs `f` on the current world. Panics (with a clear message) outside a simulation.
-///
-/// The world is reached through the thread's slot, not through a clone of its `Rc` (a count up
-/// and down a call): the slot stays borrowed (shared) while `f` runs, and only a run's start or
-/// end replaces it, never code running inside `f`.
 pub(crate) fn with<R>(f: impl FnOnce(&mut World) -> R) -> R {
-    CURRENT.with(|c| {
-        let c = c.borrow();
-        let w = c.as_ref().unwrap_or_else(|| outside());
-        let mut b = w.borrow_mut();
-        f(&mut b)
-    })
+    let w = current();
+    let mut b = w.borrow_mut();
+    f(&mut b)
 }
 
 pub(crate) fn current() -> Rc<RefCell<World>> {
-    CURRENT
-        .with(|c| c.borrow().clone())
-        .unwrap_or_else(|| outside())
-}
-
-#[cold]
-#[inline(never)]
-fn outside() -> ! {
-    panic!(
-        "calametra: this needs a running simulation (call it from a scenario or a task it spawned)"
-    )
+    CURRENT.with(|c| c.borrow().clone()).unwrap_or_else(|| {
+        panic!("calametra: this needs a running simulation (call it from a scenario or a task it spawned)")
+    })
 }
 
 /// Whether this thread is building or running a simulation.

@@ -208,7 +208,8 @@ pub(crate) struct DeciderState {
     pub(crate) forced: Option<Strategy>,
     /// The texts of the strategies swarms drew ([`DeciderState::strategy_text`]), each
     /// written once a thread (a scenario's swarms draw a dozen or so); kept from run to run.
-    texts: Vec<(Strategy, Box<str>)>,
+    /// By [`text_key`]: one word to compare per entry, not a variant and its fields.
+    texts: Vec<(u64, Box<str>)>,
 }
 
 impl DeciderState {
@@ -437,10 +438,11 @@ impl DeciderState {
     /// [`DeciderState::text_at`]: written on its first use on this thread, not once a run
     /// (every swarm run writes its strategy in its `config` record).
     pub(crate) fn strategy_text(&mut self, s: Strategy) -> usize {
-        match self.texts.iter().position(|(k, _)| *k == s) {
+        let key = text_key(s);
+        match self.texts.iter().position(|(k, _)| *k == key) {
             Some(i) => i,
             None => {
-                self.texts.push((s, Box::from(&*s.text())));
+                self.texts.push((key, Box::from(&*s.text())));
                 self.texts.len() - 1
             }
         }
@@ -733,6 +735,20 @@ impl DeciderState {
     }
 }
 
+/// Strategy `s` as one word, distinct for distinct strategies (the variant in the top byte,
+/// its fields below), for [`DeciderState::strategy_text`]'s look-up.
+fn text_key(s: Strategy) -> u64 {
+    match s {
+        Strategy::Uniform => 0,
+        Strategy::Sticky { keep_percent } => 1 << 56 | u64::from(keep_percent),
+        Strategy::Priority {
+            depth,
+            horizon,
+            spawn_order,
+        } => 2 << 56 | u64::from(spawn_order) << 48 | u64::from(depth) << 32 | u64::from(horizon),
+    }
+}
+
 /// A data or user stream a run drew from ([`DeciderState::drawn`]).
 struct Drawn {
     /// A data stream (`data/<key>`), or a user stream (`user/<key>`).
@@ -981,6 +997,33 @@ mod tests {
         assert_eq!(d.data("a", 10), 0);
         assert_eq!(d.last_anchor(), (Anchor::START, 1));
         assert!(d.log.is_empty());
+    }
+
+    #[test]
+    fn a_kept_strategy_text_is_the_strategys_text() {
+        let mut all = vec![Strategy::Uniform];
+        for keep_percent in [1, 5, 50, 75, 90, 99] {
+            all.push(Strategy::Sticky { keep_percent });
+        }
+        for depth in 1..=8 {
+            for horizon in [1, 2, 16, 40, 255, 256, 65_536, u32::MAX] {
+                for spawn_order in [false, true] {
+                    all.push(Strategy::Priority {
+                        depth,
+                        horizon,
+                        spawn_order,
+                    });
+                }
+            }
+        }
+        // Twice, in two orders, on the decider the thread keeps: each text is its own.
+        for _ in 0..2 {
+            let mut d = Decider::new(Source::Seeded(1));
+            for s in all.iter().chain(all.iter().rev()) {
+                let i = d.strategy_text(*s);
+                assert_eq!(d.text_at(i), s.to_string(), "{s:?}");
+            }
+        }
     }
 
     #[test]

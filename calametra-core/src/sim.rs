@@ -594,15 +594,21 @@ fn steps(sim: &mut Sim, wakers: &mut Vec<Waker>) -> Option<Failure> {
                     d.u64("pick", pick as u64).u64("of", n as u64);
                 }
             });
-            w.core.actor = name.clone();
             w.tasks.polled = Some(id);
+            let Some(mut fut) = fut else {
+                w.core.actor = name;
+                continue;
+            };
+            // The task is the actor while it runs: its name moves in, and back out after the
+            // poll (one count of the name a poll, not three).
+            w.core.actor = name;
             drop(w);
-            let Some(mut fut) = fut else { continue };
             let mut cx = Context::from_waker(&wakers[id]);
             let polled = catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx)));
             let mut w = world.borrow_mut();
             w.tasks.polled = None;
-            w.core.actor = w.core.sim_actor.clone();
+            let sim_actor = w.core.sim_actor.clone();
+            let name = std::mem::replace(&mut w.core.actor, sim_actor);
             match polled {
                 Err(_) => {
                     w.tasks.finish(id);

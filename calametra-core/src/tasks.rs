@@ -115,7 +115,8 @@ struct Group {
 /// name is reused when the task of the same id has the same one) and its wake words with their
 /// wakers, a group of 64 kept only when nothing outside the table holds one of its wakers (so a
 /// waker kept by a user cannot wake a later run's task). None of it decides anything: a run
-/// with a spare and one without behave alike.
+/// with a spare and one without behave alike. A kept world's table keeps it in place
+/// ([`Tasks::close`], [`Tasks::reopen`]); a table dropped with its world leaves it to the thread.
 #[derive(Default)]
 struct Spare {
     slots: Vec<TaskSlot>,
@@ -123,9 +124,9 @@ struct Spare {
     order: Vec<usize>,
     /// By task id; a name is moved into the task of the same id when it is the same.
     names: Vec<Option<Rc<str>>>,
-    /// Per kept group, its word; per task of kept groups, its waker (moved into the task of the
-    /// same id: no count is touched).
-    words: Vec<Arc<WakeWord>>,
+    /// Per kept group, its word; per task of kept groups, its waker (each moved into the group or
+    /// task of the same index: no count is touched).
+    words: Vec<Option<Arc<WakeWord>>>,
     wakers: Vec<Option<(Waker, Arc<TaskWaker>)>>,
     /// The run loop's buffer of wakers to poll with ([`Tasks::poll_wakers`]).
     poll: Vec<Waker>,
@@ -147,26 +148,10 @@ pub(crate) struct Tasks {
     order: Vec<usize>,
     /// What the previous run on this thread left, taken id by id as tasks are added.
     spare: Spare,
-    /// Whether this table took the thread's spare (and so gives it back when dropped): a kept
-    /// world's placeholder table ([`Tasks::empty`]) holds nothing and gives nothing back.
-    holds: bool,
 }
 
 impl Tasks {
-    /// A table without the thread's spare (it holds no buffer): what a kept world holds
-    /// between runs.
-    pub(crate) fn empty() -> Self {
-        Tasks {
-            slots: Vec::new(),
-            groups: Vec::new(),
-            required: 0,
-            polled: None,
-            order: Vec::new(),
-            spare: Spare::default(),
-            holds: false,
-        }
-    }
-
+    /// A table for a new world, with what the last table dropped on this thread left.
     pub(crate) fn new() -> Self {
         let mut spare = SPARE
             .try_with(|s| s.borrow_mut().take())
@@ -180,7 +165,53 @@ impl Tasks {
             polled: None,
             order: std::mem::take(&mut spare.order),
             spare,
-            holds: true,
+        }
+    }
+
+    /// Ends the run of a kept world's table in place: its tasks' names and reusable wakers go
+    /// to its own spare, as [`Drop`] leaves them to the thread, with its buffers kept where they
+    /// are (nothing is moved through the thread's slot). The futures were taken at the run's
+    /// end; any left drop here.
+    pub(crate) fn close(&mut self) {
+        self.keep_spare();
+        self.required = 0;
+        self.polled = None;
+        self.order.clear();
+    }
+
+    /// Opens a closed table for the next run (the same state [`Tasks::new`] gives, with this
+    /// table's own spare).
+    pub(crate) fn reopen(&mut self) {
+        if !self.slots.is_empty() {
+            self.close();
+        }
+        self.required = 0;
+        self.polled = None;
+    }
+
+    /// Moves the tasks' names and reusable wakers (and their groups' words) into the spare,
+    /// leaving the table empty; what the spare held and no task took is dropped.
+    fn keep_spare(&mut self) {
+        let spare = &mut self.spare;
+        spare.names.clear();
+        spare.words.clear();
+        spare.wakers.clear();
+        spare.poll.clear();
+        // Groups whose every waker is held only by its slot (the slot's `Waker` and `Arc`).
+        let kept = self
+            .slots
+            .chunks(64)
+            .take_while(|c| c.iter().all(|s| Arc::strong_count(&s.own) == 2))
+            .count();
+        spare
+            .words
+            .extend(self.groups.drain(..).take(kept).map(|g| Some(g.woken)));
+        for (i, s) in self.slots.drain(..).enumerate() {
+            spare.names.push(Some(s.name));
+            if i < kept * 64 {
+                spare.wakers.push(Some((s.waker, s.own)));
+            }
+            // The future, if any, drops here (a run's futures are taken out at its end).
         }
     }
 
@@ -188,10 +219,10 @@ impl Tasks {
         let id = self.slots.len();
         let (k, bit) = (id / 64, 1u64 << (id % 64));
         if k == self.groups.len() {
-            let woken = match self.spare.words.get(k) {
+            let woken = match self.spare.words.get_mut(k).and_then(Option::take) {
                 Some(w) => {
                     w.0.store(0, Ordering::Relaxed);
-                    w.clone()
+                    w
                 }
                 None => Arc::new(WakeWord(AtomicU64::new(0))),
             };
@@ -351,33 +382,9 @@ impl Tasks {
 impl Drop for Tasks {
     /// Leaves the table's buffers, names and reusable wakers to the next run on this thread.
     fn drop(&mut self) {
-        if !self.holds {
-            // A placeholder: nothing to give back (and the thread's spare, taken by the table
-            // that replaces it, is not overwritten with an empty one).
-            return;
-        }
+        self.keep_spare();
         let mut spare = std::mem::take(&mut self.spare);
-        spare.names.clear();
-        spare.words.clear();
-        spare.wakers.clear();
-        spare.poll.clear();
-        // Groups whose every waker is held only by its slot (the slot's `Waker` and `Arc`).
-        let kept = self
-            .slots
-            .chunks(64)
-            .take_while(|c| c.iter().all(|s| Arc::strong_count(&s.own) == 2))
-            .count();
-        spare
-            .words
-            .extend(self.groups.iter().take(kept).map(|g| g.woken.clone()));
-        for (i, s) in self.slots.drain(..).enumerate() {
-            spare.names.push(Some(s.name));
-            if i < kept * 64 {
-                spare.wakers.push(Some((s.waker, s.own)));
-            }
-            // The future, if any, drops here (a run's futures are taken out at its end).
-        }
-        self.groups.clear();
+        self.order.clear();
         spare.slots = std::mem::take(&mut self.slots);
         spare.groups = std::mem::take(&mut self.groups);
         spare.order = std::mem::take(&mut self.order);

@@ -96,8 +96,8 @@ pub(crate) fn take_spare(
             {
                 let mut w = world.borrow_mut();
                 w.core.reset(decide, plan, fault_set, keep);
-                // The table takes the buffers the previous run's table left (see `Tasks`).
-                w.tasks = Tasks::new();
+                // The table kept its buffers, names and wakers in place (see `Tasks::close`).
+                w.tasks.reopen();
             }
             world
         }
@@ -124,8 +124,8 @@ pub(crate) fn give_back(world: Rc<RefCell<World>>) {
         tasks,
     } = &mut *w;
     devices.clear();
-    // Its buffers go to the table's own spare; an empty table stays.
-    drop(std::mem::replace(tasks, Tasks::empty()));
+    // Its names, wakers and buffers stay in the table, for the next run (see `Tasks::close`).
+    tasks.close();
     drop(w);
     let _ = SPARE.try_with(|s| {
         if let Ok(mut s) = s.try_borrow_mut() {

@@ -378,6 +378,13 @@ impl Core {
         scratch.clear();
         name(scratch);
         let base = self.site_table.intern_scratch();
+        self.cross(base, kind)
+    }
+
+    /// Counts an occurrence of an interned base and returns the crossing; remembers it for site
+    /// discovery (only then is its name built).
+    #[inline(always)]
+    pub(crate) fn cross(&mut self, base: u32, kind: &SiteKind) -> SiteId {
         let n = self.site_table.cross(base);
         let site = SiteId { base, n };
         if self.record_sites {

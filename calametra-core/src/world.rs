@@ -632,8 +632,9 @@ impl World {
         waker: Option<Wakeup>,
         deadline_set: bool,
     ) -> u64 {
-        // The site's base is put together in the site table's buffer (no allocation), its
-        // name `<base>#<n>` only where it is written out as text.
+        // The site's base is found by its parts where they are (`ctrl.` and the request's
+        // name, or a literal), put together only when new; its name `<base>#<n>` only where
+        // it is written out as text.
         let (site, site_kind, bytes, ctrl) = match &kind {
             XKind::Control { setup, data } => {
                 let device = &self.devices[dev].dev;
@@ -643,32 +644,33 @@ impl World {
                     data.len() as u32
                 };
                 let site_kind = SiteKind::Transfer { len };
-                let site = self.core.site(
-                    |name| {
+                let table = &mut self.core.site_table;
+                let base = match device.request_name(setup).or_else(|| setup.standard_name()) {
+                    Some(n) => table.intern_prefixed("ctrl.", n),
+                    None => {
+                        let name = &mut table.scratch;
+                        name.clear();
                         name.push_str("ctrl.");
-                        match device.request_name(setup) {
-                            Some(n) => name.push_str(n),
-                            None => match setup.standard_name() {
-                                Some(n) => name.push_str(n),
-                                None => push_hex_request(name, setup.request_type, setup.request),
-                            },
-                        }
-                    },
-                    &site_kind,
-                );
+                        push_hex_request(name, setup.request_type, setup.request);
+                        table.intern_scratch()
+                    }
+                };
+                let site = self.core.cross(base, &site_kind);
                 (site, site_kind, data.len(), true)
             }
             XKind::Out { data, .. } => {
                 let site_kind = SiteKind::Transfer {
                     len: data.len() as u32,
                 };
-                let site = self.core.site(|name| name.push_str("bulk.out"), &site_kind);
+                let base = self.core.site_table.intern_str("bulk.out");
+                let site = self.core.cross(base, &site_kind);
                 (site, site_kind, data.len(), false)
             }
             XKind::In { len, intr, .. } => {
                 let site_kind = SiteKind::Transfer { len: *len as u32 };
-                let base = if *intr { "intr.in" } else { "bulk.in" };
-                let site = self.core.site(|name| name.push_str(base), &site_kind);
+                let name = if *intr { "intr.in" } else { "bulk.in" };
+                let base = self.core.site_table.intern_str(name);
+                let site = self.core.cross(base, &site_kind);
                 (site, site_kind, 0, false)
             }
         };

@@ -99,6 +99,70 @@ fn words_hash((a, z): (u64, u64), n: usize) -> u64 {
     (a.rotate_left(29) ^ z ^ n as u64).wrapping_mul(K)
 }
 
+/// The bytes of a name of at most 16 bytes as one little-endian number (its byte `i` is bits
+/// `8i..8i + 8`), read as whole words where it is long enough (no byte-by-byte copy).
+#[inline(always)]
+fn short_value(name: &[u8]) -> u128 {
+    let m = name.len();
+    debug_assert!(m <= 16);
+    let word8 = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&name[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let word4 = |at: usize| {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&name[at..at + 4]);
+        u32::from_le_bytes(w)
+    };
+    // The two words overlap (the same bytes at the same places), so they are or-ed.
+    if m >= 8 {
+        u128::from(word8(0)) | u128::from(word8(m - 8)) << (8 * (m - 8))
+    } else if m >= 4 {
+        u128::from(word4(0)) | u128::from(word4(m - 4)) << (8 * (m - 4))
+    } else {
+        name.iter()
+            .enumerate()
+            .fold(0, |v, (i, &b)| v | u128::from(b) << (8 * i))
+    }
+}
+
+/// The words ([`name_words`]) of `prefix` followed by `name`, without putting them together:
+/// read from where they are (a name put together in a buffer just written is read back before
+/// its stores have landed, a stall a crossing).
+#[inline(always)]
+fn prefixed_words(prefix: &[u8], name: &[u8]) -> (u64, u64) {
+    let (p, m) = (prefix.len(), name.len());
+    let n = p + m;
+    if n <= 16 {
+        let v = match m {
+            0 => short_value(prefix),
+            _ => short_value(prefix) | short_value(name) << (8 * p),
+        };
+        if n >= 8 {
+            (v as u64, (v >> (8 * (n - 8))) as u64)
+        } else if n >= 4 {
+            (u64::from(v as u32), u64::from((v >> (8 * (n - 4))) as u32))
+        } else {
+            // As `name_words` folds a short name: its first byte highest.
+            let fold = (0..n).fold(0, |h, i| (h << 8) | (v >> (8 * i)) as u64 & 0xff);
+            (fold, 0)
+        }
+    } else if m >= 8 && p <= 8 {
+        // Longer than 16: the first eight bytes start in the prefix, the last eight are the
+        // name's.
+        let head = short_value(prefix) | short_value(&name[..8 - p]) << (8 * p);
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&name[m - 8..]);
+        (head as u64, u64::from_le_bytes(w))
+    } else {
+        let mut whole = Vec::with_capacity(n);
+        whole.extend_from_slice(prefix);
+        whole.extend_from_slice(name);
+        name_words(&whole)
+    }
+}
+
 /// A name's words and hash.
 #[inline(always)]
 fn name_key(name: &[u8]) -> ((u64, u64), u64) {
@@ -148,7 +212,7 @@ impl SiteTable {
     }
 
     /// The index of the base named in `scratch`, interned if new.
-    pub(super) fn intern_scratch(&mut self) -> u32 {
+    pub(crate) fn intern_scratch(&mut self) -> u32 {
         let (words, hash) = name_key(self.scratch.as_bytes());
         match self.find(&self.scratch, words, hash) {
             Ok(b) => b,
@@ -178,6 +242,52 @@ impl SiteTable {
                 }
                 b
             }
+        }
+    }
+
+    /// The index of the base named `prefix` followed by `name` (`ctrl.` and a request's
+    /// name), interned if new: found by the words of the two parts where they are; put
+    /// together (in `scratch`) only when new or longer than 16 bytes.
+    #[inline(always)]
+    pub(crate) fn intern_prefixed(&mut self, prefix: &'static str, name: &str) -> u32 {
+        let n = prefix.len() + name.len();
+        if n > 16 {
+            return self.intern_joined(prefix, name);
+        }
+        let words = prefixed_words(prefix.as_bytes(), name.as_bytes());
+        let hash = words_hash(words, n);
+        let mask = self.slots.len() - 1;
+        let mut i = (hash >> 40) as usize & mask;
+        loop {
+            match self.slots[i] {
+                NO_BASE => return self.intern_joined(prefix, name),
+                b => {
+                    let base = &self.bases[b as usize];
+                    if base.hash == hash && base.words == words && base.name.len() == n {
+                        return b;
+                    }
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// [`SiteTable::intern_prefixed`] by the name put together in `scratch`.
+    #[inline(never)]
+    fn intern_joined(&mut self, prefix: &str, name: &str) -> u32 {
+        self.scratch.clear();
+        self.scratch.push_str(prefix);
+        self.scratch.push_str(name);
+        self.intern_scratch()
+    }
+
+    /// The index of the base named `name` (a literal: `bulk.out`), interned if new.
+    #[inline(always)]
+    pub(crate) fn intern_str(&mut self, name: &'static str) -> u32 {
+        let (words, hash) = name_key(name.as_bytes());
+        match self.find(name, words, hash) {
+            Ok(b) => b,
+            Err(_) => self.intern_joined(name, ""),
         }
     }
 
@@ -363,6 +473,50 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A prefixed name's words, read from its two parts, are those of the name put together,
+    /// for every length of either part; so it finds the same base.
+    #[test]
+    fn a_prefixed_name_has_the_words_of_the_name_put_together() {
+        let bytes: Vec<u8> = (0..40u8)
+            .map(|i| i.wrapping_mul(37).wrapping_add(11))
+            .collect();
+        for p in 0..=9 {
+            for m in 0..=30 {
+                let (prefix, name) = (&bytes[..p], &bytes[p..p + m]);
+                let mut whole = prefix.to_vec();
+                whole.extend_from_slice(name);
+                assert_eq!(
+                    prefixed_words(prefix, name),
+                    name_words(&whole),
+                    "{p} + {m}"
+                );
+            }
+        }
+        let mut t = SiteTable::default();
+        for name in [
+            "",
+            "a",
+            "ab",
+            "load",
+            "store",
+            "get_status",
+            "c0_0a",
+            "get_descriptor_x",
+        ] {
+            t.scratch.clear();
+            t.scratch.push_str("ctrl.");
+            t.scratch.push_str(name);
+            let b = t.intern_scratch();
+            assert_eq!(t.intern_prefixed("ctrl.", name), b, "{name}");
+        }
+        let b = t.intern_prefixed("ctrl.", "set_interface_alt");
+        assert_eq!(t.base(b), "ctrl.set_interface_alt");
+        assert_eq!(t.intern_prefixed("ctrl.", "set_interface_alt"), b);
+        let bulk = t.intern_str("bulk.out");
+        assert_eq!(t.intern_str("bulk.out"), bulk);
+        assert_eq!(t.base(bulk), "bulk.out");
     }
 
     /// A base finds its plan entries once a plan: runs under the same plan keep them, a new

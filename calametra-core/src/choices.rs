@@ -674,7 +674,8 @@ impl DeciderState {
     /// The index in `draws` of the data stream of actor `key` (`data`) or the user stream
     /// `key`: named and (seeded) derived on its first draw.
     fn drawn(&mut self, data: bool, key: &str) -> usize {
-        let hit = |d: &Drawn| d.data == data && same_key(d.key.as_bytes(), key.as_bytes());
+        let hit =
+            |d: &Drawn| d.data == data && crate::words::same(d.key.as_bytes(), key.as_bytes());
         let i = if self.draws.get(self.last_draw).is_some_and(hit) {
             self.last_draw
         } else {
@@ -746,29 +747,6 @@ fn text_key(s: Strategy) -> u64 {
             horizon,
             spawn_order,
         } => 2 << 56 | u64::from(spawn_order) << 48 | u64::from(depth) << 32 | u64::from(horizon),
-    }
-}
-
-/// Whether two actor or user names are the same, without a `memcmp` call for a name of up to 16
-/// bytes (an actor's name, `driver`, `hotplug`, is short, and a draw looks its stream up by it):
-/// the first and last 8 (or 4) bytes cover such a name, so comparing them compares it.
-#[inline(always)]
-fn same_key(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len();
-    if n != b.len() {
-        return false;
-    }
-    let word = |s: &[u8]| {
-        let mut w = [0u8; 8];
-        w[..s.len()].copy_from_slice(s);
-        u64::from_le_bytes(w)
-    };
-    match n {
-        0 => true,
-        1..=3 => a == b,
-        4..=7 => word(&a[..4]) == word(&b[..4]) && word(&a[n - 4..]) == word(&b[n - 4..]),
-        8..=16 => word(&a[..8]) == word(&b[..8]) && word(&a[n - 8..]) == word(&b[n - 8..]),
-        _ => a == b,
     }
 }
 
@@ -1020,38 +998,6 @@ mod tests {
         assert_eq!(d.data("a", 10), 0);
         assert_eq!(d.last_anchor(), (Anchor::START, 1));
         assert!(d.log.is_empty());
-    }
-
-    #[test]
-    fn same_key_is_equality() {
-        let names = [
-            "",
-            "a",
-            "ab",
-            "abc",
-            "abcd",
-            "abce",
-            "bbcd",
-            "abcde",
-            "driver",
-            "drivex",
-            "xriver",
-            "hotplug",
-            "poller!",
-            "abcdefgh",
-            "abcdefgi",
-            "bbcdefgh",
-            "abcdefghijklmnop",
-            "abcdefghijklmnoq",
-            "abcdefghXjklmnop",
-            "abcdefghijklmnopq",
-            "abcdefghijklmnopr",
-        ];
-        for a in names {
-            for b in names {
-                assert_eq!(same_key(a.as_bytes(), b.as_bytes()), a == b, "{a:?} {b:?}");
-            }
-        }
     }
 
     #[test]

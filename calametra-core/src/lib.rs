@@ -45,6 +45,7 @@ mod tasks;
 pub mod trace;
 pub mod tracefile;
 pub mod usb;
+mod words;
 pub mod world;
 
 pub use error::Error;

@@ -4,6 +4,7 @@
 //! text.
 
 use crate::fault::{Fault, FaultPlan};
+use crate::words::edge_words;
 
 /// A site crossing: its base ([`SiteTable`] index) and its occurrence `n` (from 1). The
 /// name `<base>#<n>` is built only where it is written out as text (a logged fault, a schedule
@@ -19,7 +20,7 @@ pub(crate) struct SiteId {
 struct SiteBase {
     name: Box<str>,
     hash: u64,
-    /// The name's words ([`name_words`]): with its length, the whole name when it is at most
+    /// The name's words ([`edge_words`]): with its length, the whole name when it is at most
     /// 16 bytes (then a probe compares them, not the bytes).
     words: (u64, u64),
     /// Its crossings in this run.
@@ -71,26 +72,7 @@ impl Default for SiteTable {
     }
 }
 
-/// A name's first and last eight bytes (four, or the bytes themselves, for a shorter name):
-/// with its length, they are the whole name when it is at most 16 bytes long.
-#[inline(always)]
-fn name_words(name: &[u8]) -> (u64, u64) {
-    let n = name.len();
-    let word = |b: &[u8]| {
-        let mut w = [0u8; 8];
-        w[..b.len()].copy_from_slice(b);
-        u64::from_le_bytes(w)
-    };
-    if n >= 8 {
-        (word(&name[..8]), word(&name[n - 8..]))
-    } else if n >= 4 {
-        (word(&name[..4]), word(&name[n - 4..]))
-    } else {
-        (name.iter().fold(0, |h, &b| (h << 8) | u64::from(b)), 0)
-    }
-}
-
-/// A name's hash for the table, from its length and words ([`name_words`]): one multiply (no
+/// A name's hash for the table, from its length and words ([`edge_words`]): one multiply (no
 /// loop over the bytes: names that share both ends only probe further). Deterministic: no
 /// per-process key.
 #[inline(always)]
@@ -127,46 +109,33 @@ fn short_value(name: &[u8]) -> u128 {
     }
 }
 
-/// The words ([`name_words`]) of `prefix` followed by `name`, without putting them together:
-/// read from where they are (a name put together in a buffer just written is read back before
-/// its stores have landed, a stall a crossing).
+/// The words ([`edge_words`]) of `prefix` followed by `name`, together at most 16 bytes,
+/// without putting them together: read from where they are (a name put together in a buffer
+/// just written is read back before its stores have landed, a stall a crossing).
 #[inline(always)]
 fn prefixed_words(prefix: &[u8], name: &[u8]) -> (u64, u64) {
     let (p, m) = (prefix.len(), name.len());
     let n = p + m;
-    if n <= 16 {
-        let v = match m {
-            0 => short_value(prefix),
-            _ => short_value(prefix) | short_value(name) << (8 * p),
-        };
-        if n >= 8 {
-            (v as u64, (v >> (8 * (n - 8))) as u64)
-        } else if n >= 4 {
-            (u64::from(v as u32), u64::from((v >> (8 * (n - 4))) as u32))
-        } else {
-            // As `name_words` folds a short name: its first byte highest.
-            let fold = (0..n).fold(0, |h, i| (h << 8) | (v >> (8 * i)) as u64 & 0xff);
-            (fold, 0)
-        }
-    } else if m >= 8 && p <= 8 {
-        // Longer than 16: the first eight bytes start in the prefix, the last eight are the
-        // name's.
-        let head = short_value(prefix) | short_value(&name[..8 - p]) << (8 * p);
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&name[m - 8..]);
-        (head as u64, u64::from_le_bytes(w))
+    debug_assert!(n <= 16);
+    let v = match m {
+        0 => short_value(prefix),
+        _ => short_value(prefix) | short_value(name) << (8 * p),
+    };
+    if n >= 8 {
+        (v as u64, (v >> (8 * (n - 8))) as u64)
+    } else if n >= 4 {
+        (u64::from(v as u32), u64::from((v >> (8 * (n - 4))) as u32))
     } else {
-        let mut whole = Vec::with_capacity(n);
-        whole.extend_from_slice(prefix);
-        whole.extend_from_slice(name);
-        name_words(&whole)
+        // As `edge_words` folds a short name: its first byte highest.
+        let fold = (0..n).fold(0, |h, i| (h << 8) | (v >> (8 * i)) as u64 & 0xff);
+        (fold, 0)
     }
 }
 
 /// A name's words and hash.
 #[inline(always)]
 fn name_key(name: &[u8]) -> ((u64, u64), u64) {
-    let words = name_words(name);
+    let words = edge_words(name);
     (words, words_hash(words, name.len()))
 }
 
@@ -476,20 +445,20 @@ mod tests {
     }
 
     /// A prefixed name's words, read from its two parts, are those of the name put together,
-    /// for every length of either part; so it finds the same base.
+    /// for every length of either part up to 16 bytes together; so it finds the same base.
     #[test]
     fn a_prefixed_name_has_the_words_of_the_name_put_together() {
         let bytes: Vec<u8> = (0..40u8)
             .map(|i| i.wrapping_mul(37).wrapping_add(11))
             .collect();
         for p in 0..=9 {
-            for m in 0..=30 {
+            for m in 0..=16 - p {
                 let (prefix, name) = (&bytes[..p], &bytes[p..p + m]);
                 let mut whole = prefix.to_vec();
                 whole.extend_from_slice(name);
                 assert_eq!(
                     prefixed_words(prefix, name),
-                    name_words(&whole),
+                    edge_words(&whole),
                     "{p} + {m}"
                 );
             }

@@ -488,6 +488,8 @@ impl DeciderState {
         self.schedule_among(point, ids.len(), Some(ids), what)
     }
 
+    /// The decision behind [`DeciderState::schedule`] and [`DeciderState::schedule_task`],
+    /// which take a single option themselves: `n` is more than one.
     fn schedule_among(
         &mut self,
         point: u64,
@@ -495,9 +497,7 @@ impl DeciderState {
         ids: Option<&[usize]>,
         what: impl FnOnce(usize) -> String,
     ) -> usize {
-        if n <= 1 {
-            return 0;
-        }
+        debug_assert!(n > 1, "a point with one option takes it without a decision");
         if ids.is_some() {
             self.task_choices += 1;
         }

@@ -595,13 +595,10 @@ fn steps(sim: &mut Sim, wakers: &mut Vec<Waker>) -> Option<Failure> {
                 }
             });
             w.tasks.polled = Some(id);
-            let Some(mut fut) = fut else {
-                w.core.actor = name;
-                continue;
-            };
             // The task is the actor while it runs: its name moves in, and back out after the
             // poll (one count of the name a poll, not three).
             w.core.actor = name;
+            let Some(mut fut) = fut else { continue };
             drop(w);
             let mut cx = Context::from_waker(&wakers[id]);
             let polled = catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx)));

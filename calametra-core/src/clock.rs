@@ -31,28 +31,24 @@ pub fn push_ns(buf: &mut String, ns: Nanos) {
     buf.push_str(std::str::from_utf8(&out[..n]).unwrap_or_default());
 }
 
-/// Writes `ns` as [`format_ns`] does into `out`; the number of bytes written (ASCII).
+/// Writes `ns` as [`format_ns`] does into `out`; the number of bytes written (ASCII). Every
+/// byte is stored in place (no digits written elsewhere and copied: a small copy was a call).
 fn write_ns(out: &mut [u8; 32], ns: Nanos) -> usize {
     if ns == 0 {
         out[0] = b'0';
         return 1;
     }
-    let units: [(u64, &[u8]); 4] = [
-        (1_000_000_000, b"s"),
-        (1_000_000, b"ms"),
-        (1_000, b"us"),
-        (1, b"ns"),
+    // The unit's letters (a second one of 0: none).
+    let units: [(u64, u8, u8); 4] = [
+        (1_000_000_000, b's', 0),
+        (1_000_000, b'm', b's'),
+        (1_000, b'u', b's'),
+        (1, b'n', b's'),
     ];
-    let mut tmp = [0u8; 20];
-    let mut at = 0;
-    let mut put = |bytes: &[u8], at: &mut usize| {
-        out[*at..*at + bytes.len()].copy_from_slice(bytes);
-        *at += bytes.len();
-    };
-    for (scale, unit) in units {
+    for (scale, u0, u1) in units {
         if ns >= scale {
-            if ns.is_multiple_of(scale) {
-                put(crate::trace::decimal(ns / scale, &mut tmp), &mut at);
+            let mut at = if ns.is_multiple_of(scale) {
+                put_decimal(out, 0, ns / scale)
             } else {
                 // The value rounded to thousandths, as the f64 it was always computed as; it is
                 // below 2^53 (at most 2^64 / 10^9 * 1000), so exactly an integer, and the
@@ -69,7 +65,7 @@ fn write_ns(out: &mut [u8; 32], ns: Nanos) -> usize {
                     let v = ns as f64 / scale as f64;
                     (v * 1000.0).round() as u64
                 };
-                put(crate::trace::decimal(m / 1000, &mut tmp), &mut at);
+                let mut at = put_decimal(out, 0, m / 1000);
                 let mut frac = m % 1000;
                 if frac != 0 {
                     let mut width = 3;
@@ -77,18 +73,47 @@ fn write_ns(out: &mut [u8; 32], ns: Nanos) -> usize {
                         frac /= 10;
                         width -= 1;
                     }
-                    let digits = crate::trace::decimal(frac, &mut tmp);
-                    // The fraction's leading zeros (`1.05` is 1, a point and `05`).
-                    let mut text = [b'.', b'0', b'0', b'0'];
-                    text[1 + width - digits.len()..1 + width].copy_from_slice(digits);
-                    put(&text[..1 + width], &mut at);
+                    // The point, then `width` digits with their leading zeros (`1.05`).
+                    out[at] = b'.';
+                    for k in (1..=width).rev() {
+                        out[at + k] = b'0' + (frac % 10) as u8;
+                        frac /= 10;
+                    }
+                    at += 1 + width;
                 }
+                at
+            };
+            out[at] = u0;
+            at += 1;
+            if u1 != 0 {
+                out[at] = u1;
+                at += 1;
             }
-            put(unit, &mut at);
             return at;
         }
     }
-    at
+    0
+}
+
+/// Writes `v` in decimal into `out` from `at` (at most 20 digits); the position after it.
+fn put_decimal(out: &mut [u8; 32], at: usize, mut v: u64) -> usize {
+    let mut digits = 1;
+    let mut rest = v / 10;
+    while rest > 0 {
+        digits += 1;
+        rest /= 10;
+    }
+    let end = at + digits;
+    let mut i = end;
+    loop {
+        i -= 1;
+        out[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    end
 }
 
 /// Formats nanoseconds exactly, in the largest unit that divides them: `250us`, `1ms`,

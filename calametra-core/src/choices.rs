@@ -39,9 +39,13 @@
 //! This module owns the run's live decision maker (`Decider`: the seeded, replayed and default
 //! sources, the anchors a replay resolves, the log of events taken) and [`Source`]. The event
 //! vocabulary and the comparison of a replayed list with its run are in `choices/event.rs`; how streams
-//! are derived from a seed is in [`crate::stream`]; both are re-exported here.
+//! are derived from a seed is in [`crate::stream`]; both are re-exported here. The decider's
+//! data and user draws are in `choices/draws.rs`.
 
+mod draws;
 mod event;
+
+use draws::Drawn;
 
 pub use crate::stream::{
     below, data_stream, derive_seed, stream, stream_named, user_stream, StreamName,
@@ -103,8 +107,12 @@ fn slot(name: StreamName) -> usize {
     }
 }
 
-/// The events a seeded run's log has room for from the start.
+/// The events a seeded run's log has room for from the start, at least (see
+/// [`DeciderState::take_log`]).
 const SEEDED_LOG: usize = 16;
+
+/// The most a seeded run's log reserves from the start, whatever the run before took.
+const SEEDED_LOG_MAX: usize = 256;
 
 /// Past this many, the names of data and user streams, client labels and anchor keys a
 /// thread's decider keeps from run to run ([`DeciderState::reset`]) are dropped.
@@ -216,6 +224,8 @@ pub(crate) struct DeciderState {
     texts: Vec<(u64, Box<str>)>,
     /// The buffer a pick's label is written in ([`DeciderState::take_scratch`]).
     scratch: String,
+    /// How many events the thread's last seeded run logged ([`DeciderState::take_log`]).
+    last_log: usize,
 }
 
 impl DeciderState {
@@ -247,6 +257,7 @@ impl DeciderState {
             forced: None,
             texts: Vec::new(),
             scratch: String::new(),
+            last_log: 0,
         }
     }
 
@@ -280,6 +291,7 @@ impl DeciderState {
             forced,
             texts,
             scratch: _,
+            last_log: _,
         } = self;
         *source = Source::Default;
         *seed = None;
@@ -291,8 +303,7 @@ impl DeciderState {
             draws.clear();
         }
         for d in draws.iter_mut() {
-            d.live = false;
-            d.rng = None;
+            d.reset();
         }
         *last_draw = 0;
         // An empty map's `clear` still builds and drops an iterator: skipped when empty.
@@ -343,9 +354,11 @@ impl Decider {
             Source::Default => {}
             Source::Seeded(seed) => {
                 d.seed = Some(*seed);
-                // Room for a short run's events (its swarm and a few anchored picks): the log
-                // does not grow 1 -> 4 -> 8 -> 16 in the run's first steps.
-                d.log.reserve_exact(SEEDED_LOG);
+                // Room for a short run's events (its swarm and a few anchored picks), or for as
+                // many as the thread's previous seeded run took (a scenario's runs take about
+                // as many): the log does not grow 1 -> 4 -> 8 -> 16 -> 32 as the run goes.
+                let room = d.last_log.clamp(SEEDED_LOG, SEEDED_LOG_MAX);
+                d.log.reserve_exact(room);
             }
             Source::Replay(events) => {
                 // A replay shares its events' labels (not those of runs before).
@@ -427,6 +440,15 @@ impl Decider {
 impl DeciderState {
     pub(crate) fn is_seeded(&self) -> bool {
         matches!(self.source, Source::Seeded(_))
+    }
+
+    /// The events this run took, taken out of the decider (the run's result), the count kept
+    /// for the thread's next seeded run to reserve.
+    pub(crate) fn take_log(&mut self) -> Vec<Event> {
+        if self.seed.is_some() {
+            self.last_log = self.log.len();
+        }
+        std::mem::take(&mut self.log)
     }
 
     /// The seed of a seeded source.
@@ -683,87 +705,6 @@ impl DeciderState {
         self.labels.push(s.clone());
         s
     }
-
-    /// A data draw in `0..n` by `actor` (a task or device name), from its `data/<actor>`
-    /// stream; 0 for the default source and past the end of a replayed stream.
-    pub(crate) fn data(&mut self, actor: &str, n: u64) -> u64 {
-        if matches!(self.source, Source::Default) {
-            return 0;
-        }
-        self.draw(true, actor, n)
-    }
-
-    /// A draw in `0..n` from the scenario's own stream `user/<name>`.
-    pub(crate) fn user(&mut self, name: &str, n: u64) -> u64 {
-        if matches!(self.source, Source::Default) {
-            return 0;
-        }
-        self.draw(false, name, n)
-    }
-
-    /// The index in `draws` of the data stream of actor `key` (`data`) or the user stream
-    /// `key`: named and (seeded) derived on its first draw.
-    fn drawn(&mut self, data: bool, key: &str) -> usize {
-        let hit =
-            |d: &Drawn| d.data == data && crate::words::same(d.key.as_bytes(), key.as_bytes());
-        let i = if self.draws.get(self.last_draw).is_some_and(hit) {
-            self.last_draw
-        } else {
-            match self.draws.iter().position(hit) {
-                Some(i) => i,
-                None => {
-                    let name = if data {
-                        data_stream(key)
-                    } else {
-                        user_stream(key)
-                    };
-                    self.draws.push(Drawn {
-                        data,
-                        key: key.into(),
-                        name: name.into(),
-                        live: false,
-                        rng: None,
-                    });
-                    self.draws.len() - 1
-                }
-            }
-        };
-        let d = &mut self.draws[i];
-        if !d.live {
-            d.live = true;
-            d.rng = self.seed.map(|seed| stream_named(seed, &d.name));
-        }
-        self.last_draw = i;
-        i
-    }
-
-    /// A draw from the data stream of actor `key` (`data`) or the user stream `key` (seeded),
-    /// or its replayed queue; a data stream falls back on the draws recorded without a stream
-    /// name. Logged with the stream's shared name.
-    fn draw(&mut self, data: bool, key: &str, n: u64) -> u64 {
-        let i = self.drawn(data, key);
-        let d = &mut self.draws[i];
-        let v = match &mut d.rng {
-            Some(rng) => below(rng, n.max(1)),
-            None => {
-                let queued = self
-                    .replay_draws
-                    .get_mut(&*d.name)
-                    .and_then(|q| q.pop_front());
-                let v = match queued {
-                    Some(v) => v,
-                    None if data => self.replay_data.pop_front().unwrap_or(0),
-                    None => 0,
-                };
-                v.min(n.saturating_sub(1))
-            }
-        };
-        self.log.push(Event::Data {
-            value: v,
-            stream: Some(d.name.clone()),
-        });
-        v
-    }
 }
 
 /// Strategy `s` as one word, distinct for distinct strategies (the variant in the top byte,
@@ -780,20 +721,6 @@ fn text_key(s: Strategy) -> u64 {
     }
 }
 
-/// A data or user stream a run drew from ([`DeciderState::drawn`]).
-struct Drawn {
-    /// A data stream (`data/<key>`), or a user stream (`user/<key>`).
-    data: bool,
-    /// The actor or user name.
-    key: Box<str>,
-    /// The stream's full name, shared by every draw's event.
-    name: Arc<str>,
-    /// Whether this run drew from it yet (the names are kept from run to run).
-    live: bool,
-    /// Its generator in a seeded run once live; `None` on replay (answered from the recorded
-    /// draws).
-    rng: Option<ChaCha8Rng>,
-}
 
 #[cfg(test)]
 mod tests {
@@ -986,6 +913,33 @@ mod tests {
         else {
             panic!("a pick without a label reads as one");
         };
+    }
+
+    #[test]
+    fn a_seeded_log_has_room_for_what_the_last_seeded_run_took() {
+        let run = |source: Source, events: usize| {
+            let mut d = Decider::new(source);
+            let room = d.log.capacity();
+            for _ in 0..events {
+                d.client(3, |_| None);
+            }
+            let log = d.take_log();
+            (room, log)
+        };
+        let (room, log) = run(Source::Seeded(1), 40);
+        assert!(room >= SEEDED_LOG);
+        assert_eq!(log.len(), 40);
+        // A replay in between leaves the count as it was; its log takes the replayed events'.
+        let (room, _) = run(Source::Replay(log.clone()), 40);
+        assert!(room >= 40);
+        let (room, _) = run(Source::Seeded(2), 3);
+        assert!(room >= 40, "{room}");
+        let (room, _) = run(Source::Seeded(3), 0);
+        assert!((SEEDED_LOG..40).contains(&room), "{room}");
+        // However long the last run, the first reservation stays bounded.
+        run(Source::Seeded(4), 10_000);
+        let (room, _) = run(Source::Seeded(5), 0);
+        assert!((SEEDED_LOG_MAX..2 * SEEDED_LOG_MAX).contains(&room), "{room}");
     }
 
     fn first_label(e: &Event) -> &Arc<str> {

@@ -801,7 +801,7 @@ fn finish(sim: &mut Sim, failure: Option<Failure>) -> RunResult {
     RunResult {
         hash,
         records,
-        events: std::mem::take(&mut core.decide.log),
+        events: core.decide.take_log(),
         failure,
         lines,
         sites: std::mem::take(&mut core.sites),

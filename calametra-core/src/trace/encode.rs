@@ -307,36 +307,46 @@ impl V3 {
         let given = self.strings.add(s, miss);
         // `bias` is 0 or 1 (a key): one byte; a length under 128 is one byte too.
         debug_assert!(bias <= 1);
-        let buf = &mut self.buf;
         let n = s.len();
-        if n <= 16 {
-            // Most strings are short: written as a fixed 18 bytes (code, length, room for 16)
-            // cut to size, the string copied as two overlapping pieces, with no call to copy.
-            let at = buf.len();
-            buf.extend_from_slice(&[0; 18]);
-            let out = &mut buf[at..at + 18];
-            out[0] = bias as u8;
-            out[1] = n as u8;
-            let out = &mut out[2..];
-            match n {
-                0 => {}
-                1..=3 => {
-                    out[0] = s[0];
-                    out[n / 2] = s[n / 2];
-                    out[n - 1] = s[n - 1];
-                }
-                4..=7 => {
-                    out[..4].copy_from_slice(&s[..4]);
-                    out[n - 4..n].copy_from_slice(&s[n - 4..]);
-                }
-                _ => {
-                    out[..8].copy_from_slice(&s[..8]);
-                    out[n - 8..n].copy_from_slice(&s[n - 8..]);
-                }
-            }
-            buf.truncate(at + 2 + n);
+        if n > 16 {
+            self.long_string(s, bias);
             return given;
         }
+        // Most strings are short: put together as a fixed 18 bytes (code, length, room for 16),
+        // the string copied as two overlapping pieces, then appended whole and cut to size:
+        // no call to copy.
+        let mut out = [0u8; 18];
+        out[0] = bias as u8;
+        out[1] = n as u8;
+        let body = &mut out[2..];
+        match n {
+            0 => {}
+            1..=3 => {
+                body[0] = s[0];
+                body[n / 2] = s[n / 2];
+                body[n - 1] = s[n - 1];
+            }
+            4..=7 => {
+                body[..4].copy_from_slice(&s[..4]);
+                body[n - 4..n].copy_from_slice(&s[n - 4..]);
+            }
+            _ => {
+                body[..8].copy_from_slice(&s[..8]);
+                body[n - 8..n].copy_from_slice(&s[n - 8..]);
+            }
+        }
+        let buf = &mut self.buf;
+        buf.extend_from_slice(&out);
+        buf.truncate(buf.len() - (16 - n));
+        given
+    }
+
+    /// The code, length and bytes of a new string longer than 16 bytes.
+    #[cold]
+    #[inline(never)]
+    fn long_string(&mut self, s: &[u8], bias: u64) {
+        let buf = &mut self.buf;
+        let n = s.len();
         if n < 0x80 {
             buf.extend_from_slice(&[bias as u8, n as u8]);
         } else {
@@ -344,7 +354,6 @@ impl V3 {
             enc_uint(buf, n as u64);
         }
         buf.extend_from_slice(s);
-        given
     }
 }
 
@@ -405,7 +414,7 @@ impl V3 {
     }
 
     /// A site name by its parts: exactly what [`Sink::str`] writes for `<base>#<n>`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn site(&mut self, base: &str, n: u64) {
         self.buf.push(tag::SITE);
         self.string(base.as_bytes(), 0);

@@ -22,33 +22,24 @@ pub fn format_ns(ns: Nanos) -> String {
 
 /// Appends `ns` as [`format_ns`] writes it (a fraction rounded to three decimals, trailing
 /// zeros dropped), without the formatting machinery: schedule labels are written with it every
-/// logged pick. The text is put together in a stack buffer and appended once.
+/// logged pick. The text is appended in pieces sliced from [`DIGITS`] (three digits a piece)
+/// and the unit's name: no buffer to check for UTF-8 (building one and checking it cost ~150
+/// instructions a call).
 pub fn push_ns(buf: &mut String, ns: Nanos) {
-    // At most 20 digits, a point, 3 decimals and a 2-letter unit.
-    let mut out = [0u8; 32];
-    let n = write_ns(&mut out, ns);
-    // ASCII: appended as one string (pushing it char by char cost ~300 instructions a call).
-    buf.push_str(std::str::from_utf8(&out[..n]).unwrap_or_default());
-}
-
-/// Writes `ns` as [`format_ns`] does into `out`; the number of bytes written (ASCII). Every
-/// byte is stored in place (no digits written elsewhere and copied: a small copy was a call).
-fn write_ns(out: &mut [u8; 32], ns: Nanos) -> usize {
     if ns == 0 {
-        out[0] = b'0';
-        return 1;
+        buf.push('0');
+        return;
     }
-    // The unit's letters (a second one of 0: none).
-    let units: [(u64, u8, u8); 4] = [
-        (1_000_000_000, b's', 0),
-        (1_000_000, b'm', b's'),
-        (1_000, b'u', b's'),
-        (1, b'n', b's'),
+    let units: [(u64, &str); 4] = [
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
     ];
-    for (scale, u0, u1) in units {
+    for (scale, unit) in units {
         if ns >= scale {
-            let mut at = if ns.is_multiple_of(scale) {
-                put_decimal(out, 0, ns / scale)
+            if ns.is_multiple_of(scale) {
+                push_decimal(buf, ns / scale);
             } else {
                 // The value rounded to thousandths, as the f64 it was always computed as; it is
                 // below 2^53 (at most 2^64 / 10^9 * 1000), so exactly an integer, and the
@@ -65,55 +56,64 @@ fn write_ns(out: &mut [u8; 32], ns: Nanos) -> usize {
                     let v = ns as f64 / scale as f64;
                     (v * 1000.0).round() as u64
                 };
-                let mut at = put_decimal(out, 0, m / 1000);
-                let mut frac = m % 1000;
+                push_decimal(buf, m / 1000);
+                let frac = (m % 1000) as usize;
                 if frac != 0 {
-                    let mut width = 3;
-                    while frac.is_multiple_of(10) {
-                        frac /= 10;
-                        width -= 1;
-                    }
-                    // The point, then `width` digits with their leading zeros (`1.05`).
-                    out[at] = b'.';
-                    for k in (1..=width).rev() {
-                        out[at + k] = b'0' + (frac % 10) as u8;
-                        frac /= 10;
-                    }
-                    at += 1 + width;
+                    // The fraction's three digits (`1.05` is 1, a point and `05`), its trailing
+                    // zeros dropped.
+                    let width = if frac.is_multiple_of(100) {
+                        1
+                    } else if frac.is_multiple_of(10) {
+                        2
+                    } else {
+                        3
+                    };
+                    buf.push('.');
+                    buf.push_str(&DIGITS[3 * frac..3 * frac + width]);
                 }
-                at
-            };
-            out[at] = u0;
-            at += 1;
-            if u1 != 0 {
-                out[at] = u1;
-                at += 1;
             }
-            return at;
+            buf.push_str(unit);
+            return;
         }
     }
-    0
 }
 
-/// Writes `v` in decimal into `out` from `at` (at most 20 digits); the position after it.
-fn put_decimal(out: &mut [u8; 32], at: usize, mut v: u64) -> usize {
-    let mut digits = 1;
-    let mut rest = v / 10;
-    while rest > 0 {
-        digits += 1;
-        rest /= 10;
-    }
-    let end = at + digits;
-    let mut i = end;
-    loop {
-        i -= 1;
-        out[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
+/// `000001002...999`: the three digits of every number below 1000, in order.
+const DIGITS: &str = {
+    const BYTES: [u8; 3000] = {
+        let mut t = [0u8; 3000];
+        let mut i = 0;
+        while i < 1000 {
+            t[3 * i] = b'0' + (i / 100) as u8;
+            t[3 * i + 1] = b'0' + (i / 10 % 10) as u8;
+            t[3 * i + 2] = b'0' + (i % 10) as u8;
+            i += 1;
         }
+        t
+    };
+    match std::str::from_utf8(&BYTES) {
+        Ok(s) => s,
+        Err(_) => panic!("digits are ASCII"),
     }
-    end
+};
+
+/// Appends `n` in decimal, three digits a piece (no leading zeros).
+fn push_decimal(buf: &mut String, n: u64) {
+    if n >= 1000 {
+        push_decimal(buf, n / 1000);
+        let k = (n % 1000) as usize;
+        buf.push_str(&DIGITS[3 * k..3 * k + 3]);
+    } else {
+        let k = n as usize;
+        let skip = if k >= 100 {
+            0
+        } else if k >= 10 {
+            1
+        } else {
+            2
+        };
+        buf.push_str(&DIGITS[3 * k + skip..3 * k + 3]);
+    }
 }
 
 /// Formats nanoseconds exactly, in the largest unit that divides them: `250us`, `1ms`,

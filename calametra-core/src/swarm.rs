@@ -56,8 +56,8 @@ pub const DENSITIES: [u32; 5] = [32, 48, 64, 96, 128];
 pub const STICKY_PERCENTS: [u8; 3] = [50, 75, 90];
 
 /// The depths a swarm's priority strategy aims at (one or two change points): mostly one, as
-/// in preemption-bounded search, where most bugs need a single preemption (see
-/// [`STRATEGY_MENU`] for the measurements).
+/// in preemption-bounded search, where most bugs need a single preemption (see the swarm's
+/// strategy menu, `STRATEGY_MENU`, for the measurements).
 pub const PRIORITY_DEPTHS: [u8; 4] = [2, 2, 2, 3];
 
 /// The multiples of the scenario's length in task choices

@@ -58,9 +58,9 @@ pub struct RunConfig {
     /// one, it replaces the uniform default). `None` (the default): the swarm's, or uniform.
     /// For benchmarks and for pinning a strategy; replays ignore it (their picks are events).
     pub strategy: Option<Strategy>,
-    /// Record what the run reached for a guided sweep ([`take_coverage`]): marks, faults by
-    /// site and primitive, outcomes (transfers that failed, by request and status; USB
-    /// transitions; externals), pairs of consecutive transitions, each device's end state.
+    /// Record what the run reached for a guided sweep ([`crate::sim::take_coverage`]): marks,
+    /// faults by site and primitive, outcomes (transfers that failed, by request and status;
+    /// USB transitions; externals), pairs of consecutive transitions, each device's end state.
     pub coverage: bool,
     /// Watch the pictures devices show ([`crate::picture`]): each one that appears is rendered
     /// and the log left for [`crate::picture::take_pictures`]. Changes no record and no hash.

@@ -22,37 +22,24 @@ pub fn format_ns(ns: Nanos) -> String {
 
 /// Appends `ns` as [`format_ns`] writes it (a fraction rounded to three decimals, trailing
 /// zeros dropped), without the formatting machinery: schedule labels are written with it every
-/// logged pick. The text is put together in a stack buffer and appended once.
+/// logged pick. The text is appended in pieces sliced from [`DIGITS`] (three digits a piece)
+/// and the unit's name: no buffer to check for UTF-8 (building one and checking it cost ~150
+/// instructions a call).
 pub fn push_ns(buf: &mut String, ns: Nanos) {
-    // At most 20 digits, a point, 3 decimals and a 2-letter unit.
-    let mut out = [0u8; 32];
-    let n = write_ns(&mut out, ns);
-    // ASCII: appended as one string (pushing it char by char cost ~300 instructions a call).
-    buf.push_str(std::str::from_utf8(&out[..n]).unwrap_or_default());
-}
-
-/// Writes `ns` as [`format_ns`] does into `out`; the number of bytes written (ASCII).
-fn write_ns(out: &mut [u8; 32], ns: Nanos) -> usize {
     if ns == 0 {
-        out[0] = b'0';
-        return 1;
+        buf.push('0');
+        return;
     }
-    let units: [(u64, &[u8]); 4] = [
-        (1_000_000_000, b"s"),
-        (1_000_000, b"ms"),
-        (1_000, b"us"),
-        (1, b"ns"),
+    let units: [(u64, &str); 4] = [
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
     ];
-    let mut tmp = [0u8; 20];
-    let mut at = 0;
-    let mut put = |bytes: &[u8], at: &mut usize| {
-        out[*at..*at + bytes.len()].copy_from_slice(bytes);
-        *at += bytes.len();
-    };
     for (scale, unit) in units {
         if ns >= scale {
             if ns.is_multiple_of(scale) {
-                put(crate::trace::decimal(ns / scale, &mut tmp), &mut at);
+                push_decimal(buf, ns / scale);
             } else {
                 // The value rounded to thousandths, as the f64 it was always computed as; it is
                 // below 2^53 (at most 2^64 / 10^9 * 1000), so exactly an integer, and the
@@ -69,26 +56,64 @@ fn write_ns(out: &mut [u8; 32], ns: Nanos) -> usize {
                     let v = ns as f64 / scale as f64;
                     (v * 1000.0).round() as u64
                 };
-                put(crate::trace::decimal(m / 1000, &mut tmp), &mut at);
-                let mut frac = m % 1000;
+                push_decimal(buf, m / 1000);
+                let frac = (m % 1000) as usize;
                 if frac != 0 {
-                    let mut width = 3;
-                    while frac.is_multiple_of(10) {
-                        frac /= 10;
-                        width -= 1;
-                    }
-                    let digits = crate::trace::decimal(frac, &mut tmp);
-                    // The fraction's leading zeros (`1.05` is 1, a point and `05`).
-                    let mut text = [b'.', b'0', b'0', b'0'];
-                    text[1 + width - digits.len()..1 + width].copy_from_slice(digits);
-                    put(&text[..1 + width], &mut at);
+                    // The fraction's three digits (`1.05` is 1, a point and `05`), its trailing
+                    // zeros dropped.
+                    let width = if frac.is_multiple_of(100) {
+                        1
+                    } else if frac.is_multiple_of(10) {
+                        2
+                    } else {
+                        3
+                    };
+                    buf.push('.');
+                    buf.push_str(&DIGITS[3 * frac..3 * frac + width]);
                 }
             }
-            put(unit, &mut at);
-            return at;
+            buf.push_str(unit);
+            return;
         }
     }
-    at
+}
+
+/// `000001002...999`: the three digits of every number below 1000, in order.
+const DIGITS: &str = {
+    const BYTES: [u8; 3000] = {
+        let mut t = [0u8; 3000];
+        let mut i = 0;
+        while i < 1000 {
+            t[3 * i] = b'0' + (i / 100) as u8;
+            t[3 * i + 1] = b'0' + (i / 10 % 10) as u8;
+            t[3 * i + 2] = b'0' + (i % 10) as u8;
+            i += 1;
+        }
+        t
+    };
+    match std::str::from_utf8(&BYTES) {
+        Ok(s) => s,
+        Err(_) => panic!("digits are ASCII"),
+    }
+};
+
+/// Appends `n` in decimal, three digits a piece (no leading zeros).
+fn push_decimal(buf: &mut String, n: u64) {
+    if n >= 1000 {
+        push_decimal(buf, n / 1000);
+        let k = (n % 1000) as usize;
+        buf.push_str(&DIGITS[3 * k..3 * k + 3]);
+    } else {
+        let k = n as usize;
+        let skip = if k >= 100 {
+            0
+        } else if k >= 10 {
+            1
+        } else {
+            2
+        };
+        buf.push_str(&DIGITS[3 * k + skip..3 * k + 3]);
+    }
 }
 
 /// Formats nanoseconds exactly, in the largest unit that divides them: `250us`, `1ms`,

@@ -12,16 +12,33 @@ thread_local! {
 }
 
 /// Runs `f` on the current world. Panics (with a clear message) outside a simulation.
+///
+/// The world is borrowed in place, through the thread's slot (no count of its `Rc` is taken
+/// and dropped a call): `f` must not replace the current world, which only `sim` does, outside
+/// any `with`.
 pub(crate) fn with<R>(f: impl FnOnce(&mut World) -> R) -> R {
-    let w = current();
-    let mut b = w.borrow_mut();
-    f(&mut b)
+    CURRENT.with(|c| {
+        let slot = c.borrow();
+        let w = slot.as_ref().unwrap_or_else(|| outside());
+        let mut b = w.borrow_mut();
+        f(&mut b)
+    })
 }
 
 pub(crate) fn current() -> Rc<RefCell<World>> {
-    CURRENT.with(|c| c.borrow().clone()).unwrap_or_else(|| {
-        panic!("calametra: this needs a running simulation (call it from a scenario or a task it spawned)")
-    })
+    CURRENT
+        .with(|c| c.borrow().clone())
+        .unwrap_or_else(|| outside())
+}
+
+/// The panic of a call made outside a simulation (out of line: the callers' fast path stays
+/// small).
+#[cold]
+#[inline(never)]
+fn outside() -> ! {
+    panic!(
+        "calametra: this needs a running simulation (call it from a scenario or a task it spawned)"
+    )
 }
 
 /// Whether this thread is building or running a simulation.

@@ -10,8 +10,9 @@ use crate::bus::Ev;
 use crate::clock::{nanos, Nanos};
 use crate::context;
 use crate::tasks::wrap;
+use crate::world::World;
 use std::future::{poll_fn, Future};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 pub use crate::tasks::{JoinHandle, TaskExit, TaskOutput};
@@ -48,27 +49,37 @@ pub fn now() -> Nanos {
 /// Waits until `deadline` (virtual nanoseconds).
 pub async fn sleep_until(deadline: Nanos) {
     let mut registered = false;
+    poll_fn(|cx| context::with(|w| wait_until(w, deadline, cx, &mut registered))).await
+}
+
+/// Waits `d` of virtual time (from the time it is first polled).
+pub async fn sleep(d: Duration) {
+    // The deadline is taken in the first poll's own visit to the world (as `now()` then
+    // `sleep_until` would: no time passes within a poll), not in a visit of its own.
+    let mut deadline = None;
+    let mut registered = false;
     poll_fn(|cx| {
         context::with(|w| {
-            if w.core.now >= deadline {
-                Poll::Ready(())
-            } else {
-                if !registered {
-                    let wake = w.tasks.wakeup(cx.waker());
-                    w.core.push(deadline, Ev::Wake(wake));
-                    registered = true;
-                }
-                Poll::Pending
-            }
+            let at = *deadline.get_or_insert_with(|| w.core.now.saturating_add(nanos(d)));
+            wait_until(w, at, cx, &mut registered)
         })
     })
     .await
 }
 
-/// Waits `d` of virtual time.
-pub async fn sleep(d: Duration) {
-    let deadline = now().saturating_add(nanos(d));
-    sleep_until(deadline).await
+/// One poll of a wait until `deadline`: ready once the time has come, else pending with the
+/// polling task's wakeup registered at `deadline` (once: `registered`).
+fn wait_until(w: &mut World, deadline: Nanos, cx: &Context<'_>, registered: &mut bool) -> Poll<()> {
+    if w.core.now >= deadline {
+        Poll::Ready(())
+    } else {
+        if !*registered {
+            let wake = w.tasks.wakeup(cx.waker());
+            w.core.push(deadline, Ev::Wake(wake));
+            *registered = true;
+        }
+        Poll::Pending
+    }
 }
 
 /// Gives the scheduler a chance to run another ready task (a scheduling point).
@@ -107,18 +118,7 @@ pub async fn timeout<F: Future>(d: Duration, fut: F) -> Result<F::Output, Elapse
         if let Poll::Ready(v) = fut.as_mut().poll(cx) {
             return Poll::Ready(Ok(v));
         }
-        context::with(|w| {
-            if w.core.now >= deadline {
-                Poll::Ready(Err(Elapsed))
-            } else {
-                if !registered {
-                    let wake = w.tasks.wakeup(cx.waker());
-                    w.core.push(deadline, Ev::Wake(wake));
-                    registered = true;
-                }
-                Poll::Pending
-            }
-        })
+        context::with(|w| wait_until(w, deadline, cx, &mut registered)).map(|()| Err(Elapsed))
     })
     .await
 }
@@ -168,4 +168,32 @@ pub fn mark(name: &str) {
         let actor = w.core.actor.clone();
         crate::bus::mark(&mut w.core, &actor, name)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{run, RunConfig};
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    #[test]
+    fn a_sleep_counts_from_its_first_poll_and_a_timeout_from_its_call() {
+        let seen = Rc::new(Cell::new((0, 0, false)));
+        let s2 = seen.clone();
+        let r = run(RunConfig::default(), &move |sim| {
+            let s = s2.clone();
+            sim.spawn("t", async move {
+                let ms = Duration::from_millis(1);
+                let first = sleep(ms);
+                sleep(5 * ms).await;
+                first.await;
+                let after_sleeps = now();
+                let late = timeout(2 * ms, sleep(10 * ms)).await;
+                s.set((after_sleeps, now(), late == Err(Elapsed)));
+            });
+        });
+        assert!(r.failure.is_none(), "{:?}", r.failure);
+        assert_eq!(seen.get(), (6_000_000, 8_000_000, true));
+    }
 }

@@ -13,42 +13,63 @@ use std::task::{Poll, Waker};
 /// A mutex for simulated tasks.
 pub struct Mutex<T> {
     value: RefCell<T>,
+    state: LockState,
+}
+
+/// Whether a [`Mutex`] is held and who waits for it (apart from the value: one copy of the
+/// lock and unlock code serves every `T`).
+struct LockState {
     locked: Cell<bool>,
+    /// How many wakers `waiters` holds, so an unlock with none waiting borrows no queue.
+    waiting: Cell<usize>,
     waiters: RefCell<VecDeque<Waker>>,
 }
 
 /// Holds a [`Mutex`] until dropped.
 pub struct MutexGuard<'a, T> {
-    m: &'a Mutex<T>,
-    inner: Option<RefMut<'a, T>>,
+    // Fields drop in order: the value's borrow ends before the lock is released.
+    inner: RefMut<'a, T>,
+    _unlock: Unlock<'a>,
 }
+
+/// Releases a held lock when dropped, waking the first waiter.
+struct Unlock<'a>(&'a LockState);
 
 impl<T> Mutex<T> {
     /// A new unlocked mutex.
     pub fn new(value: T) -> Self {
         Mutex {
             value: RefCell::new(value),
-            locked: Cell::new(false),
-            waiters: RefCell::new(VecDeque::new()),
+            state: LockState {
+                locked: Cell::new(false),
+                waiting: Cell::new(0),
+                waiters: RefCell::new(VecDeque::new()),
+            },
         }
     }
 
     /// Acquires the lock: a scheduling point, then the lock (waiting while another task holds it).
     pub async fn lock(&self) -> MutexGuard<'_, T> {
         crate::exec::yield_now().await;
-        poll_fn(|cx| {
-            if self.locked.get() {
-                self.waiters.borrow_mut().push_back(cx.waker().clone());
-                Poll::Pending
-            } else {
-                self.locked.set(true);
-                Poll::Ready(())
-            }
-        })
-        .await;
+        let state = &self.state;
+        poll_fn(|cx| state.try_acquire(cx.waker())).await;
         MutexGuard {
-            m: self,
-            inner: Some(self.value.borrow_mut()),
+            inner: self.value.borrow_mut(),
+            _unlock: Unlock(state),
+        }
+    }
+}
+
+impl LockState {
+    /// Takes the lock if it is free, else queues `waker` for its release.
+    fn try_acquire(&self, waker: &Waker) -> Poll<()> {
+        if self.locked.get() {
+            self.waiters.borrow_mut().push_back(waker.clone());
+            self.waiting.set(self.waiting.get() + 1);
+            Poll::Pending
+        } else {
+            self.locked.set(true);
+            Poll::Ready(())
         }
     }
 }
@@ -56,26 +77,26 @@ impl<T> Mutex<T> {
 impl<T> Deref for MutexGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        self.inner
-            .as_deref()
-            .expect("guard holds the value until dropped")
+        &self.inner
     }
 }
 
 impl<T> DerefMut for MutexGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
-        self.inner
-            .as_deref_mut()
-            .expect("guard holds the value until dropped")
+        &mut self.inner
     }
 }
 
-impl<T> Drop for MutexGuard<'_, T> {
+impl Drop for Unlock<'_> {
     fn drop(&mut self) {
-        self.inner = None;
-        self.m.locked.set(false);
-        if let Some(w) = self.m.waiters.borrow_mut().pop_front() {
-            w.wake();
+        let s = self.0;
+        s.locked.set(false);
+        if s.waiting.get() != 0 {
+            s.waiting.set(s.waiting.get() - 1);
+            let w = s.waiters.borrow_mut().pop_front();
+            if let Some(w) = w {
+                w.wake();
+            }
         }
     }
 }
@@ -117,5 +138,39 @@ mod tests {
             orders.insert(log.borrow().clone());
         }
         assert_eq!(orders.len(), 2, "both orders happen across seeds");
+    }
+
+    #[test]
+    fn waiters_take_the_lock_in_the_order_they_queued() {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let l2 = log.clone();
+        let r = run(RunConfig::default(), &move |sim| {
+            let m = Rc::new(Mutex::new(0u32));
+            for name in ["a", "b", "c"] {
+                let (m, log) = (m.clone(), l2.clone());
+                sim.spawn(name, async move {
+                    let mut g = m.lock().await;
+                    for _ in 0..3 {
+                        crate::exec::yield_now().await;
+                    }
+                    *g += 1;
+                    log.borrow_mut().push((name, *g));
+                });
+            }
+            let (m, log) = (m.clone(), l2.clone());
+            sim.spawn("late", async move {
+                for _ in 0..20 {
+                    crate::exec::yield_now().await;
+                }
+                let g = m.lock().await;
+                log.borrow_mut().push(("late", *g));
+            });
+        });
+        assert!(r.failure.is_none(), "{:?}", r.failure);
+        assert_eq!(
+            *log.borrow(),
+            [("a", 1), ("b", 2), ("c", 3), ("late", 3)],
+            "queued in task order, each released lock handed on, free at the end"
+        );
     }
 }

@@ -64,8 +64,9 @@ pub(crate) struct TaskSlot {
     pub(crate) daemon: bool,
     pub(crate) done: bool,
     pub(crate) waker: Waker,
-    /// The waker's own `Arc` (the count says whether anything outside the table holds it).
-    own: Arc<TaskWaker>,
+    /// The waker's own `Arc` (the count says whether anything outside the table holds it);
+    /// `None` once a later run took the waker (then `waker` is a no-op one).
+    own: Option<Arc<TaskWaker>>,
 }
 
 /// The wake bits of 64 tasks (task `id` is bit `id % 64` of group `id / 64`), shared by their
@@ -111,10 +112,11 @@ struct Group {
     ready: u64,
 }
 
-/// What a run's table leaves to the next run on its thread: its buffers, its task names (a
+/// What a run's table leaves to the next run on its thread: its buffers, its task slots (a
 /// name is reused when the task of the same id has the same one) and its wake words with their
 /// wakers, a group of 64 kept only when nothing outside the table holds one of its wakers (so a
-/// waker kept by a user cannot wake a later run's task). None of it decides anything: a run
+/// waker kept by a user cannot wake a later run's task). The slots are left as they are, the
+/// whole list at once, not task by task; a later task takes from the slot of its id. None of it decides anything: a run
 /// with a spare and one without behave alike. A kept world's table keeps it in place
 /// ([`Tasks::close`], [`Tasks::reopen`]); a table dropped with its world leaves it to the thread.
 #[derive(Default)]
@@ -122,12 +124,13 @@ struct Spare {
     slots: Vec<TaskSlot>,
     groups: Vec<Group>,
     order: Vec<usize>,
-    /// By task id; a name is moved into the task of the same id when it is the same.
-    names: Vec<Option<Rc<str>>>,
-    /// Per kept group, its word; per task of kept groups, its waker (each moved into the group or
-    /// task of the same index: no count is touched).
+    /// The previous run's slots by task id (their futures dropped): a task's name is shared
+    /// with the task of the same id when it is the same; the wakers of the first `reusable`
+    /// are moved into the task of the same id (no count is touched).
+    prev: Vec<TaskSlot>,
+    reusable: usize,
+    /// Per kept group, its word (moved into the group of the same index).
     words: Vec<Option<Arc<WakeWord>>>,
-    wakers: Vec<Option<(Waker, Arc<TaskWaker>)>>,
     /// The run loop's buffer of wakers to poll with ([`Tasks::poll_wakers`]).
     poll: Vec<Waker>,
 }
@@ -189,30 +192,34 @@ impl Tasks {
         self.polled = None;
     }
 
-    /// Moves the tasks' names and reusable wakers (and their groups' words) into the spare,
-    /// leaving the table empty; what the spare held and no task took is dropped.
+    /// Moves the tasks' slots (with their names and reusable wakers) and their groups' words
+    /// into the spare, leaving the table empty; what the spare held and no task took is
+    /// dropped.
     fn keep_spare(&mut self) {
         let spare = &mut self.spare;
-        spare.names.clear();
         spare.words.clear();
-        spare.wakers.clear();
         spare.poll.clear();
         // Groups whose every waker is held only by its slot (the slot's `Waker` and `Arc`).
         let kept = self
             .slots
             .chunks(64)
-            .take_while(|c| c.iter().all(|s| Arc::strong_count(&s.own) == 2))
+            .take_while(|c| {
+                c.iter()
+                    .all(|s| s.own.as_ref().is_some_and(|o| Arc::strong_count(o) == 2))
+            })
             .count();
         spare
             .words
             .extend(self.groups.drain(..).take(kept).map(|g| Some(g.woken)));
-        for (i, s) in self.slots.drain(..).enumerate() {
-            spare.names.push(Some(s.name));
-            if i < kept * 64 {
-                spare.wakers.push(Some((s.waker, s.own)));
-            }
+        for s in &mut self.slots {
             // The future, if any, drops here (a run's futures are taken out at its end).
+            s.fut = None;
         }
+        // The older slots (what the run before took nothing from) drop; the table keeps
+        // their buffer.
+        std::mem::swap(&mut self.slots, &mut spare.prev);
+        self.slots.clear();
+        spare.reusable = (kept * 64).min(spare.prev.len());
     }
 
     pub(crate) fn add(&mut self, name: &str, daemon: bool, fut: BoxFuture) -> usize {
@@ -233,7 +240,27 @@ impl Tasks {
                 ready: 0,
             });
         }
-        let (waker, own) = match self.spare.wakers.get_mut(id).and_then(Option::take) {
+        let prev = self.spare.prev.get_mut(id);
+        let reusable = id < self.spare.reusable;
+        let (name, kept) = match prev {
+            Some(p) => {
+                let name = if *p.name == *name {
+                    p.name.clone()
+                } else {
+                    Rc::from(name)
+                };
+                // A waker moves out, a no-op one left in its place.
+                let kept = if reusable {
+                    let own = p.own.take();
+                    own.map(|own| (std::mem::replace(&mut p.waker, Waker::noop().clone()), own))
+                } else {
+                    None
+                };
+                (name, kept)
+            }
+            None => (Rc::from(name), None),
+        };
+        let (waker, own) = match kept {
             Some(kept) => kept,
             None => {
                 let own = Arc::new(TaskWaker {
@@ -243,20 +270,13 @@ impl Tasks {
                 (Waker::from(own.clone()), own)
             }
         };
-        let kept = self
-            .spare
-            .names
-            .get_mut(id)
-            .filter(|n| n.as_deref() == Some(name))
-            .and_then(Option::take);
-        let name = kept.unwrap_or_else(|| Rc::from(name));
         self.slots.push(TaskSlot {
             name,
             fut: Some(fut),
             daemon,
             done: false,
             waker,
-            own,
+            own: Some(own),
         });
         let g = &mut self.groups[k];
         g.live |= bit;
@@ -546,5 +566,37 @@ mod tests {
         });
         assert!(r.failure.is_none(), "{:?}", r.failure);
         assert_eq!(*order.borrow(), (0..150).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_later_run_names_its_tasks_by_its_own_names() {
+        use crate::sim::Failure;
+        let r = run(RunConfig::default(), &|sim| {
+            sim.spawn("a", async {});
+            sim.spawn("b", async {});
+        });
+        assert!(r.failure.is_none(), "{:?}", r.failure);
+        // The same thread: task 0 is renamed, task 1 keeps its name, task 2 is new.
+        let r = run(RunConfig::default(), &|sim| {
+            sim.spawn("b", async {});
+            sim.spawn("b", async { Ok::<(), &str>(()) });
+            sim.spawn("c", async {
+                yield_now().await;
+                Err::<(), &str>("boom")
+            });
+        });
+        match r.failure {
+            Some(Failure::TaskError { task, message }) => {
+                assert_eq!((task.as_str(), message.as_str()), ("c", "\"boom\""));
+            }
+            other => panic!("{other:?}"),
+        }
+        let r = run(RunConfig::default(), &|sim| {
+            sim.spawn("a", async { Err::<(), &str>("first") });
+        });
+        match r.failure {
+            Some(Failure::TaskError { task, .. }) => assert_eq!(task, "a"),
+            other => panic!("{other:?}"),
+        }
     }
 }

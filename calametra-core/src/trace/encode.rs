@@ -167,8 +167,51 @@ pub(super) struct V3 {
     next_seq: u64,
     /// The previous record's `t_ns`.
     prev_t: u64,
+    /// The last two distinct kinds (`[0]`) and actors (`[1]`) written in an envelope, the
+    /// later first ([`Recent`]): most records repeat a kind and an actor of the two records
+    /// before, which are then written without a search of the table.
+    recent: [[Recent; 2]; 2],
     /// Bytes of a hex string being decoded (reused).
     scratch: Vec<u8>,
+}
+
+/// A string of up to 16 bytes that has an index in the current trace, by its table words and
+/// length ([`Interner::words`]: they determine the string), with its code when that is one
+/// byte (the index plus one, under `0x80`); or none (`len` [`Recent::NONE`]'s).
+///
+/// Why it never changes a byte: a string's index in a trace, once given, never changes and is
+/// never taken back until the trace ends ([`V3::clear`], which forgets every `Recent`), and a
+/// `Recent` is made only from the index the table just reported or gave for exactly this
+/// string. So when a string's words and length equal a `Recent`'s, it is that string, and the
+/// table would answer that same index: the code written is the one a search would write.
+#[derive(Clone, Copy)]
+struct Recent {
+    a: u64,
+    b: u64,
+    len: u32,
+    code: u8,
+}
+
+impl Recent {
+    /// Whether this is the string of these words and length.
+    #[inline(always)]
+    fn is(&self, a: u64, b: u64, len: u32) -> bool {
+        self.a == a && self.b == b && self.len == len
+    }
+
+    /// No string (no string has this length).
+    const NONE: Recent = Recent {
+        a: 0,
+        b: 0,
+        len: u32::MAX,
+        code: 0,
+    };
+}
+
+impl Default for Recent {
+    fn default() -> Self {
+        Recent::NONE
+    }
 }
 
 impl V3 {
@@ -183,6 +226,7 @@ impl V3 {
         self.strings.clear();
         self.next_seq = 0;
         self.prev_t = 0;
+        self.recent = [[Recent::NONE; 2]; 2];
     }
 
     /// The memory this encoder holds: its string table's slots, then its buffer's bytes.
@@ -203,47 +247,106 @@ impl V3 {
                     enc_uint(&mut self.buf, code);
                 }
             }
-            Err(miss) => self.new_string(s, bias, miss),
+            Err(miss) => {
+                self.new_string(s, bias, miss);
+            }
         }
     }
 
-    /// A string the table does not have: written out, and added while the table has room.
-    #[cold]
-    #[inline(never)]
-    fn new_string(&mut self, s: &[u8], bias: u64, miss: table::Miss) {
-        self.strings.add(s, miss);
-        // `bias` is 0 or 1 (a key): one byte; a length under 128 is one byte too.
-        debug_assert!(bias <= 1);
-        let buf = &mut self.buf;
-        let n = s.len();
-        if n <= 16 {
-            // Most strings are short: written as a fixed 18 bytes (code, length, room for 16)
-            // cut to size, the string copied as two overlapping pieces, with no call to copy.
-            let at = buf.len();
-            buf.extend_from_slice(&[0; 18]);
-            let out = &mut buf[at..at + 18];
-            out[0] = bias as u8;
-            out[1] = n as u8;
-            let out = &mut out[2..];
-            match n {
-                0 => {}
-                1..=3 => {
-                    out[0] = s[0];
-                    out[n / 2] = s[n / 2];
-                    out[n - 1] = s[n - 1];
-                }
-                4..=7 => {
-                    out[..4].copy_from_slice(&s[..4]);
-                    out[n - 4..n].copy_from_slice(&s[n - 4..]);
-                }
-                _ => {
-                    out[..8].copy_from_slice(&s[..8]);
-                    out[n - 8..n].copy_from_slice(&s[n - 8..]);
-                }
-            }
-            buf.truncate(at + 2 + n);
+    /// A record's kind (`which` 0) or actor (1): what [`V3::string`] writes, found first among
+    /// the [`Recent`] kinds (or actors), which then remember it.
+    #[inline(always)]
+    fn envelope_string(&mut self, s: &[u8], which: usize) {
+        if s.len() > 16 {
+            return self.string(s, 0);
+        }
+        let (a, b) = Interner::words(s);
+        let len = s.len() as u32;
+        let recent = &self.recent[which];
+        let code = if recent[0].is(a, b, len) {
+            Some(recent[0].code)
+        } else if recent[1].is(a, b, len) {
+            Some(recent[1].code)
+        } else {
+            None
+        };
+        if let Some(code) = code {
+            self.buf.push(code);
             return;
         }
+        let idx = match self.strings.find_short(a, b, len) {
+            Ok(i) => {
+                let code = u64::from(i) + 1;
+                if code >= 0x80 {
+                    return enc_uint(&mut self.buf, code);
+                }
+                self.buf.push(code as u8);
+                i
+            }
+            Err(miss) => match self.new_string(s, 0, miss) {
+                Some(i) if i < 0x7f => i,
+                _ => return,
+            },
+        };
+        // The later one is kept as the earlier: two kinds (or actors) that take turns stay.
+        let recent = &mut self.recent[which];
+        recent[1] = recent[0];
+        recent[0] = Recent {
+            a,
+            b,
+            len,
+            code: idx as u8 + 1,
+        };
+    }
+
+    /// A string the table does not have: written out, and added while the table has room
+    /// (the index it gets, if any).
+    #[cold]
+    #[inline(never)]
+    fn new_string(&mut self, s: &[u8], bias: u64, miss: table::Miss) -> Option<u32> {
+        let given = self.strings.add(s, miss);
+        // `bias` is 0 or 1 (a key): one byte; a length under 128 is one byte too.
+        debug_assert!(bias <= 1);
+        let n = s.len();
+        if n > 16 {
+            self.long_string(s, bias);
+            return given;
+        }
+        // Most strings are short: put together as a fixed 18 bytes (code, length, room for 16),
+        // the string copied as two overlapping pieces, then appended whole and cut to size:
+        // no call to copy.
+        let mut out = [0u8; 18];
+        out[0] = bias as u8;
+        out[1] = n as u8;
+        let body = &mut out[2..];
+        match n {
+            0 => {}
+            1..=3 => {
+                body[0] = s[0];
+                body[n / 2] = s[n / 2];
+                body[n - 1] = s[n - 1];
+            }
+            4..=7 => {
+                body[..4].copy_from_slice(&s[..4]);
+                body[n - 4..n].copy_from_slice(&s[n - 4..]);
+            }
+            _ => {
+                body[..8].copy_from_slice(&s[..8]);
+                body[n - 8..n].copy_from_slice(&s[n - 8..]);
+            }
+        }
+        let buf = &mut self.buf;
+        buf.extend_from_slice(&out);
+        buf.truncate(buf.len() - (16 - n));
+        given
+    }
+
+    /// The code, length and bytes of a new string longer than 16 bytes.
+    #[cold]
+    #[inline(never)]
+    fn long_string(&mut self, s: &[u8], bias: u64) {
+        let buf = &mut self.buf;
+        let n = s.len();
         if n < 0x80 {
             buf.extend_from_slice(&[bias as u8, n as u8]);
         } else {
@@ -264,8 +367,8 @@ impl Sink for V3 {
         enc_uint(&mut self.buf, zigzag(t_ns.wrapping_sub(self.prev_t)));
         self.next_seq = seq.wrapping_add(1);
         self.prev_t = t_ns;
-        self.string(kind.as_bytes(), 0);
-        self.string(actor.as_bytes(), 0);
+        self.envelope_string(kind.as_bytes(), 0);
+        self.envelope_string(actor.as_bytes(), 1);
     }
     #[inline(always)]
     fn key(&mut self, k: &str) {
@@ -311,7 +414,7 @@ impl V3 {
     }
 
     /// A site name by its parts: exactly what [`Sink::str`] writes for `<base>#<n>`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn site(&mut self, base: &str, n: u64) {
         self.buf.push(tag::SITE);
         self.string(base.as_bytes(), 0);
@@ -620,6 +723,93 @@ mod tests {
             want.push(i as u8 + 2);
         }
         assert_eq!(v.buf, want);
+    }
+
+    /// Writes a record's envelope as [`Sink::head`] does, but every string by a search of the
+    /// table (no [`Recent`] strings): the reference the fast path must match byte for byte.
+    fn head_by_table(v: &mut V3, seq: u64, t_ns: u64, kind: &str, actor: &str) {
+        enc_uint(&mut v.buf, zigzag(seq.wrapping_sub(v.next_seq)));
+        enc_uint(&mut v.buf, zigzag(t_ns.wrapping_sub(v.prev_t)));
+        v.next_seq = seq.wrapping_add(1);
+        v.prev_t = t_ns;
+        v.string(kind.as_bytes(), 0);
+        v.string(actor.as_bytes(), 0);
+    }
+
+    /// The envelope's [`Recent`] kinds and actors never change a byte: over many traces of
+    /// random records (one encoder kept from trace to trace, as a thread keeps it), kinds and
+    /// actors repeating, taking turns or new, of every length around the 16 bytes a `Recent`
+    /// holds, the empty string, strings that are also keys and values, traces whose strings
+    /// pass the one-byte codes and the table's bound, the bytes equal the reference's.
+    #[test]
+    fn recent_envelope_strings_write_what_the_table_would() {
+        use rand_chacha::rand_core::{RngCore, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let pool: Vec<String> = [
+            "",
+            "a",
+            "b",
+            "ab",
+            "task",
+            "transfer",
+            "driver",
+            "poller",
+            "abcdefghijklmnop",
+            "abcdefghijklmnoq",
+            "bbcdefghijklmnop",
+            "abcdefghijklmnopq",
+            "abcdefghijklmnopqr",
+            "é",
+            "aé",
+            "0a",
+            "x#1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain((0..40).map(|i| format!("{}{i}", "w".repeat(i % 19))))
+        .collect();
+        let (mut fast, mut slow) = (V3::default(), V3::default());
+        let mut seq = 0u64;
+        for trace in 0..3000u32 {
+            fast.clear();
+            slow.clear();
+            // Most traces are short; some pass 127 strings (codes of two bytes) or the bound.
+            let (records, fillers) = match trace % 400 {
+                0 => (40, MAX_INTERNED / 20),
+                1..=9 => (60, 4),
+                _ => (1 + rng.next_u32() as usize % 12, 2),
+            };
+            for r in 0..records {
+                let pick = |rng: &mut rand_chacha::ChaCha8Rng| {
+                    // Often one of the first few (repeats and turns), else any.
+                    let n = if rng.next_u32().is_multiple_of(4) {
+                        pool.len()
+                    } else {
+                        6
+                    };
+                    pool[rng.next_u32() as usize % n].as_str()
+                };
+                let (kind, actor) = (pick(&mut rng), pick(&mut rng));
+                let t = u64::from(rng.next_u32() % 300);
+                seq += u64::from(rng.next_u32().is_multiple_of(5));
+                fast.head(seq, t, kind, actor);
+                head_by_table(&mut slow, seq, t, kind, actor);
+                for f in 0..fillers {
+                    let fresh = format!("t{trace}r{r}f{f}");
+                    let word = pick(&mut rng);
+                    for v in [&mut fast, &mut slow] {
+                        v.key(word);
+                        v.str(&fresh);
+                        v.key(&fresh);
+                        v.str(word);
+                    }
+                }
+                fast.end();
+                slow.end();
+                assert!(fast.buf == slow.buf, "trace {trace}, record {r}");
+                seq += 1;
+            }
+        }
     }
 
     #[test]

@@ -99,7 +99,7 @@ impl Interner {
     /// Two words that, with the length, determine a string of up to 16 bytes (its first and
     /// last 8, 4 or 1 bytes, overlapping); for a longer string, a hash of all its bytes.
     #[inline(always)]
-    fn words(s: &[u8]) -> (u64, u64) {
+    pub(super) fn words(s: &[u8]) -> (u64, u64) {
         let n = s.len();
         match n {
             0 => (0, 0),
@@ -137,7 +137,14 @@ impl Interner {
             return self.find_long(s);
         }
         let (a, b) = Self::words(s);
-        let len = s.len() as u32;
+        self.find_short(a, b, s.len() as u32)
+    }
+
+    /// [`Interner::find`] of a string of `len` bytes, at most 16, given by its
+    /// [`Interner::words`].
+    #[inline(always)]
+    pub(super) fn find_short(&self, a: u64, b: u64, len: u32) -> Result<u32, Miss> {
+        debug_assert!(len <= 16);
         // An empty table has `shift` 0, so this first slot is past its end: not found.
         let mask = self.slots.len().wrapping_sub(1);
         let epoch = self.epoch;
@@ -190,22 +197,26 @@ impl Interner {
 
     /// Gives `s`, which the current trace has not had ([`Interner::find`] just answered
     /// `Err(miss)` and nothing changed since), the next index while the trace has room: a
-    /// stamp when the table holds it from an earlier trace, else an insert.
+    /// stamp when the table holds it from an earlier trace, else an insert. The index given,
+    /// or `None` when the trace has no room (`s` then has none).
     #[inline(always)]
-    pub(super) fn add(&mut self, s: &[u8], miss: Miss) {
-        if self.count as usize >= MAX_INTERNED {
-            return;
+    pub(super) fn add(&mut self, s: &[u8], miss: Miss) -> Option<u32> {
+        let idx = self.count;
+        if idx as usize >= MAX_INTERNED {
+            return None;
         }
         if let Some(slot) = self.slots.get_mut(miss) {
             if slot.epoch != 0 {
                 // Held from an earlier trace (the search ended at it): stamp it.
                 slot.epoch = self.epoch;
-                slot.idx = self.count as u16;
-                self.count += 1;
-                return;
+                slot.idx = idx as u16;
+                self.count = idx + 1;
+                return Some(idx);
             }
         }
         self.insert(s, miss);
+        // `insert` gives an index to every string of a length that fits `u32`.
+        (self.count > idx).then_some(idx)
     }
 
     /// [`Interner::add`] of a string the table does not hold.
@@ -311,7 +322,13 @@ mod tests {
         match t.find(s) {
             Ok(i) => Some(i),
             Err(miss) => {
-                t.add(s, miss);
+                let before = t.count;
+                let given = t.add(s, miss);
+                // The index `add` reports is the one the string got, if any.
+                assert_eq!(given, (t.count > before).then_some(before));
+                if let Some(i) = given {
+                    assert_eq!(t.find(s), Ok(i));
+                }
                 None
             }
         }

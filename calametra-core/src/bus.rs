@@ -295,7 +295,7 @@ impl Core {
         self.cover(|| format!("outcome {key}"));
         self.site_table.note_anchor();
         for (a, base, _, armed) in &mut self.decide.pending_faults {
-            if armed.is_none() && a.after == key && a.nth == n {
+            if armed.is_none() && &*a.after == key && a.nth == n {
                 *armed = Some(self.site_table.count_of(base));
             }
         }
@@ -455,7 +455,7 @@ impl Core {
                 let (after, nth) = self.decide.last_anchor();
                 let (now, then) = self.site_table.counts(site.base);
                 Anchor {
-                    after: after.to_string(),
+                    after: after.clone(),
                     nth,
                     offset: u64::from(now.saturating_sub(then)),
                 }

@@ -39,9 +39,13 @@
 //! This module owns the run's live decision maker (`Decider`: the seeded, replayed and default
 //! sources, the anchors a replay resolves, the log of events taken) and [`Source`]. The event
 //! vocabulary and the comparison of a replayed list with its run are in `choices/event.rs`; how streams
-//! are derived from a seed is in [`crate::stream`]; both are re-exported here.
+//! are derived from a seed is in [`crate::stream`]; both are re-exported here. The decider's
+//! data and user draws are in `choices/draws.rs`.
 
+mod draws;
 mod event;
+
+use draws::Drawn;
 
 pub use crate::stream::{
     below, data_stream, derive_seed, stream, stream_named, user_stream, StreamName,
@@ -103,8 +107,12 @@ fn slot(name: StreamName) -> usize {
     }
 }
 
-/// The events a seeded run's log has room for from the start.
+/// The events a seeded run's log has room for from the start, at least (see
+/// [`DeciderState::take_log`]).
 const SEEDED_LOG: usize = 16;
+
+/// The most a seeded run's log reserves from the start, whatever the run before took.
+const SEEDED_LOG_MAX: usize = 256;
 
 /// Past this many, the names of data and user streams, client labels and anchor keys a
 /// thread's decider keeps from run to run ([`DeciderState::reset`]) are dropped.
@@ -185,11 +193,14 @@ pub(crate) struct DeciderState {
     /// happened), taken once.
     pub(crate) pending_faults: Vec<(Anchor, String, Fault, Option<u32>)>,
     /// The most recent anchor occurrence: (what, nth, step); `start` at first. Its text is
-    /// rewritten in place.
-    last_anchor: (String, u32, u64),
+    /// the key's shared copy in `anchor_counts` (or `start`), which every anchor logged after
+    /// it shares.
+    last_anchor: (Arc<str>, u32, u64),
+    /// [`Anchor::START`], made once a thread.
+    start: Arc<str>,
     /// Occurrences of each anchor so far (keys kept from run to run, at 0: an anchor key
-    /// allocates once a thread).
-    anchor_counts: BTreeMap<String, u32>,
+    /// allocates once a thread, and is the text every anchor to it shares).
+    anchor_counts: BTreeMap<Arc<str>, Cell<u32>>,
     replay_client: VecDeque<u64>,
     /// Replay: draws by stream name.
     replay_draws: BTreeMap<String, VecDeque<u64>>,
@@ -197,8 +208,9 @@ pub(crate) struct DeciderState {
     replay_data: VecDeque<u64>,
     /// The events this run actually took, in order.
     pub(crate) log: Vec<Event>,
-    /// The client labels handed out, one shared copy each ([`DeciderState::shared_label`]);
-    /// kept from run to run (a replay starts with its own events' labels).
+    /// The client labels and the task names of logged task picks handed out, one shared copy
+    /// each ([`DeciderState::shared_label`]); kept from run to run (a replay starts with its
+    /// own events' client labels).
     labels: Vec<Arc<str>>,
     /// A priority-scheduled run's task priorities and change points.
     priorities: Priorities,
@@ -210,11 +222,16 @@ pub(crate) struct DeciderState {
     /// written once a thread (a scenario's swarms draw a dozen or so); kept from run to run.
     /// By [`text_key`]: one word to compare per entry, not a variant and its fields.
     texts: Vec<(u64, Box<str>)>,
+    /// The buffer a pick's label is written in ([`DeciderState::take_scratch`]).
+    scratch: String,
+    /// How many events the thread's last seeded run logged ([`DeciderState::take_log`]).
+    last_log: usize,
 }
 
 impl DeciderState {
     /// A state as a new decider starts with.
     fn empty() -> DeciderState {
+        let start: Arc<str> = Arc::from(Anchor::START);
         DeciderState {
             source: Source::Default,
             seed: None,
@@ -227,7 +244,8 @@ impl DeciderState {
             pending_externals: Vec::new(),
             resolved_externals: Vec::new(),
             pending_faults: Vec::new(),
-            last_anchor: (Anchor::START.to_string(), 1, 0),
+            last_anchor: (start.clone(), 1, 0),
+            start,
             anchor_counts: BTreeMap::new(),
             replay_client: Default::default(),
             replay_draws: Default::default(),
@@ -238,6 +256,8 @@ impl DeciderState {
             task_choices: 0,
             forced: None,
             texts: Vec::new(),
+            scratch: String::new(),
+            last_log: 0,
         }
     }
 
@@ -259,6 +279,7 @@ impl DeciderState {
             resolved_externals,
             pending_faults,
             last_anchor,
+            start,
             anchor_counts,
             replay_client,
             replay_draws,
@@ -269,6 +290,8 @@ impl DeciderState {
             task_choices,
             forced,
             texts,
+            scratch: _,
+            last_log: _,
         } = self;
         *source = Source::Default;
         *seed = None;
@@ -280,8 +303,7 @@ impl DeciderState {
             draws.clear();
         }
         for d in draws.iter_mut() {
-            d.live = false;
-            d.rng = None;
+            d.reset();
         }
         *last_draw = 0;
         // An empty map's `clear` still builds and drops an iterator: skipped when empty.
@@ -292,15 +314,14 @@ impl DeciderState {
         pending_externals.clear();
         resolved_externals.clear();
         pending_faults.clear();
-        last_anchor.0.clear();
-        last_anchor.0.push_str(Anchor::START);
+        last_anchor.0 = start.clone();
         last_anchor.1 = 1;
         last_anchor.2 = 0;
         if anchor_counts.len() > KEPT_NAMES {
             anchor_counts.clear();
         } else if !anchor_counts.is_empty() {
             for n in anchor_counts.values_mut() {
-                *n = 0;
+                n.set(0);
             }
         }
         replay_client.clear();
@@ -333,9 +354,11 @@ impl Decider {
             Source::Default => {}
             Source::Seeded(seed) => {
                 d.seed = Some(*seed);
-                // Room for a short run's events (its swarm and a few anchored picks): the log
-                // does not grow 1 -> 4 -> 8 -> 16 in the run's first steps.
-                d.log.reserve_exact(SEEDED_LOG);
+                // Room for a short run's events (its swarm and a few anchored picks), or for as
+                // many as the thread's previous seeded run took (a scenario's runs take about
+                // as many): the log does not grow 1 -> 4 -> 8 -> 16 -> 32 as the run goes.
+                let room = d.last_log.clamp(SEEDED_LOG, SEEDED_LOG_MAX);
+                d.log.reserve_exact(room);
             }
             Source::Replay(events) => {
                 // A replay shares its events' labels (not those of runs before).
@@ -360,7 +383,7 @@ impl Decider {
                 }
                 d.resolve(Anchor::START, 1, 0);
                 for (a, _, _, armed) in &mut d.pending_faults {
-                    if a.after == Anchor::START && a.nth == 1 {
+                    if &*a.after == Anchor::START && a.nth == 1 {
                         *armed = Some(0);
                     }
                 }
@@ -419,6 +442,15 @@ impl DeciderState {
         matches!(self.source, Source::Seeded(_))
     }
 
+    /// The events this run took, taken out of the decider (the run's result), the count kept
+    /// for the thread's next seeded run to reserve.
+    pub(crate) fn take_log(&mut self) -> Vec<Event> {
+        if self.seed.is_some() {
+            self.last_log = self.log.len();
+        }
+        std::mem::take(&mut self.log)
+    }
+
     /// The seed of a seeded source.
     pub(crate) fn seed(&self) -> Option<u64> {
         self.seed
@@ -459,33 +491,50 @@ impl DeciderState {
     }
 
     /// Picks one of `n` options (simultaneous events) at scheduling point `point`; logs a
-    /// non-default pick. Inlined: most points offer one option, and take it without a call.
+    /// non-default pick, which the caller describes ([`DeciderState::label_pick`]). Inlined:
+    /// most points offer one option, and take it without a call.
     #[inline(always)]
-    pub(crate) fn schedule(
-        &mut self,
-        point: u64,
-        n: usize,
-        what: impl FnOnce(usize) -> String,
-    ) -> usize {
+    pub(crate) fn schedule(&mut self, point: u64, n: usize) -> usize {
         if n <= 1 {
             return 0;
         }
-        self.schedule_among(point, n, None, what)
+        self.schedule_among(point, n, None, |_, _| None)
+    }
+
+    /// An empty buffer (the decider's own, kept from run to run) to write a pick's label in.
+    pub(crate) fn take_scratch(&mut self) -> String {
+        let mut s = std::mem::take(&mut self.scratch);
+        s.clear();
+        s.reserve(48); // a label's usual length, not grown step by step
+        s
+    }
+
+    /// Describes the pick just logged (the last event, when it is a schedule pick) with the
+    /// text `label`, copied once; keeps `label` as the decider's buffer.
+    pub(crate) fn label_pick(&mut self, label: String) {
+        if let Some(Event::Schedule { what, .. }) = self.log.last_mut() {
+            *what = Some(Arc::from(&*label));
+        }
+        self.scratch = label;
     }
 
     /// Picks one of the ready tasks `ids` (option `i` is task `ids[i]`) at scheduling point
-    /// `point`; logs a non-default pick. Inlined as [`DeciderState::schedule`] is.
+    /// `point`; logs a non-default pick, described by the task's name `name(i)` (the
+    /// decider's one shared copy of it, [`DeciderState::shared_label`]). Inlined as
+    /// [`DeciderState::schedule`] is.
     #[inline(always)]
-    pub(crate) fn schedule_task(
+    pub(crate) fn schedule_task<'n>(
         &mut self,
         point: u64,
         ids: &[usize],
-        what: impl FnOnce(usize) -> String,
+        name: impl FnOnce(usize) -> &'n str,
     ) -> usize {
         if ids.len() <= 1 {
             return 0;
         }
-        self.schedule_among(point, ids.len(), Some(ids), what)
+        self.schedule_among(point, ids.len(), Some(ids), |d, i| {
+            Some(d.shared_label(name(i)))
+        })
     }
 
     /// The decision behind [`DeciderState::schedule`] and [`DeciderState::schedule_task`],
@@ -495,7 +544,7 @@ impl DeciderState {
         point: u64,
         n: usize,
         ids: Option<&[usize]>,
-        what: impl FnOnce(usize) -> String,
+        what: impl FnOnce(&mut Self, usize) -> Option<Arc<str>>,
     ) -> usize {
         debug_assert!(n > 1, "a point with one option takes it without a decision");
         if ids.is_some() {
@@ -535,28 +584,30 @@ impl DeciderState {
         if pick != 0 {
             let anchor = replayed_anchor.unwrap_or_else(|| self.anchor_at(point));
             self.log.push(anchor.into_event());
+            let what = what(self, pick);
             self.log.push(Event::Schedule {
                 point,
                 pick: pick as u32,
-                what: Some(what(pick)),
+                what,
             });
         }
         pick
     }
 
-    /// The anchor of an event at step `point`: the most recent anchor occurrence and the
-    /// steps since.
+    /// The anchor of an event at step `point`: the most recent anchor occurrence (its text
+    /// shared) and the steps since.
     pub(crate) fn anchor_at(&self, point: u64) -> Anchor {
         let (after, nth, at) = &self.last_anchor;
         Anchor {
-            after: after.to_string(),
+            after: after.clone(),
             nth: *nth,
             offset: point.saturating_sub(*at),
         }
     }
 
-    /// The most recent anchor occurrence (what, nth).
-    pub(crate) fn last_anchor(&self) -> (&str, u32) {
+    /// The most recent anchor occurrence (what, nth); its text is shared (cloning it copies
+    /// no text).
+    pub(crate) fn last_anchor(&self) -> (&Arc<str>, u32) {
         (&self.last_anchor.0, self.last_anchor.1)
     }
 
@@ -565,18 +616,18 @@ impl DeciderState {
     /// externals anchored to it placed. Returns its occurrence number (the caller arms the
     /// faults anchored to it).
     pub(crate) fn occur(&mut self, key: &str, point: u64) -> u32 {
-        let n = match self.anchor_counts.get_mut(key) {
-            Some(n) => {
-                *n += 1;
-                *n
+        let (text, n) = match self.anchor_counts.get_key_value(key) {
+            Some((k, n)) => {
+                n.set(n.get() + 1);
+                (k.clone(), n.get())
             }
             None => {
-                self.anchor_counts.insert(key.to_string(), 1);
-                1
+                let k: Arc<str> = Arc::from(key);
+                self.anchor_counts.insert(k.clone(), Cell::new(1));
+                (k, 1)
             }
         };
-        self.last_anchor.0.clear();
-        self.last_anchor.0.push_str(key);
+        self.last_anchor.0 = text;
         self.last_anchor.1 = n;
         self.last_anchor.2 = point;
         self.resolve(key, n, point);
@@ -587,7 +638,7 @@ impl DeciderState {
         if self.pending_picks.is_empty() && self.pending_externals.is_empty() {
             return;
         }
-        let hit = |a: &Anchor| a.after == key && a.nth == n;
+        let hit = |a: &Anchor| &*a.after == key && a.nth == n;
         let mut i = 0;
         while i < self.pending_picks.len() {
             if hit(&self.pending_picks[i].0) {
@@ -639,7 +690,8 @@ impl DeciderState {
     }
 
     /// `l` as the run's one shared copy of it (made on first use; a replay starts with its
-    /// events' labels), so logging a client action allocates no label text it already has.
+    /// events' labels), so logging a client action or a task pick allocates no label text it
+    /// already has.
     fn shared_label(&mut self, l: &str) -> Arc<str> {
         // A label is usually the same static text each time: its address answers first.
         if let Some(s) = self
@@ -652,87 +704,6 @@ impl DeciderState {
         let s: Arc<str> = Arc::from(l);
         self.labels.push(s.clone());
         s
-    }
-
-    /// A data draw in `0..n` by `actor` (a task or device name), from its `data/<actor>`
-    /// stream; 0 for the default source and past the end of a replayed stream.
-    pub(crate) fn data(&mut self, actor: &str, n: u64) -> u64 {
-        if matches!(self.source, Source::Default) {
-            return 0;
-        }
-        self.draw(true, actor, n)
-    }
-
-    /// A draw in `0..n` from the scenario's own stream `user/<name>`.
-    pub(crate) fn user(&mut self, name: &str, n: u64) -> u64 {
-        if matches!(self.source, Source::Default) {
-            return 0;
-        }
-        self.draw(false, name, n)
-    }
-
-    /// The index in `draws` of the data stream of actor `key` (`data`) or the user stream
-    /// `key`: named and (seeded) derived on its first draw.
-    fn drawn(&mut self, data: bool, key: &str) -> usize {
-        let hit =
-            |d: &Drawn| d.data == data && crate::words::same(d.key.as_bytes(), key.as_bytes());
-        let i = if self.draws.get(self.last_draw).is_some_and(hit) {
-            self.last_draw
-        } else {
-            match self.draws.iter().position(hit) {
-                Some(i) => i,
-                None => {
-                    let name = if data {
-                        data_stream(key)
-                    } else {
-                        user_stream(key)
-                    };
-                    self.draws.push(Drawn {
-                        data,
-                        key: key.into(),
-                        name: name.into(),
-                        live: false,
-                        rng: None,
-                    });
-                    self.draws.len() - 1
-                }
-            }
-        };
-        let d = &mut self.draws[i];
-        if !d.live {
-            d.live = true;
-            d.rng = self.seed.map(|seed| stream_named(seed, &d.name));
-        }
-        self.last_draw = i;
-        i
-    }
-
-    /// A draw from the data stream of actor `key` (`data`) or the user stream `key` (seeded),
-    /// or its replayed queue; a data stream falls back on the draws recorded without a stream
-    /// name. Logged with the stream's shared name.
-    fn draw(&mut self, data: bool, key: &str, n: u64) -> u64 {
-        let i = self.drawn(data, key);
-        let d = &mut self.draws[i];
-        let v = match &mut d.rng {
-            Some(rng) => below(rng, n.max(1)),
-            None => {
-                let queued = self
-                    .replay_draws
-                    .get_mut(&*d.name)
-                    .and_then(|q| q.pop_front());
-                let v = match queued {
-                    Some(v) => v,
-                    None if data => self.replay_data.pop_front().unwrap_or(0),
-                    None => 0,
-                };
-                v.min(n.saturating_sub(1))
-            }
-        };
-        self.log.push(Event::Data {
-            value: v,
-            stream: Some(d.name.clone()),
-        });
-        v
     }
 }
 
@@ -750,20 +721,6 @@ fn text_key(s: Strategy) -> u64 {
     }
 }
 
-/// A data or user stream a run drew from ([`DeciderState::drawn`]).
-struct Drawn {
-    /// A data stream (`data/<key>`), or a user stream (`user/<key>`).
-    data: bool,
-    /// The actor or user name.
-    key: Box<str>,
-    /// The stream's full name, shared by every draw's event.
-    name: Arc<str>,
-    /// Whether this run drew from it yet (the names are kept from run to run).
-    live: bool,
-    /// Its generator in a seeded run once live; `None` on replay (answered from the recorded
-    /// draws).
-    rng: Option<ChaCha8Rng>,
-}
 
 #[cfg(test)]
 mod tests {
@@ -902,6 +859,89 @@ mod tests {
         );
     }
 
+    #[test]
+    fn anchors_and_pick_labels_are_shared_not_copied() {
+        let mut d = Decider::new(Source::Seeded(3));
+        assert_eq!(&*d.anchor_at(4).after, Anchor::START);
+        assert_eq!(d.occur("dock usb->attached", 5), 1);
+        let (a, b) = (d.anchor_at(7), d.anchor_at(9));
+        assert!(Arc::ptr_eq(&a.after, &b.after), "one copy of the anchor's text");
+        assert_eq!((a.nth, a.offset, b.offset), (1, 2, 4));
+        let Event::Anchor { after, .. } = a.event() else {
+            unreachable!()
+        };
+        assert!(Arc::ptr_eq(&after, &a.after), "its event shares it too");
+        // A second occurrence of the same anchor shares the first one's text.
+        d.occur("external unplug", 10);
+        assert_eq!(d.occur("dock usb->attached", 11), 2);
+        assert!(Arc::ptr_eq(&d.anchor_at(12).after, &a.after));
+        // Task picks: each task's name is one shared label, whatever the number of picks.
+        let names = ["a", "b", "c"];
+        for point in 0..64 {
+            d.schedule_task(point, &[0, 1, 2], |i| names[i]);
+        }
+        let mut seen: Vec<Arc<str>> = Vec::new();
+        for e in &d.log {
+            if let Event::Schedule { what, pick, .. } = e {
+                let w = what.as_ref().expect("a task pick is labelled");
+                assert_eq!(&**w, names[*pick as usize]);
+                match seen.iter().find(|s| ***s == **w) {
+                    Some(s) => assert!(Arc::ptr_eq(s, w)),
+                    None => seen.push(w.clone()),
+                }
+            }
+        }
+        assert_eq!(seen.len(), 2, "picks b and c were logged: {:?}", d.log);
+        // In JSON both are plain strings, as before.
+        let e = a.event();
+        let j = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            j,
+            r#"{"event":"anchor","after":"dock usb->attached","nth":1,"offset":2}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&j).unwrap(), e);
+        let s = Event::Schedule {
+            point: 3,
+            pick: 1,
+            what: Some("b".into()),
+        };
+        let j = serde_json::to_string(&s).unwrap();
+        assert_eq!(j, r#"{"event":"schedule","point":3,"pick":1,"what":"b"}"#);
+        assert_eq!(serde_json::from_str::<Event>(&j).unwrap(), s);
+        let bare = r#"{"event":"schedule","point":3,"pick":1}"#;
+        let Event::Schedule { what: None, .. } = serde_json::from_str::<Event>(bare).unwrap()
+        else {
+            panic!("a pick without a label reads as one");
+        };
+    }
+
+    #[test]
+    fn a_seeded_log_has_room_for_what_the_last_seeded_run_took() {
+        let run = |source: Source, events: usize| {
+            let mut d = Decider::new(source);
+            let room = d.log.capacity();
+            for _ in 0..events {
+                d.client(3, |_| None);
+            }
+            let log = d.take_log();
+            (room, log)
+        };
+        let (room, log) = run(Source::Seeded(1), 40);
+        assert!(room >= SEEDED_LOG);
+        assert_eq!(log.len(), 40);
+        // A replay in between leaves the count as it was; its log takes the replayed events'.
+        let (room, _) = run(Source::Replay(log.clone()), 40);
+        assert!(room >= 40);
+        let (room, _) = run(Source::Seeded(2), 3);
+        assert!(room >= 40, "{room}");
+        let (room, _) = run(Source::Seeded(3), 0);
+        assert!((SEEDED_LOG..40).contains(&room), "{room}");
+        // However long the last run, the first reservation stays bounded.
+        run(Source::Seeded(4), 10_000);
+        let (room, _) = run(Source::Seeded(5), 0);
+        assert!((SEEDED_LOG_MAX..2 * SEEDED_LOG_MAX).contains(&room), "{room}");
+    }
+
     fn first_label(e: &Event) -> &Arc<str> {
         match e {
             Event::Client { label: Some(l), .. } => l,
@@ -974,7 +1014,11 @@ mod tests {
                 v.push(d.client(5, |_| Some("get")).unwrap_or(99));
                 v.push(d.faults_below(24).unwrap_or(99));
                 v.push(d.externals_below(64).unwrap_or(99));
-                v.push(d.schedule(k, 4, |i| format!("event {i}")) as u64);
+                let pick = d.schedule(k, 4);
+                if pick != 0 {
+                    d.label_pick(format!("event {pick}"));
+                }
+                v.push(pick as u64);
                 v.push(d.data("b", 1000));
             }
             v
@@ -996,7 +1040,8 @@ mod tests {
         }
         let mut d = Decider::new(Source::Default);
         assert_eq!(d.data("a", 10), 0);
-        assert_eq!(d.last_anchor(), (Anchor::START, 1));
+        let (after, nth) = d.last_anchor();
+        assert_eq!((&**after, nth), (Anchor::START, 1));
         assert!(d.log.is_empty());
     }
 

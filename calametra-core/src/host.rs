@@ -113,11 +113,11 @@ impl DeviceHost {
             return false;
         };
         let point = self.world.core.point;
-        let pick = self
-            .world
-            .core
-            .decide
-            .schedule(point, n, |i| format!("event {i}"));
+        let decide = &mut self.world.core.decide;
+        let pick = decide.schedule(point, n);
+        if pick != 0 {
+            decide.label_pick(format!("event {pick}"));
+        }
         self.world.core.point += 1;
         self.world.core.now = t.max(self.world.core.now);
         let key = self.world.core.due_nth(t, pick);

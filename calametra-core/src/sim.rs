@@ -566,13 +566,10 @@ fn steps(sim: &mut Sim, wakers: &mut Vec<Waker>) -> Option<Failure> {
             let point = w.core.point;
             let pick = {
                 let World { core, tasks, .. } = &mut *w;
-                // The label copies the task's name (`String::from`, not `to_string`: a
-                // shared name's `to_string` goes through the formatting machinery).
+                // A logged pick's label is the task's name, shared by the decider.
                 let ids = tasks.ready_ids();
                 core.decide.schedule_task(point, ids, |i| {
-                    ids.get(i)
-                        .map(|&id| String::from(&*tasks.slots[id].name))
-                        .unwrap_or_default()
+                    ids.get(i).map_or("", |&id| &*tasks.slots[id].name)
                 })
             };
             let Some(&id) = w.tasks.ready_ids().get(pick) else {
@@ -648,21 +645,20 @@ fn steps(sim: &mut Sim, wakers: &mut Vec<Waker>) -> Option<Failure> {
             let point = w.core.point;
             let pick = {
                 let core = &mut w.core;
-                let pick = core.decide.schedule(point, n, |_| String::new());
+                let pick = core.decide.schedule(point, n);
                 // Only a logged (non-default) pick is described: describing every due event
                 // was allocations a step.
                 if pick != 0 {
                     // `get_status#3 arrives first, at 1.25ms`, written without the formatting
-                    // machinery (a seeded run logs a pick every few steps).
-                    let mut label = String::with_capacity(48);
+                    // machinery (a seeded run logs a pick every few steps), in the decider's
+                    // kept buffer: the event gets one copy of it.
+                    let mut label = core.decide.take_scratch();
                     if let Some(k) = core.due_nth(t, pick) {
                         core.describe_event(k, &mut label);
                     }
                     label.push_str(" first, at ");
                     push_ns(&mut label, t);
-                    if let Some(Event::Schedule { what, .. }) = core.decide.log.last_mut() {
-                        *what = Some(label);
-                    }
+                    core.decide.label_pick(label);
                 }
                 pick
             };
@@ -805,7 +801,7 @@ fn finish(sim: &mut Sim, failure: Option<Failure>) -> RunResult {
     RunResult {
         hash,
         records,
-        events: std::mem::take(&mut core.decide.log),
+        events: core.decide.take_log(),
         failure,
         lines,
         sites: std::mem::take(&mut core.sites),

@@ -595,7 +595,7 @@ impl Corpus {
                         bases.dedup();
                         let b = bases[below(&mut rng, bases.len() as u64) as usize];
                         unit.push(Event::Anchor {
-                            after: k.clone(),
+                            after: k.as_str().into(),
                             nth: 1,
                             offset: 1 + below(&mut rng, 2),
                         });
@@ -619,7 +619,7 @@ impl Corpus {
                     if !e.outcomes.is_empty() {
                         let k = &e.outcomes[below(&mut rng, e.outcomes.len() as u64) as usize];
                         unit.push(Event::Anchor {
-                            after: k.clone(),
+                            after: k.as_str().into(),
                             nth: 1,
                             offset: below(&mut rng, 4),
                         });

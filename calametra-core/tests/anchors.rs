@@ -105,7 +105,7 @@ fn an_irrelevant_event_before_the_load_bearing_ones_is_dropped() {
         taken
             .windows(2)
             .any(|w| matches!(&w[0], Event::Anchor { after, nth: 1, .. }
-                if after == "ctrl.clear_halt stall")
+                if &**after == "ctrl.clear_halt stall")
                 && matches!(&w[1], Event::External { name, .. } if name == "replug")),
         "{taken:?}"
     );
@@ -194,7 +194,7 @@ fn seeded_runs_replay_byte_exactly_from_their_anchored_events() {
         anchored += r
             .events
             .iter()
-            .filter(|e| matches!(e, Event::Anchor { after, .. } if after != "start"))
+            .filter(|e| matches!(e, Event::Anchor { after, .. } if &**after != "start"))
             .count();
         let again = replay(&r.events, plain);
         assert_eq!(again.hash, r.hash, "seed {seed}");

@@ -32,6 +32,20 @@ mod shared_label {
     }
 }
 
+/// `Arc<str>` as a JSON string, for an anchor's text (see `shared_label`).
+mod shared_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::sync::Arc;
+
+    pub fn serialize<S: Serializer>(t: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(t)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<str>, D::Error> {
+        Ok(Arc::from(String::deserialize(d)?))
+    }
+}
+
 /// One entry in the record of a run's choices: what exploration varied, what minimization cuts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
@@ -43,9 +57,14 @@ pub enum Event {
         point: u64,
         /// The option taken.
         pick: u32,
-        /// What that option was, for people (ignored on replay).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        what: Option<String>,
+        /// What that option was, for people (ignored on replay). Shared like a client's label:
+        /// a task pick's label is the decider's one copy of the task's name.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            with = "shared_label"
+        )]
+        what: Option<Arc<str>>,
     },
     /// The scenario's external event `name` fired before scheduling point `point` (an
     /// in-process run; a guest run's externals are [`Event::GuestExternal`]).
@@ -115,8 +134,11 @@ pub enum Event {
     /// event keeps its raw position (step, site ordinal) as the fallback: a replay places it
     /// by the anchor, and where the anchor never happens, by the raw position. See [`Anchor`].
     Anchor {
-        /// What the next event follows (see [`Anchor::after`]).
-        after: String,
+        /// What the next event follows (see [`Anchor::after`]); shared, not copied: every
+        /// anchor a run logs after the same occurrence holds the decider's one copy of its
+        /// text (in JSON a plain string).
+        #[serde(with = "shared_text")]
+        after: Arc<str>,
         /// Which occurrence of it (1-based).
         nth: u32,
         /// Steps after it, or which crossing of the fault's site since it.
@@ -136,8 +158,9 @@ pub enum Event {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Anchor {
     /// What the event follows: `ctrl.clear_halt stall`, `dock usb->attached`,
-    /// `external unplug`, `start`.
-    pub after: String,
+    /// `external unplug`, `start`. Shared (see [`Event::Anchor`]): copying an anchor copies
+    /// no text.
+    pub after: Arc<str>,
     /// Which occurrence of it (1-based).
     pub nth: u32,
     /// Steps after it (a pick, an external), or which crossing of the fault's site since it
@@ -161,7 +184,7 @@ impl Anchor {
         }
     }
 
-    /// [`Anchor::event`], taking the anchor (no copy of its text).
+    /// [`Anchor::event`], taking the anchor.
     pub fn into_event(self) -> Event {
         Event::Anchor {
             after: self.after,
@@ -170,7 +193,7 @@ impl Anchor {
         }
     }
 
-    /// The event that records this anchor before the event it anchors.
+    /// The event that records this anchor before the event it anchors (its text shared).
     pub fn event(&self) -> Event {
         Event::Anchor {
             after: self.after.clone(),

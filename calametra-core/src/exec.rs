@@ -12,6 +12,7 @@ use crate::context;
 use crate::tasks::wrap;
 use crate::world::World;
 use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -83,18 +84,27 @@ fn wait_until(w: &mut World, deadline: Nanos, cx: &Context<'_>, registered: &mut
 }
 
 /// Gives the scheduler a chance to run another ready task (a scheduling point).
-pub async fn yield_now() {
-    let mut yielded = false;
-    poll_fn(|cx| {
-        if yielded {
+pub fn yield_now() -> impl Future<Output = ()> {
+    YieldNow { yielded: false }
+}
+
+/// [`yield_now`]'s future: pending once (its task woken at once), then ready. A plain struct,
+/// not an `async` block around a `poll_fn`: one flag, no state machine around it.
+struct YieldNow {
+    yielded: bool,
+}
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
             Poll::Ready(())
         } else {
-            yielded = true;
+            self.yielded = true;
             cx.waker().wake_by_ref();
             Poll::Pending
         }
-    })
-    .await
+    }
 }
 
 /// The error of [`timeout`]: the deadline passed first.

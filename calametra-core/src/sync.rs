@@ -6,9 +6,10 @@
 
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::VecDeque;
-use std::future::poll_fn;
+use std::future::Future;
 use std::ops::{Deref, DerefMut};
-use std::task::{Poll, Waker};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 /// A mutex for simulated tasks.
 pub struct Mutex<T> {
@@ -49,14 +50,35 @@ impl<T> Mutex<T> {
     }
 
     /// Acquires the lock: a scheduling point, then the lock (waiting while another task holds it).
-    pub async fn lock(&self) -> MutexGuard<'_, T> {
-        crate::exec::yield_now().await;
-        let state = &self.state;
-        poll_fn(|cx| state.try_acquire(cx.waker())).await;
-        MutexGuard {
-            inner: self.value.borrow_mut(),
-            _unlock: Unlock(state),
+    pub fn lock(&self) -> impl Future<Output = MutexGuard<'_, T>> + '_ {
+        Lock {
+            m: self,
+            yielded: false,
         }
+    }
+}
+
+/// [`Mutex::lock`]'s future: first a yield (pending once, its task woken at once, as
+/// [`crate::exec::yield_now`]), then the lock, in one plain struct (no state machine around a
+/// yield and a `poll_fn`).
+struct Lock<'a, T> {
+    m: &'a Mutex<T>,
+    yielded: bool,
+}
+
+impl<'a, T> Future for Lock<'a, T> {
+    type Output = MutexGuard<'a, T>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<MutexGuard<'a, T>> {
+        if !self.yielded {
+            self.yielded = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let m = self.m;
+        m.state.try_acquire(cx.waker()).map(|()| MutexGuard {
+            inner: m.value.borrow_mut(),
+            _unlock: Unlock(&m.state),
+        })
     }
 }
 

@@ -127,14 +127,22 @@ impl EventQueue {
         Some(&self.far[i].1)
     }
 
+    /// Inlined into its caller: a step takes the first due event, usually (the end of `near`
+    /// or the front of `far`); another one is found out of line.
+    #[inline(always)]
     pub(crate) fn remove(&mut self, key: &(Nanos, u64)) -> Option<Ev> {
-        // A step takes the first due event, usually: the end of `near` or the front of `far`.
         if self.near.last().is_some_and(|(k, _)| k == key) {
             return self.near.pop().map(|(_, e)| e);
         }
         if self.near.is_empty() && self.far.front().is_some_and(|(k, _)| k == key) {
             return self.far.pop_front().map(|(_, e)| e);
         }
+        self.remove_inside(key)
+    }
+
+    /// [`EventQueue::remove`] of an event that is not the first.
+    #[inline(never)]
+    fn remove_inside(&mut self, key: &(Nanos, u64)) -> Option<Ev> {
         if let Ok(i) = self.near.binary_search_by(|(k, _)| key.cmp(k)) {
             return Some(self.near.remove(i).1);
         }
@@ -158,17 +166,23 @@ impl EventQueue {
             .map(|(k, _)| k)
     }
 
-    /// How many events are due at the earliest time (counted in place: this runs every step).
+    /// How many events are due at the earliest time (counted in place: this runs every step;
+    /// `far` is read by index, no iterator over its two halves set up, as its first event is
+    /// usually not due).
+    #[inline(always)]
     pub(crate) fn due_count(&self) -> usize {
         let Some(t) = self.first_time() else {
             return 0;
         };
-        let at_t = |((at, _), _): &&((Nanos, u64), Ev)| *at == t;
-        let n = self.near.iter().rev().take_while(at_t).count();
+        let n = self.near.iter().rev().take_while(|((at, _), _)| *at == t).count();
         if n < self.near.len() {
             return n;
         }
-        n + self.far.iter().take_while(at_t).count()
+        let mut i = 0;
+        while self.far.get(i).is_some_and(|((at, _), _)| *at == t) {
+            i += 1;
+        }
+        n + i
     }
 
     /// The key of the `i`th event due at `t` when `t` is the earliest time (as
@@ -350,6 +364,7 @@ impl Core {
 
     /// The earliest event time and how many events are due then (counted, not collected:
     /// this runs every step).
+    #[inline]
     pub(crate) fn due_span(&self) -> Option<(Nanos, usize)> {
         let t = self.next_time()?;
         Some((t, self.queue.due_count()))
@@ -360,6 +375,7 @@ impl Core {
         self.queue.due_nth(t, i)
     }
 
+    #[inline]
     pub(crate) fn take_event(&mut self, key: (Nanos, u64)) -> Option<Ev> {
         self.queue.remove(&key)
     }
@@ -416,8 +432,23 @@ impl Core {
     }
 
     /// The fault for a site: pinned by the plan, or drawn by a seeded schedule. Logged (only
-    /// then is the site's name built).
+    /// then is the site's name built). Inlined into its callers: a run with nothing that could
+    /// give a fault (no plan entry, no replayed fault pending, no seeded draw) answers `None`
+    /// in a few compares, without the call ([`Core::find_fault`] builds a large frame).
+    #[inline(always)]
     pub(crate) fn fault_at(&mut self, site: SiteId, kind: &SiteKind) -> Option<Fault> {
+        if self.plan.faults.is_empty()
+            && self.decide.pending_faults.is_empty()
+            && (!self.decide.is_seeded() || self.fault_set.is_none())
+        {
+            return None;
+        }
+        self.find_fault(site, kind)
+    }
+
+    /// [`Core::fault_at`] where a fault may be found.
+    #[inline(never)]
+    fn find_fault(&mut self, site: SiteId, kind: &SiteKind) -> Option<Fault> {
         let mut anchor = None;
         let fault = if let Some(f) = self.site_table.planned(&self.plan, site) {
             Some(f)

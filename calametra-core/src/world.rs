@@ -379,10 +379,20 @@ impl World {
         (r, effects)
     }
 
-    /// Offers waiting transfers of device `id` again until none makes progress.
+    /// Offers waiting transfers of device `id` again until none makes progress. Inlined: when
+    /// nothing waits (the usual case after an arrival) it is one compare, no call.
+    #[inline(always)]
     pub(crate) fn settle(&mut self, id: usize) {
+        if self.core.transfers.any_waiting() {
+            self.settle_waiting(id);
+        }
+    }
+
+    /// [`World::settle`] when a transfer may be waiting.
+    #[inline(never)]
+    fn settle_waiting(&mut self, id: usize) {
         loop {
-            // Nothing waits (the usual case after an arrival): no scan of the table.
+            // Nothing waits: no scan of the table.
             if !self.core.transfers.any_waiting() {
                 return;
             }
@@ -411,9 +421,13 @@ impl World {
 
     /// A transfer arrives at its device. Returns whether it completed (or left the waiting set).
     fn deliver(&mut self, xid: u64) -> bool {
-        let Some(x) = self.core.transfers.get_mut(xid) else {
-            return false;
-        };
+        self.deliver_to(xid).is_some_and(|(_, progressed)| progressed)
+    }
+
+    /// [`World::deliver`], also giving the transfer's device (`None`: no such transfer), found
+    /// in the same lookup.
+    fn deliver_to(&mut self, xid: u64) -> Option<(usize, bool)> {
+        let x = self.core.transfers.get_mut(xid)?;
         let (dev, fault) = (x.dev, x.fault.clone());
         let first_arrival = matches!(x.state, XState::InFlight);
         let slot = &self.devices[dev];
@@ -432,22 +446,22 @@ impl World {
         };
         if gone {
             self.complete(xid, Err(TransferError::Disconnected));
-            return true;
+            return Some((dev, true));
         }
         match arrival {
             Arrival::Stall => {
                 self.complete(xid, Err(TransferError::Stall));
-                return true;
+                return Some((dev, true));
             }
             Arrival::Swallow => {
                 if let Some(x) = self.core.transfers.get_mut(xid) {
                     x.state = XState::Swallowed;
                 }
-                return true;
+                return Some((dev, true));
             }
             Arrival::Disconnect => {
                 self.disconnect_id(dev);
-                return true;
+                return Some((dev, true));
             }
             Arrival::Deliver => {}
         }
@@ -475,7 +489,7 @@ impl World {
                         bend(d);
                     }
                 }
-                if !setup.is_in() && r == Reply::Ack {
+                if !setup.is_in() && matches!(r, Reply::Ack) {
                     r = Reply::Data(Vec::new());
                 }
                 (r, e)
@@ -541,7 +555,7 @@ impl World {
         if effects.disconnect {
             self.disconnect_id(dev);
         }
-        done || first_arrival
+        Some((dev, done || first_arrival))
     }
 
     /// Fires one queued event.
@@ -549,9 +563,7 @@ impl World {
         match ev {
             Ev::Wake(w) => self.tasks.wake(w),
             Ev::Arrive(xid) => {
-                let dev = self.core.transfers.get(xid).map(|x| x.dev);
-                self.deliver(xid);
-                if let Some(dev) = dev {
+                if let Some((dev, _)) = self.deliver_to(xid) {
                     self.settle(dev);
                 }
             }

@@ -167,13 +167,23 @@ pub(super) struct V3 {
     next_seq: u64,
     /// The previous record's `t_ns`.
     prev_t: u64,
-    /// The last two distinct kinds (`[0]`) and actors (`[1]`) written in an envelope, the
-    /// later first ([`Recent`]): most records repeat a kind and an actor of the two records
-    /// before, which are then written without a search of the table.
-    recent: [[Recent; 2]; 2],
+    /// The last two distinct strings written as each of: a record's kind ([`KIND`]), its
+    /// actor ([`ACTOR`]), a site name's base ([`SITE_BASE`]) and hex bytes ([`HEX_BYTES`]),
+    /// the later first ([`Recent`]): most records repeat a kind, an actor, a site base or a hex
+    /// value of the two before, which are then written without a search of the table.
+    recent: [[Recent; 2]; 4],
     /// Bytes of a hex string being decoded (reused).
     scratch: Vec<u8>,
 }
+
+/// The places of strings with [`Recent`] strings of their own (the index in `V3::recent`).
+const KIND: usize = 0;
+/// See [`KIND`].
+const ACTOR: usize = 1;
+/// See [`KIND`].
+const SITE_BASE: usize = 2;
+/// See [`KIND`].
+const HEX_BYTES: usize = 3;
 
 /// A string of up to 16 bytes that has an index in the current trace, by its table words and
 /// length ([`Interner::words`]: they determine the string), with its code when that is one
@@ -226,7 +236,7 @@ impl V3 {
         self.strings.clear();
         self.next_seq = 0;
         self.prev_t = 0;
-        self.recent = [[Recent::NONE; 2]; 2];
+        self.recent = [[Recent::NONE; 2]; 4];
     }
 
     /// The memory this encoder holds: its string table's slots, then its buffer's bytes.
@@ -253,10 +263,11 @@ impl V3 {
         }
     }
 
-    /// A record's kind (`which` 0) or actor (1): what [`V3::string`] writes, found first among
-    /// the [`Recent`] kinds (or actors), which then remember it.
+    /// A string in the place `which` ([`KIND`], [`ACTOR`], [`SITE_BASE`], [`HEX_BYTES`]):
+    /// what [`V3::string`] writes (`bias` 0), found first among the [`Recent`] strings of that
+    /// place, which then remember it.
     #[inline(always)]
-    fn envelope_string(&mut self, s: &[u8], which: usize) {
+    fn recent_string(&mut self, s: &[u8], which: usize) {
         if s.len() > 16 {
             return self.string(s, 0);
         }
@@ -367,8 +378,8 @@ impl Sink for V3 {
         enc_uint(&mut self.buf, zigzag(t_ns.wrapping_sub(self.prev_t)));
         self.next_seq = seq.wrapping_add(1);
         self.prev_t = t_ns;
-        self.envelope_string(kind.as_bytes(), 0);
-        self.envelope_string(actor.as_bytes(), 1);
+        self.recent_string(kind.as_bytes(), KIND);
+        self.recent_string(actor.as_bytes(), ACTOR);
     }
     #[inline(always)]
     fn key(&mut self, k: &str) {
@@ -393,7 +404,7 @@ impl Sink for V3 {
             return self.str("");
         }
         self.buf.push(tag::HEX);
-        self.string(bytes, 0);
+        self.recent_string(bytes, HEX_BYTES);
     }
 }
 
@@ -417,7 +428,7 @@ impl V3 {
     #[inline(always)]
     pub(super) fn site(&mut self, base: &str, n: u64) {
         self.buf.push(tag::SITE);
-        self.string(base.as_bytes(), 0);
+        self.recent_string(base.as_bytes(), SITE_BASE);
         enc_uint(&mut self.buf, n);
     }
 }
@@ -726,7 +737,8 @@ mod tests {
     }
 
     /// Writes a record's envelope as [`Sink::head`] does, but every string by a search of the
-    /// table (no [`Recent`] strings): the reference the fast path must match byte for byte.
+    /// table (no [`Recent`] strings): the reference the fast path must match byte for byte
+    /// (site names and hex bytes likewise, in the test).
     fn head_by_table(v: &mut V3, seq: u64, t_ns: u64, kind: &str, actor: &str) {
         enc_uint(&mut v.buf, zigzag(seq.wrapping_sub(v.next_seq)));
         enc_uint(&mut v.buf, zigzag(t_ns.wrapping_sub(v.prev_t)));
@@ -736,13 +748,13 @@ mod tests {
         v.string(actor.as_bytes(), 0);
     }
 
-    /// The envelope's [`Recent`] kinds and actors never change a byte: over many traces of
-    /// random records (one encoder kept from trace to trace, as a thread keeps it), kinds and
-    /// actors repeating, taking turns or new, of every length around the 16 bytes a `Recent`
+    /// The [`Recent`] kinds, actors, site bases and hex bytes never change a byte: over many
+    /// traces of random records (one encoder kept from trace to trace, as a thread keeps it),
+    /// strings repeating, taking turns or new, of every length around the 16 bytes a `Recent`
     /// holds, the empty string, strings that are also keys and values, traces whose strings
     /// pass the one-byte codes and the table's bound, the bytes equal the reference's.
     #[test]
-    fn recent_envelope_strings_write_what_the_table_would() {
+    fn recent_strings_write_what_the_table_would() {
         use rand_chacha::rand_core::{RngCore, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
         let pool: Vec<String> = [
@@ -802,6 +814,21 @@ mod tests {
                         v.str(&fresh);
                         v.key(&fresh);
                         v.str(word);
+                    }
+                    // Site bases and hex bytes, repeated, taking turns or new.
+                    let (base, n) = (pick(&mut rng), f as u64);
+                    fast.site(base, n);
+                    slow.buf.push(tag::SITE);
+                    slow.string(base.as_bytes(), 0);
+                    enc_uint(&mut slow.buf, n);
+                    for bytes in [pick(&mut rng).as_bytes(), fresh.as_bytes()] {
+                        fast.hex(bytes);
+                        if bytes.is_empty() {
+                            slow.str("");
+                        } else {
+                            slow.buf.push(tag::HEX);
+                            slow.string(bytes, 0);
+                        }
                     }
                 }
                 fast.end();

@@ -174,7 +174,12 @@ impl EventQueue {
         let Some(t) = self.first_time() else {
             return 0;
         };
-        let n = self.near.iter().rev().take_while(|((at, _), _)| *at == t).count();
+        let n = self
+            .near
+            .iter()
+            .rev()
+            .take_while(|((at, _), _)| *at == t)
+            .count();
         if n < self.near.len() {
             return n;
         }

@@ -721,7 +721,6 @@ fn text_key(s: Strategy) -> u64 {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -865,7 +864,10 @@ mod tests {
         assert_eq!(&*d.anchor_at(4).after, Anchor::START);
         assert_eq!(d.occur("dock usb->attached", 5), 1);
         let (a, b) = (d.anchor_at(7), d.anchor_at(9));
-        assert!(Arc::ptr_eq(&a.after, &b.after), "one copy of the anchor's text");
+        assert!(
+            Arc::ptr_eq(&a.after, &b.after),
+            "one copy of the anchor's text"
+        );
         assert_eq!((a.nth, a.offset, b.offset), (1, 2, 4));
         let Event::Anchor { after, .. } = a.event() else {
             unreachable!()
@@ -939,7 +941,10 @@ mod tests {
         // However long the last run, the first reservation stays bounded.
         run(Source::Seeded(4), 10_000);
         let (room, _) = run(Source::Seeded(5), 0);
-        assert!((SEEDED_LOG_MAX..2 * SEEDED_LOG_MAX).contains(&room), "{room}");
+        assert!(
+            (SEEDED_LOG_MAX..2 * SEEDED_LOG_MAX).contains(&room),
+            "{room}"
+        );
     }
 
     fn first_label(e: &Event) -> &Arc<str> {

@@ -421,7 +421,8 @@ impl World {
 
     /// A transfer arrives at its device. Returns whether it completed (or left the waiting set).
     fn deliver(&mut self, xid: u64) -> bool {
-        self.deliver_to(xid).is_some_and(|(_, progressed)| progressed)
+        self.deliver_to(xid)
+            .is_some_and(|(_, progressed)| progressed)
     }
 
     /// [`World::deliver`], also giving the transfer's device (`None`: no such transfer), found

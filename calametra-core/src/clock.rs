@@ -97,8 +97,9 @@ const DIGITS: &str = {
     }
 };
 
-/// Appends `n` in decimal, three digits a piece (no leading zeros).
-fn push_decimal(buf: &mut String, n: u64) {
+/// Appends `n` in decimal, three digits a piece (no leading zeros): the decimal formatter of
+/// text (labels, site names, a kept line's site); [`crate::trace::decimal`] writes bytes.
+pub(crate) fn push_decimal(buf: &mut String, n: u64) {
     if n >= 1000 {
         push_decimal(buf, n / 1000);
         let k = (n % 1000) as usize;
@@ -181,6 +182,23 @@ pub fn parse_ns(s: &str) -> Result<Nanos, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn push_decimal_writes_what_display_writes() {
+        let mut big = vec![
+            u64::MAX,
+            u64::MAX - 1,
+            1 << 63,
+            10u64.pow(19),
+            10u64.pow(19) - 1,
+        ];
+        big.extend((1..20).map(|k| 10u64.pow(k) + 5));
+        for n in (0..=100_000).chain(big) {
+            let mut out = String::from("x");
+            push_decimal(&mut out, n);
+            assert_eq!(out, format!("x{n}"), "{n}");
+        }
+    }
     /// What `format_ns` wrote before it was written without the formatting machinery.
     fn format_ns_with_f64_display(ns: Nanos) -> String {
         if ns == 0 {

@@ -277,7 +277,7 @@ fn json_site(json: &mut Vec<u8>, base: &str, n: u64) {
     let mut name = String::with_capacity(base.len() + 4);
     name.push_str(base);
     name.push('#');
-    name.push_str(std::str::from_utf8(decimal(n, &mut [0; 20])).unwrap_or("0"));
+    crate::clock::push_decimal(&mut name, n);
     push_json_bytes(json, &name);
 }
 
@@ -337,7 +337,8 @@ fn push_u64(buf: &mut Vec<u8>, v: u64) {
 }
 
 /// The decimal digits of `v` (ASCII), written into `tmp`, without the formatting machinery:
-/// the one decimal formatter of the hot paths (records, site names).
+/// the decimal formatter of byte buffers (a kept line's numbers); text is appended by
+/// [`crate::clock::push_decimal`].
 pub(crate) fn decimal(mut v: u64, tmp: &mut [u8; 20]) -> &[u8] {
     let mut i = tmp.len();
     loop {

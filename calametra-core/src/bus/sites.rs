@@ -307,12 +307,7 @@ impl SiteTable {
     pub(super) fn push_name_from(&self, site: SiteId, out: &mut String, skip: usize) {
         out.push_str(self.base(site.base).get(skip..).unwrap_or_default());
         out.push('#');
-        let mut tmp = [0; 20];
-        // ASCII digits, pushed as chars (no UTF-8 check of what `decimal` wrote; an
-        // occurrence has a few digits).
-        for &d in crate::trace::decimal(u64::from(site.n), &mut tmp) {
-            out.push(char::from(d));
-        }
+        crate::clock::push_decimal(out, u64::from(site.n));
     }
 
     /// Appends a site's name without a control transfer's `ctrl.` (`get_status#2`).

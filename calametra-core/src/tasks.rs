@@ -116,9 +116,10 @@ struct Group {
 /// name is reused when the task of the same id has the same one) and its wake words with their
 /// wakers, a group of 64 kept only when nothing outside the table holds one of its wakers (so a
 /// waker kept by a user cannot wake a later run's task). The slots are left as they are, the
-/// whole list at once, not task by task; a later task takes from the slot of its id. None of it decides anything: a run
-/// with a spare and one without behave alike. A kept world's table keeps it in place
-/// ([`Tasks::close`], [`Tasks::reopen`]); a table dropped with its world leaves it to the thread.
+/// whole list at once, not task by task; a later task takes from the slot of its id. None of
+/// it decides anything: a run with a spare and one without behave alike. A kept world's table
+/// keeps it in place ([`Tasks::close`], [`Tasks::reopen`]); a table dropped with its world
+/// leaves it to the thread.
 #[derive(Default)]
 struct Spare {
     slots: Vec<TaskSlot>,

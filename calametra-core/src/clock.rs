@@ -22,9 +22,9 @@ pub fn format_ns(ns: Nanos) -> String {
 
 /// Appends `ns` as [`format_ns`] writes it (a fraction rounded to three decimals, trailing
 /// zeros dropped), without the formatting machinery: schedule labels are written with it every
-/// logged pick. The text is appended in pieces sliced from [`DIGITS`] (three digits a piece)
-/// and the unit's name: no buffer to check for UTF-8 (building one and checking it cost ~150
-/// instructions a call).
+/// logged pick. The text is appended in pieces sliced from a table of three-digit groups
+/// (`DIGITS`) and the unit's name: no buffer to check for UTF-8 (building one and checking it
+/// cost ~150 instructions a call).
 pub fn push_ns(buf: &mut String, ns: Nanos) {
     if ns == 0 {
         buf.push('0');

@@ -437,14 +437,16 @@ impl Core {
     }
 
     /// The fault for a site: pinned by the plan, or drawn by a seeded schedule. Logged (only
-    /// then is the site's name built). Inlined into its callers: a run with nothing that could
-    /// give a fault (no plan entry, no replayed fault pending, no seeded draw) answers `None`
-    /// in a few compares, without the call ([`Core::find_fault`] builds a large frame).
+    /// then is the site's name built). Inlined into its callers: a crossing where nothing could
+    /// give a fault (no plan entry at this crossing, no replayed fault pending, no seeded draw)
+    /// answers `None` in a few compares, without the call ([`Core::find_fault`] builds a large
+    /// frame). A run under a fault plan crosses mostly sites the plan does not name: those
+    /// take this path too ([`SiteTable::may_plan`]).
     #[inline(always)]
     pub(crate) fn fault_at(&mut self, site: SiteId, kind: &SiteKind) -> Option<Fault> {
-        if self.plan.faults.is_empty()
-            && self.decide.pending_faults.is_empty()
+        if self.decide.pending_faults.is_empty()
             && (!self.decide.is_seeded() || self.fault_set.is_none())
+            && !self.site_table.may_plan(&self.plan, site)
         {
             return None;
         }

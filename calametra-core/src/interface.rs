@@ -1,7 +1,8 @@
 //! The driver's [`Interface`]: the `nusb`-shaped API a driver receives for a simulated device
 //! ([`crate::world::DeviceHandle::interface`]), implementing [`calametra_usb::UsbInterface`].
-//! Each call submits a transfer to the world and awaits its completion on the virtual clock; a
-//! future dropped before completion cancels its transfer. Nothing here reads the wall clock.
+//! Each call returns a transfer's future, which submits the transfer to the world at its first
+//! poll and completes on the virtual clock; a future dropped before completion cancels its
+//! transfer. Nothing here reads the wall clock.
 
 use crate::bus::{out_len, XKind};
 use crate::clock::{nanos, Nanos};
@@ -11,6 +12,7 @@ use crate::world::{DeviceHandle, World};
 use calametra_usb::{ControlIn, ControlOut, Setup, TransferError, UsbInterface};
 use std::cell::RefCell;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -38,10 +40,38 @@ pub struct Interface {
     generation: u32,
 }
 
+/// What a transfer's future gives for the bytes of a transfer that succeeded: the bytes (an
+/// IN transfer, a raw control transfer), nothing (a control OUT) or the count accepted (a bulk
+/// OUT, [`out_len`]). The future of each [`Interface`] call is a [`Transfer`] of its outcome,
+/// returned as it is (no `async fn` wrapped around it: one state machine a poll fewer).
+trait Outcome {
+    fn from_bytes(v: Vec<u8>) -> Self;
+}
+
+impl Outcome for Vec<u8> {
+    #[inline(always)]
+    fn from_bytes(v: Vec<u8>) -> Self {
+        v
+    }
+}
+
+impl Outcome for () {
+    #[inline(always)]
+    fn from_bytes(_: Vec<u8>) -> Self {}
+}
+
+impl Outcome for usize {
+    #[inline(always)]
+    fn from_bytes(v: Vec<u8>) -> Self {
+        out_len(&v)
+    }
+}
+
 /// A transfer's future: submits the transfer at its first poll (and notes its waker then, in
-/// one borrow of the world: [`World::submit_polled`]), then polls it until it completes. Dropped
-/// before completion, it cancels the transfer (the host gives up on it).
-struct Transfer<'a> {
+/// one borrow of the world: [`World::submit_polled`]), then polls it until it completes, and
+/// gives its [`Outcome`] `O`. Dropped before completion, it cancels the transfer (the host
+/// gives up on it).
+struct Transfer<'a, O> {
     iface: &'a Interface,
     /// The transfer, until it is submitted.
     kind: Option<XKind>,
@@ -49,38 +79,47 @@ struct Transfer<'a> {
     /// The submitted transfer's id and deadline.
     submitted: Option<(u64, Option<Nanos>)>,
     done: bool,
+    outcome: PhantomData<fn() -> O>,
 }
 
-impl Future for Transfer<'_> {
-    type Output = Result<Vec<u8>, TransferError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        let mut w = this.iface.world.borrow_mut();
-        let r = match this.submitted {
+impl<O> Transfer<'_, O> {
+    /// [`Future::poll`] but for the outcome: the transfer's result bytes (one function for
+    /// every outcome).
+    fn poll_bytes(&mut self, cx: &mut Context<'_>) -> Poll<Result<Vec<u8>, TransferError>> {
+        let mut w = self.iface.world.borrow_mut();
+        let r = match self.submitted {
             Some((xid, deadline)) => w.poll_xfer(xid, deadline, cx.waker()),
             None => {
-                let Some(kind) = this.kind.take() else {
+                let Some(kind) = self.kind.take() else {
                     return Poll::Ready(Err(TransferError::Cancelled));
                 };
-                let deadline = this.timeout.map(|d| w.core.now.saturating_add(nanos(d)));
+                let deadline = self.timeout.map(|d| w.core.now.saturating_add(nanos(d)));
                 let (xid, r) = w.submit_polled(
-                    this.iface.dev,
-                    this.iface.generation,
+                    self.iface.dev,
+                    self.iface.generation,
                     kind,
                     deadline,
                     cx.waker(),
                 );
-                this.submitted = Some((xid, deadline));
+                self.submitted = Some((xid, deadline));
                 r
             }
         };
-        this.done = r.is_ready();
+        self.done = r.is_ready();
         r
     }
 }
 
-impl Drop for Transfer<'_> {
+impl<O: Outcome> Future for Transfer<'_, O> {
+    type Output = Result<O, TransferError>;
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.poll_bytes(cx).map(|r| r.map(O::from_bytes))
+    }
+}
+
+impl<O> Drop for Transfer<'_, O> {
     fn drop(&mut self) {
         if let (Some((xid, _)), false) = (self.submitted, self.done) {
             if let Ok(mut w) = self.iface.world.try_borrow_mut() {
@@ -103,22 +142,27 @@ impl Interface {
         }
     }
 
-    fn transfer(&self, kind: XKind, timeout: Option<Duration>) -> Transfer<'_> {
+    fn transfer<O>(&self, kind: XKind, timeout: Option<Duration>) -> Transfer<'_, O> {
         Transfer {
             iface: self,
             kind: Some(kind),
             timeout,
             submitted: None,
             done: false,
+            outcome: PhantomData,
         }
     }
 
+    // The calls below build their transfer when called (the request's setup, an OUT payload
+    // copied into a spare buffer) and return its future; nothing is submitted until it is
+    // first polled.
+
     /// A control IN transfer.
-    pub async fn control_in(
+    pub fn control_in(
         &self,
         req: ControlIn,
         timeout: Duration,
-    ) -> Result<Vec<u8>, TransferError> {
+    ) -> impl Future<Output = Result<Vec<u8>, TransferError>> + '_ {
         self.transfer(
             XKind::Control {
                 setup: req.setup(),
@@ -126,15 +170,14 @@ impl Interface {
             },
             Some(timeout),
         )
-        .await
     }
 
     /// A control OUT transfer.
-    pub async fn control_out(
+    pub fn control_out(
         &self,
         req: ControlOut<'_>,
         timeout: Duration,
-    ) -> Result<(), TransferError> {
+    ) -> impl Future<Output = Result<(), TransferError>> + '_ {
         self.transfer(
             XKind::Control {
                 setup: req.setup(),
@@ -142,30 +185,33 @@ impl Interface {
             },
             Some(timeout),
         )
-        .await
-        .map(|_| ())
     }
 
     /// A control transfer from raw setup bytes (bridges and replays).
-    pub async fn control_raw(
+    pub fn control_raw(
         &self,
         setup: Setup,
         data: Vec<u8>,
         timeout: Duration,
-    ) -> Result<Vec<u8>, TransferError> {
+    ) -> impl Future<Output = Result<Vec<u8>, TransferError>> + '_ {
         self.transfer(XKind::Control { setup, data }, Some(timeout))
-            .await
     }
 
     /// A bulk OUT transfer; returns the bytes accepted.
-    pub async fn bulk_out(&self, ep: u8, data: Vec<u8>) -> Result<usize, TransferError> {
+    pub fn bulk_out(
+        &self,
+        ep: u8,
+        data: Vec<u8>,
+    ) -> impl Future<Output = Result<usize, TransferError>> + '_ {
         self.transfer(XKind::Out { ep, data }, None)
-            .await
-            .map(|v| out_len(&v))
     }
 
     /// A bulk IN transfer of up to `len` bytes.
-    pub async fn bulk_in(&self, ep: u8, len: usize) -> Result<Vec<u8>, TransferError> {
+    pub fn bulk_in(
+        &self,
+        ep: u8,
+        len: usize,
+    ) -> impl Future<Output = Result<Vec<u8>, TransferError>> + '_ {
         self.transfer(
             XKind::In {
                 ep,
@@ -174,11 +220,14 @@ impl Interface {
             },
             None,
         )
-        .await
     }
 
     /// An interrupt IN transfer of up to `len` bytes.
-    pub async fn interrupt_in(&self, ep: u8, len: usize) -> Result<Vec<u8>, TransferError> {
+    pub fn interrupt_in(
+        &self,
+        ep: u8,
+        len: usize,
+    ) -> impl Future<Output = Result<Vec<u8>, TransferError>> + '_ {
         self.transfer(
             XKind::In {
                 ep,
@@ -187,7 +236,6 @@ impl Interface {
             },
             None,
         )
-        .await
     }
 
     /// Resets the device (a USB bus reset, as `nusb::Device::reset`); this interface stays
@@ -223,13 +271,7 @@ impl UsbInterface for Interface {
         req: ControlOut<'_>,
         timeout: Duration,
     ) -> impl Future<Output = Result<(), TransferError>> {
-        let data = self.out_data(req.data);
-        let setup = req.setup();
-        async move {
-            self.transfer(XKind::Control { setup, data }, Some(timeout))
-                .await
-                .map(|_| ())
-        }
+        Interface::control_out(self, req, timeout)
     }
     fn bulk_out(
         &self,
@@ -253,5 +295,77 @@ impl UsbInterface for Interface {
     }
     fn reset(&self) -> impl Future<Output = Result<(), TransferError>> {
         Interface::reset(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::device::Loopback;
+    use crate::fault::FaultPlan;
+    use crate::{run, RunConfig};
+    use calametra_usb::{ControlIn, ControlOut, ControlType, Recipient};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::time::Duration;
+
+    const T: Duration = Duration::from_millis(10);
+
+    /// A call builds its transfer's future and nothing more: one dropped unpolled submits
+    /// nothing (no record, nothing stored), one polled gives the call's outcome (nothing for
+    /// a control OUT, the bytes for a control IN, the count accepted for a bulk OUT).
+    #[test]
+    fn a_transfer_is_submitted_at_its_first_poll_and_gives_its_calls_outcome() {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let seen2 = seen.clone();
+        let r = run(
+            RunConfig {
+                keep_trace: true,
+                faults: FaultPlan::default(),
+                ..RunConfig::default()
+            },
+            &move |sim| {
+                let dev = sim.attach(Loopback::default());
+                let iface = dev.interface();
+                let seen = seen2.clone();
+                sim.spawn("driver", async move {
+                    let store = |data| ControlOut {
+                        control_type: ControlType::Vendor,
+                        recipient: Recipient::Device,
+                        request: 1,
+                        value: 0,
+                        index: 0,
+                        data,
+                    };
+                    let load = ControlIn {
+                        control_type: ControlType::Vendor,
+                        recipient: Recipient::Device,
+                        request: 2,
+                        value: 0,
+                        index: 0,
+                        length: 8,
+                    };
+                    drop(iface.control_out(store(&[9, 9]), T));
+                    let stored = iface.control_in(load, T).await;
+                    seen.borrow_mut().push(format!("{stored:?}"));
+                    let unit: Result<(), _> = iface.control_out(store(&[1, 2, 3]), T).await;
+                    seen.borrow_mut().push(format!("{unit:?}"));
+                    let stored = iface.control_in(load, T).await;
+                    seen.borrow_mut().push(format!("{stored:?}"));
+                    let n: Result<usize, _> = iface.bulk_out(0x01, vec![7; 5]).await;
+                    seen.borrow_mut().push(format!("{n:?}"));
+                });
+            },
+        );
+        assert!(r.failure.is_none(), "{:?}", r.failure);
+        assert_eq!(
+            *seen.borrow(),
+            ["Ok([])", "Ok(())", "Ok([1, 2, 3])", "Ok(5)"],
+        );
+        let transfers = r
+            .lines
+            .iter()
+            .filter(|l| l.contains("\"kind\":\"transfer\""))
+            .count();
+        assert_eq!(transfers, 4, "the dropped future submitted nothing");
     }
 }

@@ -333,6 +333,19 @@ impl SiteTable {
         self.plan_epoch += 1;
     }
 
+    /// Whether the plan may pin a fault at `site`: it has faults, and `site`'s base has either
+    /// not yet found its entries under this plan or has one at `site`'s occurrence. When this is
+    /// false, [`SiteTable::planned`] answers `None` (so a crossing the plan does not name is
+    /// told apart in a few compares, without the call).
+    #[inline(always)]
+    pub(super) fn may_plan(&self, plan: &FaultPlan, site: SiteId) -> bool {
+        if plan.faults.is_empty() {
+            return false;
+        }
+        let base = &self.bases[site.base as usize];
+        base.plan_epoch != self.plan_epoch || base.plan.iter().any(|(n, _)| *n == site.n)
+    }
+
     /// The plan's fault at `site`: the plan's entry named `<base>#<n>`. A base's entries are
     /// found once a plan (at its first crossing under it: a range of the plan's sorted names),
     /// so a crossing compares occurrence numbers, not names.
@@ -508,5 +521,47 @@ mod tests {
         assert_eq!(run(&mut t, &b), [Some(Fault::Timeout), None, None]);
         t.forget_plan();
         assert_eq!(run(&mut t, &a), [None, Some(Fault::Stall), None]);
+    }
+
+    /// `may_plan` is false only where `planned` answers `None`: under an empty plan, and at a
+    /// base that found its entries under this plan at an occurrence they do not name; it is
+    /// true at a base that has not looked (first crossing, or after a new plan) and at a
+    /// named occurrence.
+    #[test]
+    fn may_plan_is_false_only_where_no_fault_is_planned() {
+        let mut t = SiteTable::default();
+        let plan = FaultPlan::single("ctrl.store#3", Fault::Stall);
+        let empty = FaultPlan::default();
+        for round in 0..3 {
+            if round == 2 {
+                t.forget_plan();
+            }
+            t.reset();
+            for name in ["ctrl.store", "ctrl.load"] {
+                t.scratch.clear();
+                t.scratch.push_str(name);
+                t.intern_scratch();
+            }
+            for i in 0..10u32 {
+                let name = if i % 2 == 0 {
+                    "ctrl.store"
+                } else {
+                    "ctrl.load"
+                };
+                let base = t.intern_prefixed("ctrl.", &name[5..]);
+                let site = SiteId {
+                    base,
+                    n: t.cross(base),
+                };
+                assert!(!t.may_plan(&empty, site));
+                let looked = t.bases[base as usize].plan_epoch == t.plan_epoch;
+                let may = t.may_plan(&plan, site);
+                let got = t.planned(&plan, site);
+                let named = name == "ctrl.store" && site.n == 3;
+                assert_eq!(got, named.then_some(Fault::Stall), "{name}#{}", site.n);
+                assert_eq!(may, !looked || named, "{name}#{} round {round}", site.n);
+                assert!(may || got.is_none());
+            }
+        }
     }
 }

@@ -52,6 +52,31 @@ pub(crate) struct SiteTable {
     plan_epoch: u64,
     /// Where a base's name is put together before it is looked up.
     pub(crate) scratch: String,
+    /// The bases most recently found by [`SiteTable::intern_prefixed`] (most recent first),
+    /// by their prefix and request name: a driver's transfers take turns among a few request
+    /// names, so most are found here without the name's words, hash and probe.
+    recent: [Recent; 2],
+}
+
+/// A base found by [`SiteTable::intern_prefixed`]: its prefix (a `&'static str`, by address;
+/// its bytes never change), its request name's bytes (at most 8, as one number), the two
+/// lengths (the prefix's above bit 32, the name's below) and the base. No key has
+/// [`Recent::NONE`]'s lengths.
+#[derive(Clone, Copy)]
+struct Recent {
+    prefix: usize,
+    name: u64,
+    lens: u64,
+    base: u32,
+}
+
+impl Recent {
+    const NONE: Recent = Recent {
+        prefix: 0,
+        name: 0,
+        lens: u64::MAX,
+        base: NO_BASE,
+    };
 }
 
 const NO_BASE: u32 = u32::MAX;
@@ -68,6 +93,7 @@ impl Default for SiteTable {
             touched: Vec::new(),
             plan_epoch: 1,
             scratch: String::with_capacity(48),
+            recent: [Recent::NONE; 2],
         }
     }
 }
@@ -152,6 +178,7 @@ impl SiteTable {
             self.bases.clear();
             self.slots.clear();
             self.slots.resize(16, NO_BASE);
+            self.recent = [Recent::NONE; 2];
         }
     }
 
@@ -217,12 +244,54 @@ impl SiteTable {
     /// The index of the base named `prefix` followed by `name` (`ctrl.` and a request's
     /// name), interned if new: found by the words of the two parts where they are; put
     /// together (in `scratch`) only when new or longer than 16 bytes.
+    ///
+    /// A request name of at most 8 bytes is first looked for among the [`SiteTable::recent`]
+    /// bases (by its bytes, not its address: a device may name requests from its own memory).
     #[inline(always)]
     pub(crate) fn intern_prefixed(&mut self, prefix: &'static str, name: &str) -> u32 {
         let n = prefix.len() + name.len();
         if n > 16 {
             return self.intern_joined(prefix, name);
         }
+        if name.len() > 8 {
+            return self.find_prefixed(prefix, name);
+        }
+        let (p, v) = (
+            prefix.as_ptr() as usize,
+            short_value(name.as_bytes()) as u64,
+        );
+        let lens = (prefix.len() as u64) << 32 | name.len() as u64;
+        for r in &self.recent {
+            if r.name == v && r.lens == lens && r.prefix == p {
+                return r.base;
+            }
+        }
+        self.intern_recent(
+            prefix,
+            name,
+            Recent {
+                prefix: p,
+                name: v,
+                lens,
+                base: NO_BASE,
+            },
+        )
+    }
+
+    /// [`SiteTable::intern_prefixed`] of a name not among the recent ones: found by the table
+    /// and remembered (`key` with its base), the older recent entry giving way.
+    #[inline(never)]
+    fn intern_recent(&mut self, prefix: &'static str, name: &str, key: Recent) -> u32 {
+        let base = self.find_prefixed(prefix, name);
+        self.recent[1] = self.recent[0];
+        self.recent[0] = Recent { base, ..key };
+        base
+    }
+
+    /// [`SiteTable::intern_prefixed`] of a name of at most 16 bytes in all, by the table.
+    #[inline(always)]
+    fn find_prefixed(&mut self, prefix: &'static str, name: &str) -> u32 {
+        let n = prefix.len() + name.len();
         let words = prefixed_words(prefix.as_bytes(), name.as_bytes());
         let hash = words_hash(words, n);
         let mask = self.slots.len() - 1;
@@ -494,6 +563,57 @@ mod tests {
         let bulk = t.intern_str("bulk.out");
         assert_eq!(t.intern_str("bulk.out"), bulk);
         assert_eq!(t.base(bulk), "bulk.out");
+    }
+
+    /// A request name is found among the recent ones by its bytes: a name rewritten in place
+    /// (the same address, other bytes) finds its own base, names taking turns find theirs, and
+    /// the table started afresh forgets the recent ones.
+    #[test]
+    fn recent_request_names_are_told_apart_by_their_bytes() {
+        let mut t = SiteTable::default();
+        let want = |t: &mut SiteTable, name: &str| {
+            t.scratch.clear();
+            t.scratch.push_str("ctrl.");
+            t.scratch.push_str(name);
+            t.intern_scratch()
+        };
+        let mut name = String::from("load");
+        for round in 0..3 {
+            for other in [
+                "store",
+                "load",
+                "",
+                "a",
+                "abcdefgh",
+                "abcdefgi",
+                "get_status",
+            ] {
+                let b = t.intern_prefixed("ctrl.", other);
+                assert_eq!(b, want(&mut t, other), "{other} round {round}");
+                assert_eq!(t.intern_prefixed("ctrl.", other), b);
+                // The same buffer, other bytes.
+                name.clear();
+                name.push_str(if round % 2 == 0 { "load" } else { "lost" });
+                let b = t.intern_prefixed("ctrl.", &name);
+                assert_eq!(t.base(b), format!("ctrl.{name}"));
+                name.replace_range(0..4, "lead");
+                let b = t.intern_prefixed("ctrl.", &name);
+                assert_eq!(t.base(b), "ctrl.lead");
+                // Another prefix, same name bytes as a recent one's start: its own base.
+                let b = t.intern_prefixed("bulk.", "in");
+                assert_eq!(t.base(b), "bulk.in");
+            }
+        }
+        // Started afresh: the recent bases are forgotten with the rest.
+        for i in 0..=MAX_KEPT_BASES {
+            t.scratch.clear();
+            t.scratch.push_str(&format!("x{i}"));
+            t.intern_scratch();
+        }
+        t.reset();
+        assert!(t.bases.is_empty());
+        let b = t.intern_prefixed("ctrl.", "store");
+        assert_eq!(t.base(b), "ctrl.store");
     }
 
     /// A base finds its plan entries once a plan: runs under the same plan keep them, a new

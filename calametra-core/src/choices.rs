@@ -86,10 +86,18 @@ fn lazy(
     let seed = seed?;
     let s = &mut slots[slot(name)];
     if s.is_none() {
-        // Built in its slot (`stream` is inlined): the generator is some 300 bytes.
-        *s = Some(stream(seed, name));
+        derive(s, seed, name);
     }
     s.as_mut()
+}
+
+/// Derives stream `name` of `seed` into `slot`, once a run: out of line, so a draw from a
+/// stream already derived keeps a small frame (the generator is some 300 bytes), and built in
+/// its slot (`stream` is inlined).
+#[cold]
+#[inline(never)]
+fn derive(slot: &mut Option<ChaCha8Rng>, seed: u64, name: StreamName) {
+    *slot = Some(stream(seed, name));
 }
 
 /// The number of fixed streams ([`StreamName`]'s variants).

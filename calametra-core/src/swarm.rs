@@ -407,18 +407,31 @@ impl Priorities {
                 self.changes.push((at, u64::from(j)));
             }
         }
-        for &id in ids {
+        // One pass: each option's task gets its priority when it has none (drawn in option
+        // order), and the highest so far is kept (the first of equals).
+        let (mut best, mut best_p) = (0, 0);
+        for (i, &id) in ids.iter().enumerate() {
             if self.prio.len() <= id {
                 self.prio.resize(id + 1, 0);
             }
-            if self.prio[id] == 0 {
-                self.prio[id] = if spawn_order {
+            let p = &mut self.prio[id];
+            if *p == 0 {
+                *p = if spawn_order {
                     (1 << 32) | (u64::from(u32::MAX) - id as u64)
                 } else {
                     (1 << 32) | (rng.next_u64() >> 32)
                 };
             }
+            if i == 0 || *p > best_p {
+                best = i;
+                best_p = *p;
+            }
         }
+        if self.changes.iter().all(|&(at, _)| at > choice) {
+            return best;
+        }
+        // A change point here: the task that would run is lowered below every other, for each
+        // change point due (in the order drawn), the top found again after each.
         let top = |prio: &[u64]| {
             let mut best = 0;
             let mut best_p = 0;
@@ -480,10 +493,15 @@ fn subset(rng: &mut ChaCha8Rng, all: usize, allowed: u64, on_in_4: u64) -> u64 {
             bits |= 1 << i;
         }
     }
-    let fallback = menu(rng, allowed.count_ones() as usize);
+    // The fallback's draw is taken whatever came up; mapped onto the allowed members (a
+    // division) only when it is used.
+    let fallback = rng.next_u64();
     let on = bits & allowed;
     if on == 0 && allowed != 0 {
-        nth_bit(allowed, fallback)
+        nth_bit(
+            allowed,
+            (fallback % u64::from(allowed.count_ones())) as usize,
+        )
     } else {
         on
     }
@@ -907,6 +925,91 @@ mod tests {
             switched > 40,
             "most change points fall inside 20 choices: {switched}"
         );
+    }
+
+    /// [`Priorities::pick_ids`] as it was written before its one pass: priorities first, then
+    /// the change points due, then the top. The reference the one pass must match.
+    fn pick_ids_in_passes(
+        p: &mut Priorities,
+        rng: &mut ChaCha8Rng,
+        (depth, horizon, spawn_order): (u8, u32, bool),
+        choice: u64,
+        ids: &[usize],
+    ) -> usize {
+        if !p.drawn {
+            p.drawn = true;
+            p.changes.clear();
+            for j in 1..depth.max(1) {
+                let at = below(rng, u64::from(horizon.max(1)));
+                p.changes.push((at, u64::from(j)));
+            }
+        }
+        for &id in ids {
+            if p.prio.len() <= id {
+                p.prio.resize(id + 1, 0);
+            }
+            if p.prio[id] == 0 {
+                p.prio[id] = if spawn_order {
+                    (1 << 32) | (u64::from(u32::MAX) - id as u64)
+                } else {
+                    (1 << 32) | (rng.next_u64() >> 32)
+                };
+            }
+        }
+        let top = |prio: &[u64]| {
+            let mut best = 0;
+            let mut best_p = 0;
+            for (i, &id) in ids.iter().enumerate() {
+                let p = prio[id];
+                if i == 0 || p > best_p {
+                    best = i;
+                    best_p = p;
+                }
+            }
+            best
+        };
+        let mut k = 0;
+        while k < p.changes.len() {
+            if p.changes[k].0 <= choice {
+                let (_, j) = p.changes.remove(k);
+                let t = ids[top(&p.prio)];
+                p.prio[t] = j;
+            } else {
+                k += 1;
+            }
+        }
+        top(&p.prio)
+    }
+
+    #[test]
+    fn a_priority_pick_in_one_pass_picks_as_in_passes() {
+        // Ready sets that grow, shrink and reorder (tasks spawned late, ids past the table),
+        // every depth and both initial orders: the same picks, draws and priorities.
+        for seed in 0..200 {
+            let mut sets = stream(seed, StreamName::Data);
+            for depth in 1..=4u8 {
+                for spawn_order in [false, true] {
+                    let params = (depth, 12, spawn_order);
+                    let (mut a, mut b) = (Priorities::default(), Priorities::default());
+                    let (mut ra, mut rb) = (
+                        stream(seed, StreamName::Schedule),
+                        stream(seed, StreamName::Schedule),
+                    );
+                    for choice in 0..16 {
+                        let mut ids: Vec<usize> =
+                            (0..9).filter(|_| below(&mut sets, 3) > 0).collect();
+                        if ids.len() < 2 {
+                            ids = vec![1, 7];
+                        }
+                        let got = a.pick_ids(&mut ra, params, choice, &ids);
+                        let want = pick_ids_in_passes(&mut b, &mut rb, params, choice, &ids);
+                        assert_eq!(got, want, "seed {seed} {params:?} choice {choice} {ids:?}");
+                        assert_eq!((&a.prio, &a.changes), (&b.prio, &b.changes));
+                        assert_eq!(ra.next_u32(), rb.next_u32(), "the same draws");
+                    }
+                }
+            }
+        }
     }
 
     /// The swarm's first part as it was drawn with lists (the set's kinds, its families, each

@@ -10,8 +10,8 @@
 //! The trace hash is SHA-256 over the canonical binary encoding of the deterministic records, in
 //! order, fed as they are produced (a run need not keep its records, and JSON is formatted only
 //! when records are kept or written; the SHA-256 states after the leading blocks of a thread's
-//! recent traces are kept and taken by a trace that begins with the same bytes, which changes
-//! no hash: see `prefix`). Integers are unsigned LEB128 varints (7 bits a byte, low
+//! recent traces, and the digests of its recent short traces, are kept and taken by a trace
+//! that begins with (or is) the same bytes, which changes no hash: see `prefix`). Integers are unsigned LEB128 varints (7 bits a byte, low
 //! bits first, the high bit set on every byte but the last; the shortest form); a *difference*
 //! is the wrapping 64-bit difference in zigzag form (0, -1, 1, -2, ... as 0, 1, 2, 3, ...) as a
 //! varint. One record encodes as
@@ -360,9 +360,9 @@ const HASH_CHUNK: usize = 4096;
 /// The trace of one run: numbering, hashing, and (on request) the kept lines.
 pub struct Trace {
     seq: u64,
-    /// SHA-256 fed the encoded bytes handed over so far; none until the first are (so the
-    /// first bytes are fed by [`prefix::hasher_over`], which reuses this thread's kept states
-    /// of their leading blocks).
+    /// SHA-256 fed the encoded bytes handed over so far; none until the first are (they are
+    /// then hashed by [`prefix`], which reuses this thread's kept states of leading blocks and
+    /// digests of whole traces).
     hasher: Option<Sha256>,
     /// The binary encoding; its `buf` holds deterministic records not yet fed to `hasher`.
     enc: V3,
@@ -529,15 +529,14 @@ impl Trace {
     /// The hash (version [`HASH_VERSION`]) of the deterministic records so far (the trace goes
     /// on).
     pub fn hash(&self) -> TraceHash {
-        let h = match &self.hasher {
+        match &self.hasher {
             Some(h) => {
                 let mut h = h.clone();
                 h.update(&self.enc.buf);
-                h
+                TraceHash(h.finalize().into())
             }
-            None => prefix::hasher_over(&self.enc.buf),
-        };
-        TraceHash(h.finalize().into())
+            None => TraceHash(prefix::digest_of(&self.enc.buf)),
+        }
     }
 
     /// The kept lines, each ending in `\n` (empty unless the trace was made with `keep`).

@@ -205,18 +205,32 @@ impl Interner {
         if idx as usize >= MAX_INTERNED {
             return None;
         }
-        if let Some(slot) = self.slots.get_mut(miss) {
-            if slot.epoch != 0 {
-                // Held from an earlier trace (the search ended at it): stamp it.
-                slot.epoch = self.epoch;
-                slot.idx = idx as u16;
-                self.count = idx + 1;
-                return Some(idx);
-            }
+        // Held from an earlier trace (the search ended at it): stamp it.
+        if let Some(given) = self.restamp(miss) {
+            return Some(given);
         }
         self.insert(s, miss);
         // `insert` gives an index to every string of a length that fits `u32`.
         (self.count > idx).then_some(idx)
+    }
+
+    /// [`Interner::add`] when the search ended at the string, held from an earlier trace, and
+    /// the trace has room: the string is stamped and its index given; else nothing changes
+    /// (`None`: [`Interner::add`] must then insert it, or it gets no index).
+    #[inline(always)]
+    pub(super) fn restamp(&mut self, miss: Miss) -> Option<u32> {
+        let idx = self.count;
+        if idx as usize >= MAX_INTERNED {
+            return None;
+        }
+        let slot = self.slots.get_mut(miss)?;
+        if slot.epoch == 0 {
+            return None;
+        }
+        slot.epoch = self.epoch;
+        slot.idx = idx as u16;
+        self.count = idx + 1;
+        Some(idx)
     }
 
     /// [`Interner::add`] of a string the table does not hold.

@@ -11,10 +11,10 @@
 //! order, fed as they are produced (a run need not keep its records, and JSON is formatted only
 //! when records are kept or written; the SHA-256 states after the leading blocks of a thread's
 //! recent traces, and the digests of its recent short traces, are kept and taken by a trace
-//! that begins with (or is) the same bytes, which changes no hash: see `prefix`). Integers are unsigned LEB128 varints (7 bits a byte, low
-//! bits first, the high bit set on every byte but the last; the shortest form); a *difference*
-//! is the wrapping 64-bit difference in zigzag form (0, -1, 1, -2, ... as 0, 1, 2, 3, ...) as a
-//! varint. One record encodes as
+//! that begins with (or is) the same bytes, which changes no hash: see `prefix`). Integers are
+//! unsigned LEB128 varints (7 bits a byte, low bits first, the high bit set on every byte but
+//! the last; the shortest form); a *difference* is the wrapping 64-bit difference in zigzag
+//! form (0, -1, 1, -2, ... as 0, 1, 2, 3, ...) as a varint. One record encodes as
 //!
 //! | part | bytes |
 //! |---|---|

@@ -22,7 +22,8 @@ pub struct Record {
     pub deterministic: bool,
     /// The `data` object.
     pub data: serde_json::Value,
-    /// The line as read, without its newline (its canonical bytes when written by [`Trace`]).
+    /// The line as read, without its newline (its canonical bytes when written by
+    /// [`Trace`](super::Trace)).
     pub line: String,
     /// 1-based line number in its file.
     pub line_no: usize,
@@ -300,7 +301,7 @@ pub fn render_divergence(a: &[Record], d: &Divergence, context: usize) -> String
     s
 }
 
-/// Parses lines kept by a [`Trace`] into records (they are valid by construction).
+/// Parses lines kept by a [`Trace`](super::Trace) into records (they are valid by construction).
 pub fn parse_kept(lines: &[String]) -> Vec<Record> {
     lines
         .iter()

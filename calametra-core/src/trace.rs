@@ -10,11 +10,11 @@
 //! The trace hash is SHA-256 over the canonical binary encoding of the deterministic records, in
 //! order, fed as they are produced (a run need not keep its records, and JSON is formatted only
 //! when records are kept or written; the SHA-256 states after the leading blocks of a thread's
-//! recent traces, and the digests of its recent short traces, are kept and taken by a trace
-//! that begins with (or is) the same bytes, which changes no hash: see `prefix`). Integers are
-//! unsigned LEB128 varints (7 bits a byte, low bits first, the high bit set on every byte but
-//! the last; the shortest form); a *difference* is the wrapping 64-bit difference in zigzag
-//! form (0, -1, 1, -2, ... as 0, 1, 2, 3, ...) as a varint. One record encodes as
+//! recent traces are kept and taken by a trace that begins with the same bytes, which changes
+//! no hash: see `prefix`). Integers are unsigned LEB128 varints (7 bits a byte, low bits first,
+//! the high bit set on every byte but the last; the shortest form); a *difference* is the
+//! wrapping 64-bit difference in zigzag form (0, -1, 1, -2, ... as 0, 1, 2, 3, ...) as a varint.
+//! One record encodes as
 //!
 //! | part | bytes |
 //! |---|---|
@@ -360,9 +360,9 @@ const HASH_CHUNK: usize = 4096;
 /// The trace of one run: numbering, hashing, and (on request) the kept lines.
 pub struct Trace {
     seq: u64,
-    /// SHA-256 fed the encoded bytes handed over so far; none until the first are (they are
-    /// then hashed by [`prefix`], which reuses this thread's kept states of leading blocks and
-    /// digests of whole traces).
+    /// SHA-256 fed the encoded bytes handed over so far; none until the first are (so the
+    /// first bytes are fed by [`prefix::hasher_over`], which reuses this thread's kept states
+    /// of their leading blocks).
     hasher: Option<Sha256>,
     /// The binary encoding; its `buf` holds deterministic records not yet fed to `hasher`.
     enc: V3,
@@ -529,14 +529,15 @@ impl Trace {
     /// The hash (version [`HASH_VERSION`]) of the deterministic records so far (the trace goes
     /// on).
     pub fn hash(&self) -> TraceHash {
-        match &self.hasher {
+        let h = match &self.hasher {
             Some(h) => {
                 let mut h = h.clone();
                 h.update(&self.enc.buf);
-                TraceHash(h.finalize().into())
+                h
             }
-            None => TraceHash(prefix::digest_of(&self.enc.buf)),
-        }
+            None => prefix::hasher_over(&self.enc.buf),
+        };
+        TraceHash(h.finalize().into())
     }
 
     /// The kept lines, each ending in `\n` (empty unless the trace was made with `keep`).

@@ -9,10 +9,6 @@
 //! block and the id of the prefix one block shorter; ids are never reused, so a kept prefix
 //! whose shorter prefix was since replaced can never be matched again). The hash of the bytes
 //! is then the hash a fresh hasher computes over them.
-//!
-//! Likewise the digests of a thread's recent short traces are kept whole: a run of a small
-//! program often writes exactly the trace an earlier run wrote, whose digest is then taken
-//! (after its bytes are found equal, every one) instead of being computed again.
 
 use sha2::digest::core_api::{Block, CoreProxy, CoreWrapper, UpdateCore};
 use sha2::{Digest, Sha256};
@@ -45,61 +41,21 @@ struct Prefix {
 }
 
 /// The kept prefixes of one thread: `PREFIX_BLOCKS` rows of [`WAYS`] slots, the row of a
-/// prefix being its length in blocks less one; and its kept whole traces.
+/// prefix being its length in blocks less one.
 struct Prefixes {
     /// Empty until first used.
     slots: Vec<Prefix>,
     /// The last id given.
     last_id: u64,
-    /// [`WHOLE_SLOTS`] kept traces of up to [`WHOLE_BYTES`] (a trace goes to one slot, picked
-    /// by its bytes); empty until first used.
-    wholes: Vec<Whole>,
 }
-
-/// A kept whole trace and its digest (none while `bytes` is empty: an empty trace is never
-/// kept).
-struct Whole {
-    bytes: Vec<u8>,
-    digest: [u8; 32],
-}
-
-/// How many whole traces are kept.
-const WHOLE_SLOTS: usize = 64;
-
-/// The longest trace kept whole.
-pub(super) const WHOLE_BYTES: usize = 512;
 
 thread_local! {
     static PREFIXES: RefCell<Prefixes> = const {
         RefCell::new(Prefixes {
             slots: Vec::new(),
             last_id: 0,
-            wholes: Vec::new(),
         })
     };
-}
-
-/// The slot of a whole trace of 1 to [`WHOLE_BYTES`] bytes.
-#[inline(always)]
-fn whole_slot(bytes: &[u8]) -> usize {
-    let mut sum = bytes.len() as u64;
-    let mut words = bytes.chunks_exact(8);
-    for w in &mut words {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(w);
-        sum = sum.wrapping_add(u64::from_le_bytes(word));
-    }
-    // The last 8 bytes (overlapping the words summed) or, shorter, the bytes one by one.
-    let n = bytes.len();
-    let last = if n >= 8 {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(&bytes[n - 8..]);
-        u64::from_le_bytes(word)
-    } else {
-        bytes.iter().fold(0, |w, &b| (w << 8) | u64::from(b))
-    };
-    sum = sum.wrapping_add(last.rotate_left(32));
-    (sum.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize % WHOLE_SLOTS
 }
 
 /// The slot in its row of the prefix ending in `block` after the prefix `parent`.
@@ -179,51 +135,9 @@ pub(super) fn hasher_over(bytes: &[u8]) -> Sha256 {
         .ok()
         .flatten();
     let (core, done) = started.unwrap_or_default();
-    over(core, &bytes[done..])
-}
-
-/// SHA-256 from the state `core`, fed `rest`.
-fn over(core: Core, rest: &[u8]) -> Sha256 {
     let mut state = CoreWrapper::from_core(core);
-    state.update(rest);
+    state.update(&bytes[done..]);
     state
-}
-
-/// The SHA-256 digest of `bytes`: a kept whole trace's when it is exactly these bytes, else
-/// computed from the kept prefixes ([`hasher_over`]) and, when short enough, kept whole.
-pub(super) fn digest_of(bytes: &[u8]) -> [u8; 32] {
-    if bytes.is_empty() || bytes.len() > WHOLE_BYTES {
-        return hasher_over(bytes).finalize().into();
-    }
-    let kept = PREFIXES
-        .try_with(|p| {
-            p.try_borrow_mut().ok().map(|mut p| {
-                let at = whole_slot(bytes);
-                if let Some(w) = p.wholes.get(at) {
-                    if w.bytes == bytes {
-                        return w.digest;
-                    }
-                }
-                let (core, done) = p.start(bytes);
-                let digest: [u8; 32] = over(core, &bytes[done..]).finalize().into();
-                if p.wholes.is_empty() {
-                    p.wholes = (0..WHOLE_SLOTS)
-                        .map(|_| Whole {
-                            bytes: Vec::new(),
-                            digest: [0; 32],
-                        })
-                        .collect();
-                }
-                let w = &mut p.wholes[at];
-                w.bytes.clear();
-                w.bytes.extend_from_slice(bytes);
-                w.digest = digest;
-                digest
-            })
-        })
-        .ok()
-        .flatten();
-    kept.unwrap_or_else(|| Sha256::digest(bytes).into())
 }
 
 #[cfg(test)]
@@ -274,13 +188,6 @@ mod tests {
                 "case {case}: {} bytes, differing at {at}",
                 bytes.len()
             );
-            // And whole: often a trace kept whole before (one that differs nowhere).
-            assert_eq!(
-                digest_of(&bytes)[..],
-                Sha256::digest(&bytes)[..],
-                "case {case}: {} bytes, differing at {at}, whole",
-                bytes.len()
-            );
         }
         assert!(reused > 3000, "kept states used {reused} times");
     }
@@ -308,48 +215,5 @@ mod tests {
         for bytes in [&one, &two, &one, &two, &two, &one] {
             assert_eq!(hasher_over(bytes).finalize()[..], Sha256::digest(bytes)[..]);
         }
-    }
-
-    /// Whole traces: the same bytes again take the kept digest; other bytes in the same slot,
-    /// one byte longer or shorter, the empty trace and traces past [`WHOLE_BYTES`] are hashed
-    /// as plain SHA-256.
-    #[test]
-    fn kept_whole_traces_hash_as_plain_sha256() {
-        let check = |bytes: &[u8]| {
-            assert_eq!(
-                digest_of(bytes)[..],
-                Sha256::digest(bytes)[..],
-                "{} bytes",
-                bytes.len()
-            );
-        };
-        let trace: Vec<u8> = (0..289u32).map(|i| (i * 7 % 251) as u8).collect();
-        check(&trace);
-        let at = whole_slot(&trace);
-        let kept = PREFIXES.with(|p| p.borrow().wholes[at].bytes == trace);
-        assert!(kept, "kept whole");
-        check(&trace);
-        // Other bytes of the same length in the same slot.
-        let other = (0..=255u8)
-            .flat_map(|a| (0..=255u8).map(move |b| (a, b)))
-            .map(|(a, b)| {
-                let mut o = trace.clone();
-                o[100] = a;
-                o[288] = b;
-                o
-            })
-            .find(|o| *o != trace && whole_slot(o) == at)
-            .expect("some trace shares the slot");
-        for bytes in [&other, &trace, &other, &trace] {
-            check(bytes);
-        }
-        check(&trace[..288]);
-        check(&[trace.clone(), vec![0]].concat());
-        check(&[]);
-        let long: Vec<u8> = (0..WHOLE_BYTES as u32 + 1).map(|i| i as u8).collect();
-        check(&long);
-        check(&long);
-        check(&long[..WHOLE_BYTES]);
-        check(&long[..WHOLE_BYTES]);
     }
 }

@@ -9,12 +9,10 @@
 //!
 //! The trace hash is SHA-256 over the canonical binary encoding of the deterministic records, in
 //! order, fed as they are produced (a run need not keep its records, and JSON is formatted only
-//! when records are kept or written; the SHA-256 states after the leading blocks of a thread's
-//! recent traces are kept and taken by a trace that begins with the same bytes, which changes
-//! no hash: see `prefix`). Integers are unsigned LEB128 varints (7 bits a byte, low bits first,
-//! the high bit set on every byte but the last; the shortest form); a *difference* is the
-//! wrapping 64-bit difference in zigzag form (0, -1, 1, -2, ... as 0, 1, 2, 3, ...) as a varint.
-//! One record encodes as
+//! when records are kept or written). Integers are unsigned LEB128 varints (7 bits a byte, low
+//! bits first, the high bit set on every byte but the last; the shortest form); a *difference*
+//! is the wrapping 64-bit difference in zigzag form (0, -1, 1, -2, ... as 0, 1, 2, 3, ...) as a
+//! varint. One record encodes as
 //!
 //! | part | bytes |
 //! |---|---|
@@ -360,10 +358,7 @@ const HASH_CHUNK: usize = 4096;
 /// The trace of one run: numbering, hashing, and (on request) the kept lines.
 pub struct Trace {
     seq: u64,
-    /// SHA-256 fed the encoded bytes handed over so far; none until the first are (so the
-    /// first bytes are fed by [`prefix::hasher_over`], which reuses this thread's kept states
-    /// of their leading blocks).
-    hasher: Option<Sha256>,
+    hasher: Sha256,
     /// The binary encoding; its `buf` holds deterministic records not yet fed to `hasher`.
     enc: V3,
     /// Where a non-deterministic record's fields are encoded when its line is kept: emptied
@@ -385,7 +380,7 @@ impl Trace {
         enc.clear();
         Trace {
             seq: 0,
-            hasher: None,
+            hasher: Sha256::new(),
             enc,
             discard: V3::default(),
             line: Vec::with_capacity(if keep { 256 } else { 0 }),
@@ -407,7 +402,7 @@ impl Trace {
             records,
         } = self;
         *seq = 0;
-        *hasher = None;
+        *hasher = Sha256::new();
         enc.clear();
         line.clear();
         if keep {
@@ -504,10 +499,7 @@ impl Trace {
     /// Hands the encoded bytes gathered so far to SHA-256.
     #[inline(never)]
     fn flush(&mut self) {
-        match &mut self.hasher {
-            Some(h) => h.update(&self.enc.buf),
-            None => self.hasher = Some(prefix::hasher_over(&self.enc.buf)),
-        }
+        self.hasher.update(&self.enc.buf);
         self.enc.buf.clear();
     }
 
@@ -529,14 +521,8 @@ impl Trace {
     /// The hash (version [`HASH_VERSION`]) of the deterministic records so far (the trace goes
     /// on).
     pub fn hash(&self) -> TraceHash {
-        let h = match &self.hasher {
-            Some(h) => {
-                let mut h = h.clone();
-                h.update(&self.enc.buf);
-                h
-            }
-            None => prefix::hasher_over(&self.enc.buf),
-        };
+        let mut h = self.hasher.clone();
+        h.update(&self.enc.buf);
         TraceHash(h.finalize().into())
     }
 
@@ -602,7 +588,6 @@ pub fn encode_records<'a>(
 }
 
 mod encode;
-mod prefix;
 mod read;
 use encode::{push_hex, Node, Sink, V3};
 pub use read::*;
@@ -962,48 +947,6 @@ mod tests {
             encode_records(&recs, 3).unwrap() == b0,
             "read back: the same bytes"
         );
-    }
-
-    /// Traces made one after another on a thread begin alike and then differ at one record,
-    /// early or late; some are longer than the bytes gathered before hashing (so fed in two
-    /// parts), some keep their lines, some are reset in place, some made anew: each hashes
-    /// exactly as the records read back from its lines, hashed without the thread's kept
-    /// prefixes (see `prefix`).
-    #[test]
-    fn traces_that_begin_alike_hash_as_their_records() {
-        let fill = |t: &mut Trace, differ_at: u64, n: u64| {
-            for i in 0..n {
-                t.emit(i * 3, "task", "poller", true, |d| {
-                    d.str("schedule", "priority(d=3,h=128,spawn)")
-                        .u64("i", if i == differ_at { 1000 + i } else { i });
-                });
-            }
-        };
-        let mut spare: Option<Trace> = None;
-        for case in 0..400u64 {
-            let keep = case % 3 == 0;
-            let mut t = match spare.take() {
-                Some(mut t) if case % 5 != 0 => {
-                    t.reset(keep);
-                    t
-                }
-                _ => Trace::new(keep),
-            };
-            let n = [1, 3, 5, 8, 12, 20, 30, 400][(case % 8) as usize];
-            let differ_at = (case / 8) % 25;
-            fill(&mut t, differ_at, n);
-            assert_eq!(
-                t.hasher.is_some(),
-                n == 400,
-                "fed in two parts: the longest"
-            );
-            let mut reference = Trace::new(true);
-            fill(&mut reference, differ_at, n);
-            let want = hash_lines(&parse_kept(reference.lines()));
-            assert_eq!(t.hash(), want, "case {case}: {n} records");
-            assert_eq!(t.hash(), want, "case {case}: hashed again");
-            spare = Some(t);
-        }
     }
 
     #[test]

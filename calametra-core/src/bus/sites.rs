@@ -58,13 +58,14 @@ pub(crate) struct SiteTable {
     recent: [Recent; 2],
 }
 
-/// A base found by [`SiteTable::intern_prefixed`]: its prefix (a `&'static str`, by address;
-/// its bytes never change), its request name's bytes (at most 8, as one number), the two
-/// lengths (the prefix's above bit 32, the name's below) and the base. No key has
+/// A base found by [`SiteTable::intern_prefixed`]: its prefix's bytes (at most 16, as one
+/// number; the caller's prefix is a literal, so this folds to a constant), its request name's
+/// bytes (at most 8, as one number), the two lengths (the prefix's above bit 32, the name's
+/// below) and the base. Found by bytes alone, never by an address. No key has
 /// [`Recent::NONE`]'s lengths.
 #[derive(Clone, Copy)]
 struct Recent {
-    prefix: usize,
+    prefix: u128,
     name: u64,
     lens: u64,
     base: u32,
@@ -257,7 +258,7 @@ impl SiteTable {
             return self.find_prefixed(prefix, name);
         }
         let (p, v) = (
-            prefix.as_ptr() as usize,
+            short_value(prefix.as_bytes()),
             short_value(name.as_bytes()) as u64,
         );
         let lens = (prefix.len() as u64) << 32 | name.len() as u64;
@@ -602,6 +603,14 @@ mod tests {
                 // Another prefix, same name bytes as a recent one's start: its own base.
                 let b = t.intern_prefixed("bulk.", "in");
                 assert_eq!(t.base(b), "bulk.in");
+                // The same prefix bytes at another address: the same base, found among the
+                // recent ones (they do not change), by bytes, not by address.
+                let elsewhere: &'static str = String::from("ctrl.").leak();
+                let b = t.intern_prefixed("ctrl.", "store");
+                let keys = |t: &SiteTable| t.recent.map(|r| (r.prefix, r.name, r.lens, r.base));
+                let before = keys(&t);
+                assert_eq!(t.intern_prefixed(elsewhere, "store"), b);
+                assert!(keys(&t) == before, "found among the recent bases by bytes");
             }
         }
         // Started afresh: the recent bases are forgotten with the rest.

@@ -430,8 +430,8 @@ impl Priorities {
         if self.changes.iter().all(|&(at, _)| at > choice) {
             return best;
         }
-        // A change point here: the task that would run is lowered below every other, for each
-        // change point due (in the order drawn), the top found again after each.
+        // A change point here: the task that would run (`best` first) is lowered below every
+        // other, for each change point due (in the order drawn), the top found again after each.
         let top = |prio: &[u64]| {
             let mut best = 0;
             let mut best_p = 0;
@@ -448,13 +448,13 @@ impl Priorities {
         while k < self.changes.len() {
             if self.changes[k].0 <= choice {
                 let (_, j) = self.changes.remove(k);
-                let t = ids[top(&self.prio)];
-                self.prio[t] = j;
+                self.prio[ids[best]] = j;
+                best = top(&self.prio);
             } else {
                 k += 1;
             }
         }
-        top(&self.prio)
+        best
     }
 }
 

@@ -57,8 +57,9 @@ const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 /// One slot of the [`XferTable`]: the id of the transfer it holds ([`FREE`] while it holds
 /// none), the transfer, and while it is free, the next free slot (the free list runs through
 /// the slots: no vector of its own to grow). A free slot keeps an emptied transfer (no payload,
-/// no result, no waker; its kind without its payload), so a new transfer is written into it field by field and collected
-/// from it by its result alone: a transfer (~150 bytes) is not moved into or out of the table.
+/// no result, no waker; its kind without its payload), so a new transfer is written into it
+/// field by field and collected from it by its result alone: a transfer (~150 bytes) is not
+/// moved into or out of the table.
 struct Slot {
     id: u64,
     next_free: u32,

@@ -249,6 +249,20 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
                 assert!(r.failure.is_none(), "{:?}", r.failure);
             }
         };
+        // The same seeds without a swarm: every pick uniform, as shuttle's random scheduler
+        // picks, and no swarm draw or `config` record (not the default; the row above is).
+        let mut uniform = |rep: usize| {
+            for i in 0..n {
+                let r = run(
+                    RunConfig {
+                        swarm: false,
+                        ..seeded_h(derive_seed(THROUGHPUT_SEED + rep as u64, &path, i), horizon)
+                    },
+                    &f,
+                );
+                assert!(r.failure.is_none(), "{:?}", r.failure);
+            }
+        };
         let shuttle = |sched| {
             move |rep: usize| {
                 let (failed, ran) = shuttle_a::explore(
@@ -271,6 +285,7 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
             REPS,
             &mut [
                 (n, &mut cal),
+                (n, &mut uniform),
                 (n, &mut random),
                 (n, &mut pct),
                 (loom_total, &mut loom),
@@ -283,14 +298,19 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
         .records;
         let notes = [
             format!("{n} seeds a rep, trace hashed ({records} records a run)"),
+            format!("the same {n} seeds a rep without a swarm (uniform picks), trace hashed"),
             format!("{n} iterations a rep"),
             format!("{n} iterations a rep, depth 3"),
             format!("exhaustive DFS: {loom_total} schedules a rep"),
         ];
-        for (i, tool) in ["calametra", "shuttle-random", "shuttle-pct", "loom"]
-            .iter()
-            .enumerate()
-        {
+        let tools = [
+            "calametra",
+            "calametra-uniform",
+            "shuttle-random",
+            "shuttle-pct",
+            "loom",
+        ];
+        for (i, tool) in tools.iter().enumerate() {
             rows.push(Row::samples(
                 tool,
                 &correct,
@@ -798,7 +818,11 @@ fn main() {
     let o = opts();
     calametra_peers::quiet_panics();
     let mut rows = Vec::new();
-    let want = |w: &str| o.only.as_deref().is_none_or(|x| x.split(',').any(|x| x == w));
+    let want = |w: &str| {
+        o.only
+            .as_deref()
+            .is_none_or(|x| x.split(',').any(|x| x == w))
+    };
     if want("A") {
         workload_a(&o, &mut rows);
     }

@@ -8,7 +8,7 @@
 use crate::bus::Core;
 use crate::clock::Nanos;
 use crate::fault::SiteKind;
-use calametra_usb::Setup;
+use calametra_usb::{ControlIn, ControlOut, ControlType, Recipient, Setup};
 use std::any::Any;
 
 /// Side effects a device asked for during one call, applied after it returns.
@@ -218,6 +218,30 @@ impl Loopback {
     /// The bytes last stored by request 0x01.
     pub fn stored(&self) -> &[u8] {
         &self.stored
+    }
+
+    /// Request 0x01, a vendor control OUT to the device: stores `data`.
+    pub fn store(data: &[u8]) -> ControlOut<'_> {
+        ControlOut {
+            control_type: ControlType::Vendor,
+            recipient: Recipient::Device,
+            request: 0x01,
+            value: 0,
+            index: 0,
+            data,
+        }
+    }
+
+    /// Request 0x02, a vendor control IN from the device: the stored bytes, up to `length`.
+    pub fn load(length: u16) -> ControlIn {
+        ControlIn {
+            control_type: ControlType::Vendor,
+            recipient: Recipient::Device,
+            request: 0x02,
+            value: 0,
+            index: 0,
+            length,
+        }
     }
 }
 

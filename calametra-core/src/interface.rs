@@ -303,7 +303,6 @@ mod tests {
     use crate::device::Loopback;
     use crate::fault::FaultPlan;
     use crate::{run, RunConfig};
-    use calametra_usb::{ControlIn, ControlOut, ControlType, Recipient};
     use std::cell::RefCell;
     use std::rc::Rc;
     use std::time::Duration;
@@ -328,22 +327,7 @@ mod tests {
                 let iface = dev.interface();
                 let seen = seen2.clone();
                 sim.spawn("driver", async move {
-                    let store = |data| ControlOut {
-                        control_type: ControlType::Vendor,
-                        recipient: Recipient::Device,
-                        request: 1,
-                        value: 0,
-                        index: 0,
-                        data,
-                    };
-                    let load = ControlIn {
-                        control_type: ControlType::Vendor,
-                        recipient: Recipient::Device,
-                        request: 2,
-                        value: 0,
-                        index: 0,
-                        length: 8,
-                    };
+                    let (store, load) = (Loopback::store, Loopback::load(8));
                     drop(iface.control_out(store(&[9, 9]), T));
                     let stored = iface.control_in(load, T).await;
                     seen.borrow_mut().push(format!("{stored:?}"));

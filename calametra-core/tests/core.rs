@@ -4,35 +4,13 @@
 use calametra_core::choices::Source;
 use calametra_core::exec::{sleep, yield_now};
 use calametra_core::fault::{Fault, FaultPlan};
-use calametra_core::usb::{ControlIn, ControlOut, ControlType, Loopback, Recipient, TransferError};
+use calametra_core::usb::{Loopback, TransferError};
 use calametra_core::{run, Failure, RunConfig, Sim};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
 const T: Duration = Duration::from_millis(100);
-
-fn store(data: &[u8]) -> ControlOut<'_> {
-    ControlOut {
-        control_type: ControlType::Vendor,
-        recipient: Recipient::Device,
-        request: 1,
-        value: 0,
-        index: 0,
-        data,
-    }
-}
-
-fn load(len: u16) -> ControlIn {
-    ControlIn {
-        control_type: ControlType::Vendor,
-        recipient: Recipient::Device,
-        request: 2,
-        value: 0,
-        index: 0,
-        length: len,
-    }
-}
 
 /// Three tasks with simultaneous timers append to a shared log; the log's order is traced.
 fn three_tasks(sim: &mut Sim) {
@@ -111,11 +89,11 @@ fn loopback_driver(sim: &mut Sim, seen: Rc<RefCell<Vec<Outcome>>>) {
     let iface = dev.interface();
     sim.spawn("driver", async move {
         let r = iface
-            .control_out(store(&[1, 2, 3, 4]), T)
+            .control_out(Loopback::store(&[1, 2, 3, 4]), T)
             .await
             .map(|_| Vec::new());
         seen.borrow_mut().push(r);
-        let r = iface.control_in(load(8), T).await;
+        let r = iface.control_in(Loopback::load(8), T).await;
         seen.borrow_mut().push(r);
     });
 }
@@ -246,7 +224,7 @@ fn invariants_panics_deadlocks_and_timeouts_are_failures() {
         let dev = sim.attach(Loopback::default());
         let iface = dev.interface();
         sim.spawn("driver", async move {
-            let _ = iface.control_out(store(&[9]), T).await;
+            let _ = iface.control_out(Loopback::store(&[9]), T).await;
         });
         sim.invariant("nothing_stored", move |w| {
             if w.model(dev).stored().is_empty() {
@@ -373,7 +351,7 @@ fn interrupt_in_waits_for_device_state_and_externals_disconnect() {
         let b = dev.interface();
         sim.spawn("driver", async move {
             for _ in 0..20 {
-                if b.control_in(load(4), T).await == Err(TransferError::Disconnected) {
+                if b.control_in(Loopback::load(4), T).await == Err(TransferError::Disconnected) {
                     return;
                 }
             }
@@ -410,8 +388,11 @@ fn a_device_host_drives_one_device_without_tasks() {
             ..RunConfig::default()
         },
     );
-    assert_eq!(h.control(store(&[7, 8]).setup(), &[7, 8]), Ok(vec![]));
-    assert_eq!(h.control(load(4).setup(), &[]), Ok(vec![7, 8]));
+    assert_eq!(
+        h.control(Loopback::store(&[7, 8]).setup(), &[7, 8]),
+        Ok(vec![])
+    );
+    assert_eq!(h.control(Loopback::load(4).setup(), &[]), Ok(vec![7, 8]));
     assert!(h.now() >= 250_000);
     assert_eq!(h.poll_in(0x81, 64, false), None, "nothing queued: NAK");
     assert_eq!(h.out(0x01, &[1, 2, 3]), Ok(3));
@@ -424,7 +405,7 @@ fn a_device_host_drives_one_device_without_tasks() {
     );
     h.disconnect();
     assert_eq!(
-        h.control(load(4).setup(), &[]),
+        h.control(Loopback::load(4).setup(), &[]),
         Err(TransferError::Disconnected)
     );
     let (hash, n) = h.hash();
@@ -436,5 +417,8 @@ fn a_device_host_drives_one_device_without_tasks() {
         ..RunConfig::default()
     };
     let mut h = DeviceHost::new(Loopback::default(), &cfg);
-    assert_eq!(h.control(load(4).setup(), &[]), Err(TransferError::Stall));
+    assert_eq!(
+        h.control(Loopback::load(4).setup(), &[]),
+        Err(TransferError::Stall)
+    );
 }

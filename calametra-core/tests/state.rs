@@ -6,7 +6,7 @@
 use calametra_core::choices::Source;
 use calametra_core::exec::{mark, sleep};
 use calametra_core::state::StateDump;
-use calametra_core::usb::{ControlIn, ControlOut, ControlType, Loopback, Recipient};
+use calametra_core::usb::Loopback;
 use calametra_core::{run, RunConfig, Sim};
 use std::time::Duration;
 
@@ -18,30 +18,14 @@ fn scenario(sim: &mut Sim) {
         let _ = bulk.bulk_in(0x81, 64).await;
     });
     sim.spawn("driver", async move {
-        let out = ControlOut {
-            control_type: ControlType::Vendor,
-            recipient: Recipient::Device,
-            request: 1,
-            value: 0,
-            index: 0,
-            data: &[1, 2, 3],
-        };
         iface
-            .control_out(out, Duration::from_millis(5))
+            .control_out(Loopback::store(&[1, 2, 3]), Duration::from_millis(5))
             .await
             .unwrap();
         mark("Stored");
         sleep(Duration::from_millis(3)).await;
-        let load = ControlIn {
-            control_type: ControlType::Vendor,
-            recipient: Recipient::Device,
-            request: 2,
-            value: 0,
-            index: 0,
-            length: 3,
-        };
         iface
-            .control_in(load, Duration::from_millis(5))
+            .control_in(Loopback::load(3), Duration::from_millis(5))
             .await
             .unwrap();
     });

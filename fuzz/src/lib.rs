@@ -11,7 +11,7 @@ use calametra_core::exec::sleep;
 use calametra_core::fault::FaultPlan;
 use calametra_core::host::DeviceHost;
 use calametra_core::spec::Spec;
-use calametra_core::usb::{ControlIn, ControlOut, ControlType, Device, Loopback, Recipient, Setup};
+use calametra_core::usb::{Device, Loopback, Setup};
 use calametra_core::{run, Failure, RunConfig, RunResult, Sim};
 use calametra_models::dfu::{self, Dfu};
 use calametra_models::trigger6::{DriverView, Trigger6};
@@ -343,32 +343,8 @@ pub fn loopback_scenario(sim: &mut Sim) {
     sim.spawn("driver", async move {
         for round in 0..3u8 {
             let payload = [round, 1, 2, 3, 4, 5, 6, 7];
-            let _ = iface
-                .control_out(
-                    ControlOut {
-                        control_type: ControlType::Vendor,
-                        recipient: Recipient::Device,
-                        request: 1,
-                        value: 0,
-                        index: 0,
-                        data: &payload,
-                    },
-                    T,
-                )
-                .await;
-            let _ = iface
-                .control_in(
-                    ControlIn {
-                        control_type: ControlType::Vendor,
-                        recipient: Recipient::Device,
-                        request: 2,
-                        value: 0,
-                        index: 0,
-                        length: 8,
-                    },
-                    T,
-                )
-                .await;
+            let _ = iface.control_out(Loopback::store(&payload), T).await;
+            let _ = iface.control_in(Loopback::load(8), T).await;
             let _ = iface.bulk_out(0x01, payload.to_vec()).await;
             let _ = iface.interrupt_in(0x82, 4).await;
             let _ = iface.bulk_in(0x81, 8).await;

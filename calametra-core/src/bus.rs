@@ -478,7 +478,7 @@ impl Core {
                 .decide
                 .swarm
                 .as_ref()
-                .map_or(SEEDED_FAULT_ODDS, |s| u64::from(s.odds));
+                .map_or(SEEDED_FAULT_ODDS, |s| u64::from(s.odds.max(1)));
             if count == 0 || self.decide.faults_below(odds) != Some(0) {
                 None
             } else {

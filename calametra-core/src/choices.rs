@@ -467,9 +467,15 @@ impl DeciderState {
     /// Draws a seeded run's swarm but its externals ([`Swarm::draw_open`], for a scenario
     /// exploring `fault_set` about `horizon` task choices long) from the `swarm` stream in its
     /// slot, and keeps both: the stream where the draw left it, for
-    /// [`DeciderState::swarm_stream`]. Nothing when not seeded.
+    /// [`DeciderState::swarm_stream`]. For an empty `fault_set`, a swarm without a faults part
+    /// instead: its strategy from the `schedule` stream's first two draws, no `swarm` stream
+    /// derived ([`Swarm::draw`]). Nothing when not seeded.
     pub(crate) fn open_swarm(&mut self, fault_set: &FaultSet, horizon: u64) {
-        if let Some(rng) = lazy(&mut self.streams, self.seed, StreamName::Swarm) {
+        if fault_set.kind_bits() == 0 {
+            if let Some(rng) = lazy(&mut self.streams, self.seed, StreamName::Schedule) {
+                self.swarm = Some(Swarm::strategy_only(Swarm::draw_strategy(rng, horizon)));
+            }
+        } else if let Some(rng) = lazy(&mut self.streams, self.seed, StreamName::Swarm) {
             self.swarm = Some(Swarm::draw_open_from(rng, fault_set, horizon));
         }
     }
@@ -493,9 +499,11 @@ impl DeciderState {
         self.texts.get(i).map_or("", |(_, t)| t)
     }
 
-    /// The `swarm` stream where [`DeciderState::open_swarm`] left it (`None` before).
+    /// The `swarm` stream where [`DeciderState::open_swarm`] left it, derived now when it did
+    /// not derive it (a swarm without a faults part draws its externals from it); `None`
+    /// when not seeded.
     pub(crate) fn swarm_stream(&mut self) -> Option<&mut ChaCha8Rng> {
-        self.streams[slot(StreamName::Swarm)].as_mut()
+        lazy(&mut self.streams, self.seed, StreamName::Swarm)
     }
 
     /// Picks one of `n` options (simultaneous events) at scheduling point `point`; logs a

@@ -414,8 +414,9 @@ fn state_at_end(sim: &mut Sim, failure: &Option<Failure>) {
 
 /// A swarm run's first record: draws the externals part of its swarm now that the setup has
 /// declared them (the rest is unchanged: the externals' draws come last in the stream), logs
-/// the swarm as an event and writes the `config` record. A replay of a list holding a swarm
-/// writes the same record.
+/// the swarm as an event and writes the `config` record (the schedule alone for a swarm
+/// without a faults part and no external on: [`Swarm::records_schedule_alone`]). A replay of
+/// a list holding a swarm writes the same record.
 fn record_swarm(sim: &Sim) {
     let mut w = sim.world.borrow_mut();
     if w.core.decide.swarm.is_none() {
@@ -431,13 +432,16 @@ fn record_swarm(sim: &Sim) {
         };
         let names = names_of(all, |(n, _)| n.as_str(), &mut few, &mut many);
         let decide = &mut w.core.decide;
-        let open = decide.swarm.take();
-        let mut swarm = match (open, decide.swarm_stream()) {
-            (Some(mut open), Some(rng)) => {
-                open.draw_externals(rng, names);
+        let mut swarm = match decide.swarm.take() {
+            // No external declared, no draw: a swarm without a faults part derives no stream.
+            Some(open) if names.is_empty() => open,
+            Some(mut open) => {
+                if let Some(rng) = decide.swarm_stream() {
+                    open.draw_externals(rng, names);
+                }
                 open
             }
-            _ => Swarm::draw(
+            None => Swarm::draw(
                 seed,
                 &sim.config.fault_set,
                 names,
@@ -472,13 +476,19 @@ fn record_swarm(sim: &Sim) {
         &mut many_families,
     );
     let schedule = decide.text_at(text);
-    core.trace.emit(core.now, "config", "swarm", true, |d| {
-        d.strs("faults", faults)
-            .strs("sites", sites)
-            .u64("odds", u64::from(swarm.odds))
-            .strs("externals", &swarm.externals)
-            .str("schedule", schedule);
-    });
+    if swarm.records_schedule_alone() {
+        core.trace.emit(core.now, "config", "swarm", true, |d| {
+            d.str("schedule", schedule);
+        });
+    } else {
+        core.trace.emit(core.now, "config", "swarm", true, |d| {
+            d.strs("faults", faults)
+                .strs("sites", sites)
+                .u64("odds", u64::from(swarm.odds))
+                .strs("externals", &swarm.externals)
+                .str("schedule", schedule);
+        });
+    }
     let logged = Box::new(swarm.clone());
     core.decide.log.push(Event::Swarm { swarm: logged });
 }

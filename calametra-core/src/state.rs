@@ -243,7 +243,7 @@ impl World {
                 &core.decide.source,
                 log,
                 core.point,
-                core.decide.swarm.is_some(),
+                core.decide.swarm.as_ref(),
             ),
             marks: core.marks.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             externals,
@@ -252,7 +252,12 @@ impl World {
 }
 
 /// Each stream's position, from the events the run took (and, on replay, those recorded).
-fn streams(source: &Source, log: &[Event], point: u64, swarm: bool) -> Vec<StreamState> {
+fn streams(
+    source: &Source,
+    log: &[Event],
+    point: u64,
+    swarm: Option<&crate::swarm::Swarm>,
+) -> Vec<StreamState> {
     let recorded: &[Event] = match source {
         Source::Replay(ev) => ev,
         _ => &[],
@@ -311,10 +316,17 @@ fn streams(source: &Source, log: &[Event], point: u64, swarm: bool) -> Vec<Strea
             StreamState { name, position }
         })
         .collect();
-    if swarm {
+    if let Some(swarm) = swarm {
+        // A swarm without a faults part draws its strategy from `schedule`, and from `swarm`
+        // only its externals' draws.
+        let position = if swarm.has_faults_part() {
+            "drawn (the run's first record, kind `config`)"
+        } else {
+            "strategy drawn from `schedule`, no faults part (the run's first record, kind `config`)"
+        };
         out.push(StreamState {
             name: "swarm".into(),
-            position: "drawn (the run's first record, kind `config`)".into(),
+            position: position.into(),
         });
     }
     out

@@ -5,7 +5,8 @@
 //! ChaCha8 key), the names of per-actor and per-scenario streams ([`data_stream`],
 //! [`user_stream`]), unbiased draws ([`below`]) and the seeds of a scenario's trials
 //! ([`derive_seed`]). What each stream decides, and how decisions are logged, is
-//! [`crate::choices`]'s; the swarm draws its configuration from the `swarm` stream
+//! [`crate::choices`]'s; the swarm draws its configuration from the `swarm` stream, but for
+//! the strategy of a scenario without faults, which is `schedule`'s first two draws
 //! ([`crate::swarm`]). Pure functions: nothing here keeps state or reads OS randomness.
 
 use rand_chacha::ChaCha8Rng;

@@ -21,15 +21,28 @@
 //!   change points (PCT-like, a yield a scheduling point and not a forced switch) over a
 //!   multiple of the scenario's length, one draw for the kind and one for its parameters.
 //!
+//! A scenario that explores no faults (its fault set is empty) has a swarm without a faults
+//! part ([`Swarm::strategy_only`]: no primitives, no families, `odds` 0): its strategy is the
+//! `schedule` stream's first two draws (the kind, then its parameters), so such a run derives
+//! no `swarm` stream at all unless the scenario declares externals, which are then drawn from
+//! the `swarm` stream, one draw each. The menu and its odds are the same, so a fault-free
+//! scenario's runs explore the same strategies; what they no longer pay for is a stream and a
+//! record of parts they cannot use (on the peers' workload A, a tenth of a run).
+//!
 //! A seeded run may combine several faults, as before; the swarm only narrows where and how often.
 //! The run records its swarm as the first record of its trace (kind `config`) and as an
 //! [`Event::Swarm`](crate::choices::Event::Swarm), so a replay writes the same record and
 //! reproduces the hash, and [`RunResult::swarm`](crate::sim::RunResult::swarm) carries it for
-//! the failure screen. The baseline and `site::` trials draw no swarm.
+//! the failure screen. The baseline and `site::` trials draw no swarm. The record's fields are
+//! the swarm's: `faults`, `sites`, `odds`, `externals`, `schedule`; a swarm without a faults
+//! part whose externals are all off records `schedule` alone
+//! ([`Swarm::records_schedule_alone`]). Which form is written follows from the swarm itself,
+//! so a replay writes the record its case was saved with (a swarm saved before swarms without
+//! a faults part existed has its `odds` and so its five fields).
 //!
-//! The stream's layout does not depend on the scenario: every menu takes one 64-bit draw
-//! whatever the set offers, and the externals' draws come last, one each in declaration order,
-//! so adding an external at the end changes nothing else of the swarm.
+//! The `swarm` stream's layout does not depend on the scenario: every menu takes one 64-bit
+//! draw whatever the set offers, and the externals' draws come last, one each in declaration
+//! order, so adding an external at the end changes nothing else of the swarm.
 
 use crate::fault::{Fault, FaultKind, FaultSet, SiteFamily};
 use crate::stream::{below, stream, StreamName};
@@ -467,7 +480,8 @@ pub struct Swarm {
     pub faults: Vec<FaultKind>,
     /// The site families where they may be injected, in [`SiteFamily::ALL`] order.
     pub sites: Vec<SiteFamily>,
-    /// One crossing of an enabled site in `odds` gets a fault.
+    /// One crossing of an enabled site in `odds` gets a fault; 0 for a swarm without a faults
+    /// part ([`Swarm::strategy_only`]).
     pub odds: u32,
     /// The scenario's externals that may fire, in declaration order.
     pub externals: Vec<String>,
@@ -540,8 +554,20 @@ impl Swarm {
     /// The swarm of `seed` for a scenario exploring `fault_set` with these externals (names in
     /// declaration order) whose runs make about `horizon` task choices
     /// (`RunConfig::change_point_horizon`: the harness sets the baseline's; a priority
-    /// strategy's change points are drawn over a multiple of it). A pure function: the same arguments give the same swarm.
+    /// strategy's change points are drawn over a multiple of it). A pure function: the same
+    /// arguments give the same swarm. An empty `fault_set` gives a swarm without a faults part
+    /// (see the module doc).
     pub fn draw(seed: u64, fault_set: &FaultSet, externals: &[&str], horizon: u64) -> Swarm {
+        if fault_set.kind_bits() == 0 {
+            let mut swarm = Swarm::strategy_only(Swarm::draw_strategy(
+                &mut stream(seed, StreamName::Schedule),
+                horizon,
+            ));
+            if !externals.is_empty() {
+                swarm.draw_externals(&mut stream(seed, StreamName::Swarm), externals);
+            }
+            return swarm;
+        }
         let (mut swarm, mut rng) = Swarm::draw_open(seed, fault_set, horizon);
         swarm.draw_externals(&mut rng, externals);
         swarm
@@ -580,22 +606,52 @@ impl Swarm {
             members(&SiteFamily::ALL, sites),
         );
         let odds = DENSITIES[menu(rng, DENSITIES.len())];
-        let kind = STRATEGY_MENU[menu(rng, STRATEGY_MENU.len())];
-        let param = rng.next_u64();
-        let schedule = match kind {
-            Kind::Uniform => Strategy::Uniform,
-            Kind::Sticky => Strategy::Sticky {
-                keep_percent: STICKY_PERCENTS[(param % STICKY_PERCENTS.len() as u64) as usize],
-            },
-            Kind::Priority { spawn_order } => Strategy::priority_from(param, horizon, spawn_order),
-        };
         Swarm {
             faults,
             sites,
             odds,
             externals: Vec::new(),
+            schedule: Swarm::draw_strategy(rng, horizon),
+        }
+    }
+
+    /// A scheduling strategy from the swarm's menu, two draws from `rng` (the kind, then its
+    /// parameters), for a scenario about `horizon` task choices long: the last part of a
+    /// swarm's faults part, and the whole of a [`Swarm::strategy_only`] swarm's.
+    pub(crate) fn draw_strategy(rng: &mut ChaCha8Rng, horizon: u64) -> Strategy {
+        let kind = STRATEGY_MENU[menu(rng, STRATEGY_MENU.len())];
+        let param = rng.next_u64();
+        match kind {
+            Kind::Uniform => Strategy::Uniform,
+            Kind::Sticky => Strategy::Sticky {
+                keep_percent: STICKY_PERCENTS[(param % STICKY_PERCENTS.len() as u64) as usize],
+            },
+            Kind::Priority { spawn_order } => Strategy::priority_from(param, horizon, spawn_order),
+        }
+    }
+
+    /// The swarm of a scenario that explores no faults: no faults part (`odds` 0, no
+    /// primitives, no families), no externals yet, and `schedule`.
+    pub fn strategy_only(schedule: Strategy) -> Swarm {
+        Swarm {
+            faults: Vec::new(),
+            sites: Vec::new(),
+            odds: 0,
+            externals: Vec::new(),
             schedule,
         }
+    }
+
+    /// Whether this swarm has a faults part (`odds` above 0): every swarm drawn for a
+    /// scenario that explores faults, and those drawn before swarms without one existed.
+    pub fn has_faults_part(&self) -> bool {
+        self.odds != 0
+    }
+
+    /// Whether the `config` record of this swarm is its schedule alone: a swarm without a
+    /// faults part whose externals are all off (see the module doc).
+    pub fn records_schedule_alone(&self) -> bool {
+        !self.has_faults_part() && self.externals.is_empty()
     }
 
     /// The last part of [`Swarm::draw`]: which of the scenario's externals (names in declaration
@@ -1085,6 +1141,74 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The strategy the documented menu gives for the draws `kind` and `param` (uniform 2/16,
+    /// sticky 1/16, random priorities 3/16, spawn order 10/16), written out from the doc, not
+    /// through the menu's table: the reference a swarm without a faults part must match.
+    fn documented_strategy(kind: u64, param: u64, horizon: u64) -> Strategy {
+        let priority = |spawn_order| Strategy::Priority {
+            depth: [2, 2, 2, 3][(param % 4) as usize],
+            horizon: (horizon.max(2) * [1, 1, 1, 2][((param >> 16) % 4) as usize]) as u32,
+            spawn_order,
+        };
+        match kind % 16 {
+            0 | 1 => Strategy::Uniform,
+            2 => Strategy::Sticky {
+                keep_percent: [50, 75, 90][(param % 3) as usize],
+            },
+            3..=5 => priority(false),
+            _ => priority(true),
+        }
+    }
+
+    #[test]
+    fn a_swarm_without_faults_is_the_schedule_streams_first_two_draws() {
+        let mut seen = std::collections::BTreeSet::new();
+        for set in [FaultSet::None, FaultSet::Only(vec![])] {
+            for seed in 0..400 {
+                let s = Swarm::draw(seed, &set, &[], 24);
+                let mut rng = stream(seed, StreamName::Schedule);
+                let (kind, param) = (rng.next_u64(), rng.next_u64());
+                assert_eq!(
+                    s,
+                    Swarm {
+                        faults: vec![],
+                        sites: vec![],
+                        odds: 0,
+                        externals: vec![],
+                        schedule: documented_strategy(kind, param, 24),
+                    },
+                    "{set:?} seed {seed}"
+                );
+                assert!(!s.has_faults_part() && s.records_schedule_alone());
+                seen.insert(s.schedule.to_string());
+                // Externals come from the `swarm` stream, one draw each, the strategy unmoved.
+                let e = Swarm::draw(seed, &set, &["unplug", "replug"], 24);
+                let mut sw = stream(seed, StreamName::Swarm);
+                let on: Vec<String> = ["unplug", "replug"]
+                    .into_iter()
+                    .filter(|_| sw.next_u64() & 1 == 1)
+                    .map(String::from)
+                    .collect();
+                assert_eq!((e.schedule, &e.externals), (s.schedule, &on));
+                assert_eq!(e.records_schedule_alone(), on.is_empty());
+            }
+        }
+        // The whole menu: uniform, three sticky odds, priorities of two depths, two horizons
+        // and two initial orders.
+        assert_eq!(
+            seen.len(),
+            1 + STICKY_PERCENTS.len() + 2 * 2 * 2,
+            "{seen:?}"
+        );
+        // A swarm with a faults part records its five fields, even with no faults on (one
+        // saved before swarms without a faults part existed).
+        let old = Swarm {
+            odds: 64,
+            ..Swarm::strategy_only(Strategy::Uniform)
+        };
+        assert!(old.has_faults_part() && !old.records_schedule_alone());
     }
 
     #[test]

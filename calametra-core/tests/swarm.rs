@@ -309,6 +309,90 @@ fn a_primitive_a_swarm_turns_off_is_never_injected() {
     assert_eq!(off_somewhere.len(), 6);
 }
 
+/// Three tasks taking turns: no device, no faults, no externals (a pure concurrency scenario).
+fn turns(sim: &mut Sim) {
+    for name in ["a", "b", "c"] {
+        sim.spawn(name, async move {
+            for _ in 0..3 {
+                yield_now().await;
+            }
+        });
+    }
+}
+
+/// The first line of a kept trace: a `config` record with these `data` fields.
+fn config_line(data: &str) -> String {
+    format!(
+        "{{\"seq\":0,\"t_ns\":0,\"kind\":\"config\",\"actor\":\"swarm\",\"deterministic\":true,\"data\":{{{data}}}}}\n"
+    )
+}
+
+#[test]
+fn a_run_without_faults_records_its_strategy_alone_and_replays_it() {
+    let mut forms = BTreeSet::new();
+    let mut strategies = BTreeSet::new();
+    for seed in 0..150 {
+        let cfg = seeded(seed);
+        let a = run(cfg.clone(), &turns);
+        let swarm = a.swarm.clone().expect("a seeded run draws a swarm");
+        assert_eq!(swarm, Swarm::draw(seed, &FaultSet::None, &[], 40));
+        assert!(!swarm.has_faults_part());
+        assert_eq!(
+            a.lines[0],
+            config_line(&format!(r#""schedule":"{}""#, swarm.schedule)),
+            "seed {seed}"
+        );
+        strategies.insert(swarm.schedule.to_string());
+        let r = run(replay_config(&cfg, &a.events), &turns);
+        assert_eq!(
+            (r.hash, r.swarm.as_ref()),
+            (a.hash, Some(&swarm)),
+            "seed {seed}"
+        );
+        // With an external declared, its draw comes from the `swarm` stream; the record is the
+        // schedule alone only while no external is on.
+        let d = run(cfg.clone(), &|sim| dice(sim, false, false));
+        let ds = d.swarm.clone().expect("a seeded run draws a swarm");
+        assert_eq!(ds, Swarm::draw(seed, &FaultSet::None, &["tick"], 40));
+        let alone = !ds.allows_external("tick");
+        let want = if alone {
+            format!(r#""schedule":"{}""#, ds.schedule)
+        } else {
+            format!(
+                r#""faults":[],"sites":[],"odds":0,"externals":["tick"],"schedule":"{}""#,
+                ds.schedule
+            )
+        };
+        assert_eq!(d.lines[0], config_line(&want), "seed {seed}");
+        forms.insert(alone);
+        let r = run(replay_config(&cfg, &d.events), &|sim| {
+            dice(sim, false, false)
+        });
+        assert_eq!(r.hash, d.hash, "seed {seed}: replay");
+    }
+    assert_eq!(forms.len(), 2, "both record forms written");
+    assert!(strategies.len() >= 8, "{strategies:?}");
+}
+
+#[test]
+fn a_saved_swarm_with_a_faults_part_and_no_faults_replays_with_its_five_fields() {
+    // A fault-free scenario's swarm as runs drew it before swarms without a faults part: its
+    // case replays the record it was saved with, so its trace hash holds.
+    let old = Swarm {
+        odds: 64,
+        ..Swarm::strategy_only("sticky(0.75)".parse().expect("a strategy"))
+    };
+    let events = vec![Event::Swarm {
+        swarm: Box::new(old.clone()),
+    }];
+    let r = run(replay_config(&seeded(0), &events), &turns);
+    assert_eq!(
+        r.lines[0],
+        config_line(r#""faults":[],"sites":[],"odds":64,"externals":[],"schedule":"sticky(0.75)""#)
+    );
+    assert_eq!(r.swarm, Some(old));
+}
+
 #[test]
 fn the_baseline_draws_no_swarm_and_records_no_config() {
     let base = RunConfig {

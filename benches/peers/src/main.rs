@@ -64,8 +64,11 @@ fn spin(w: &str, n: Option<u64>) {
     if w == "bs" {
         return spin_shrink(n.unwrap_or(200));
     }
+    // `au`: workload A's runs without a swarm (every pick uniform), as the
+    // `calametra-uniform` row runs them.
+    let swarm = w != "au";
     let f: fn(&mut Sim) = match w {
-        "a" => cw::a_noyield_correct,
+        "a" | "au" => cw::a_noyield_correct,
         "ay" => cw::a_yield_correct,
         "b" => cw::b_status_ops,
         _ => cw::c_exchange,
@@ -84,6 +87,7 @@ fn spin(w: &str, n: Option<u64>) {
                 RunConfig {
                     source: Source::Seeded(derive_seed(1, "spin", i)),
                     faults: faults.clone(),
+                    swarm,
                     ..RunConfig::default()
                 },
                 &f,

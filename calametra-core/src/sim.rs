@@ -14,7 +14,6 @@ use crate::exec::{self, JoinHandle, TaskExit, TaskOutput};
 use crate::picture::PictureLog;
 use crate::spec::Spec;
 use crate::state::StateDump;
-use crate::swarm::Swarm;
 use crate::world::{self, DeviceHandle, World};
 use std::cell::RefCell;
 use std::future::Future;
@@ -415,14 +414,15 @@ fn state_at_end(sim: &mut Sim, failure: &Option<Failure>) {
 /// A swarm run's first record: draws the externals part of its swarm now that the setup has
 /// declared them (the rest is unchanged: the externals' draws come last in the stream), logs
 /// the swarm as an event and writes the `config` record (the schedule alone for a swarm
-/// without a faults part and no external on: [`Swarm::records_schedule_alone`]). A replay of
-/// a list holding a swarm writes the same record.
+/// without a faults part and no external on:
+/// [`crate::swarm::Swarm::records_schedule_alone`]). A replay of a list holding a swarm writes
+/// the same record.
 fn record_swarm(sim: &Sim) {
     let mut w = sim.world.borrow_mut();
     if w.core.decide.swarm.is_none() {
         return;
     }
-    if let Some(seed) = w.core.decide.seed() {
+    if w.core.decide.seed().is_some() {
         // The externals' names on the stack (a scenario declares a few), collected past 8.
         let (mut few, mut many) = ([""; 8], Vec::new());
         let all: &[(String, ExternalFn)] = if sim.config.place_externals {
@@ -432,26 +432,18 @@ fn record_swarm(sim: &Sim) {
         };
         let names = names_of(all, |(n, _)| n.as_str(), &mut few, &mut many);
         let decide = &mut w.core.decide;
-        let mut swarm = match decide.swarm.take() {
+        if let Some(mut swarm) = decide.swarm.take() {
             // No external declared, no draw: a swarm without a faults part derives no stream.
-            Some(open) if names.is_empty() => open,
-            Some(mut open) => {
+            if !names.is_empty() {
                 if let Some(rng) = decide.swarm_stream() {
-                    open.draw_externals(rng, names);
+                    swarm.draw_externals(rng, names);
                 }
-                open
             }
-            None => Swarm::draw(
-                seed,
-                &sim.config.fault_set,
-                names,
-                sim.config.change_point_horizon(),
-            ),
-        };
-        if let Some(s) = sim.config.strategy {
-            swarm.schedule = s;
+            if let Some(s) = sim.config.strategy {
+                swarm.schedule = s;
+            }
+            decide.swarm = Some(swarm);
         }
-        w.core.decide.swarm = Some(swarm);
     }
     // The record is written from the decider's swarm where it is (no copy but the log's),
     // each list's names on the stack (a swarm has at most six primitives and five families;

@@ -3,8 +3,8 @@
 //! that parses is compared against the Trigger 6 model as `calametra compare` does.
 #![no_main]
 
-use calametra_capture::Capture;
 use calametra_capture::compare;
+use calametra_capture::Capture;
 use calametra_fuzz::{host, spec};
 use calametra_models::trigger6::Trigger6;
 use libfuzzer_sys::fuzz_target;

@@ -8,7 +8,9 @@
 //!
 //! Run: `cargo test --manifest-path fuzz/Cargo.toml --test seeds -- --ignored`.
 
-use calametra_capture::{self as capture, pcap, pcapng, usbmon_bin, Capture, Event, EventKind, Order};
+use calametra_capture::{
+    self as capture, pcap, pcapng, usbmon_bin, Capture, Event, EventKind, Order,
+};
 use calametra_capture::{Status, XferType};
 use calametra_fuzz::{host, models_from, spec, Op};
 use calametra_qemu::proto::{Caps, ControlHeader, Packet, Status as RStatus, HOST_CAPS};

@@ -649,9 +649,14 @@ impl Swarm {
     }
 
     /// Whether the `config` record of this swarm is its schedule alone: a swarm without a
-    /// faults part whose externals are all off (see the module doc).
+    /// faults part whose lists are all empty, externals included (see the module doc). A
+    /// swarm read from an edited file with primitives but `odds` 0 records all five fields,
+    /// so nothing it holds is left out of the trace.
     pub fn records_schedule_alone(&self) -> bool {
-        !self.has_faults_part() && self.externals.is_empty()
+        !self.has_faults_part()
+            && self.faults.is_empty()
+            && self.sites.is_empty()
+            && self.externals.is_empty()
     }
 
     /// The last part of [`Swarm::draw`]: which of the scenario's externals (names in declaration
@@ -1209,6 +1214,12 @@ mod tests {
             ..Swarm::strategy_only(Strategy::Uniform)
         };
         assert!(old.has_faults_part() && !old.records_schedule_alone());
+        // An edited one with primitives but no density keeps them in its record.
+        let edited = Swarm {
+            faults: vec![FaultKind::Stall],
+            ..Swarm::strategy_only(Strategy::Uniform)
+        };
+        assert!(!edited.has_faults_part() && !edited.records_schedule_alone());
     }
 
     #[test]

@@ -35,7 +35,7 @@
 //! reproduces the hash, and [`RunResult::swarm`](crate::sim::RunResult::swarm) carries it for
 //! the failure screen. The baseline and `site::` trials draw no swarm. The record's fields are
 //! the swarm's: `faults`, `sites`, `odds`, `externals`, `schedule`; a swarm without a faults
-//! part whose externals are all off records `schedule` alone
+//! part whose lists are all empty (as drawn: no external on) records `schedule` alone
 //! ([`Swarm::records_schedule_alone`]). Which form is written follows from the swarm itself,
 //! so a replay writes the record its case was saved with (a swarm saved before swarms without
 //! a faults part existed has its `odds` and so its five fields).
@@ -616,8 +616,9 @@ impl Swarm {
     }
 
     /// A scheduling strategy from the swarm's menu, two draws from `rng` (the kind, then its
-    /// parameters), for a scenario about `horizon` task choices long: the last part of a
-    /// swarm's faults part, and the whole of a [`Swarm::strategy_only`] swarm's.
+    /// parameters), for a scenario about `horizon` task choices long: the last two draws of
+    /// [`Swarm::draw_open_from`], and all a [`Swarm::strategy_only`] swarm draws but its
+    /// externals.
     pub(crate) fn draw_strategy(rng: &mut ChaCha8Rng, horizon: u64) -> Strategy {
         let kind = STRATEGY_MENU[menu(rng, STRATEGY_MENU.len())];
         let param = rng.next_u64();

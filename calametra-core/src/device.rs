@@ -2,7 +2,7 @@
 //! gives, the [`DevCtx`] it acts through during a call (clock, trace, transitions as fault
 //! sites, marks, model gaps, timers, its data stream), the effects a call asks for, and the
 //! [`Loopback`] test device. A device is called by the world ([`crate::world`]) and reaches the
-//! bus ([`crate::bus::Core`]) only through its context; it never calls back into the world.
+//! bus (`bus::Core`) only through its context; it never calls back into the world.
 //! Nothing here reads the wall clock.
 
 use crate::bus::Core;

@@ -1,6 +1,6 @@
 //! The task-side API of the single-threaded executor: `spawn`, `sleep`, `timeout`,
 //! `yield_now`, client and data draws, marks. Each reaches the current world through the
-//! thread-local context ([`crate::context`]); the task table itself is [`crate::tasks`].
+//! thread-local context ([`crate::context`]); the task table itself is `tasks`.
 //!
 //! The run loop in `sim` picks which ready task runs next (a traced choice) and polls it with no
 //! borrow of the world held, so a task may touch the world freely. No std thread, no wall clock

@@ -5,7 +5,7 @@
 //! at it included: an unplug at step 70 has not happened at 70 and has at 71), and returns a
 //! [`StateDump`] in [`RunResult::state`](crate::sim::RunResult::state): virtual time, each task
 //! and what it waits on, the transfers in flight, each device model's state (through
-//! [`Device::describe`](crate::device::Device::describe), or a [`describe_model!`] registration),
+//! [`Device::describe`](crate::device::Device::describe), or a [`describe_model!`](crate::describe_model) registration),
 //! the choice streams' positions and the marks reached so far. A run that ends before STEP
 //! returns the state at its end, saying so. The dump serializes as JSON (what a test binary
 //! writes for `CALAMETRA_STATE_OUT`) and renders as text.
@@ -111,7 +111,7 @@ pub struct StateDump {
 }
 
 /// A model's description given from outside its `Device` impl (when that impl lives in a file
-/// one cannot touch): registered with [`describe_model!`], used when
+/// one cannot touch): registered with [`describe_model!`](crate::describe_model), used when
 /// [`Device::describe`](crate::device::Device::describe) returns nothing.
 pub struct Describer(pub DescribeFn);
 

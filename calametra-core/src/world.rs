@@ -1,4 +1,4 @@
-//! The world a run drives: the bus's shared state ([`crate::bus::Core`]), the devices on the
+//! The world a run drives: the bus's shared state (`bus::Core`), the devices on the
 //! bus and the tasks. The `Sim` handle (in `sim`) builds it and runs the loop; externals and
 //! invariants see it as `&mut World` / `&World`. The world is where the bus meets the devices:
 //! a transfer is submitted by a driver, arrives at its device after a modelled latency, meets

@@ -15,7 +15,7 @@ use calametra_core::explore::{self, Probe};
 use calametra_core::fault::{FaultSet, Site, SiteKind};
 use calametra_core::shrink::minimize;
 use calametra_core::trace::Trace;
-use calametra_core::usb::{ControlIn, ControlOut, ControlType, Loopback, Recipient};
+use calametra_core::usb::Loopback;
 use calametra_core::{run, RunConfig, Sim};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -94,28 +94,8 @@ fn hundred_records(sim: &mut Sim) {
         let iface = dev.interface();
         sim.spawn(name, async move {
             for i in 0..8u8 {
-                let out = ControlOut {
-                    control_type: ControlType::Vendor,
-                    recipient: Recipient::Device,
-                    request: 1,
-                    value: 0,
-                    index: 0,
-                    data: &[i, i],
-                };
-                let _ = iface.control_out(out, T).await;
-                let _ = iface
-                    .control_in(
-                        ControlIn {
-                            control_type: ControlType::Vendor,
-                            recipient: Recipient::Device,
-                            request: 2,
-                            value: 0,
-                            index: 0,
-                            length: 2,
-                        },
-                        T,
-                    )
-                    .await;
+                let _ = iface.control_out(Loopback::store(&[i, i]), T).await;
+                let _ = iface.control_in(Loopback::load(2), T).await;
                 sleep(Duration::from_micros(50)).await;
             }
         });

@@ -9,13 +9,7 @@ use calametra_core::RunConfig;
 use std::path::Path;
 
 fn load() -> Setup {
-    Setup {
-        request_type: 0xc0,
-        request: 2,
-        value: 0,
-        index: 0,
-        length: 4,
-    }
+    Loopback::load(4).setup()
 }
 
 /// `faults`: a schedule's `delay_ns` of `u64::MAX` overflowed the transfer's latency; a delay
@@ -37,12 +31,8 @@ fn a_delay_to_the_end_of_time_saturates() {
         ..RunConfig::default()
     };
     let mut host = DeviceHost::new(Loopback::default(), &config);
-    let store = Setup {
-        request_type: 0x40,
-        request: 1,
-        ..load()
-    };
-    assert!(host.control(store, &[1, 2, 3, 4]).is_ok());
+    let data = [1, 2, 3, 4];
+    assert!(host.control(Loopback::store(&data).setup(), &data).is_ok());
     let _ = host.control(load(), &[]);
     let _ = host.control(load(), &[]);
 }

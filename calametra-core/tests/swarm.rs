@@ -7,7 +7,7 @@ use calametra_core::explore::{replay_config, Probe};
 use calametra_core::fault::{FaultKind, FaultSet, SiteFamily, SiteKind};
 use calametra_core::swarm::{Swarm, DENSITIES};
 use calametra_core::usb::{
-    ControlIn, ControlOut, ControlType, DevCtx, Device, Loopback, Recipient, Reply, Setup,
+    ControlIn, ControlType, DevCtx, Device, Loopback, Recipient, Reply, Setup,
 };
 use calametra_core::{run, RunConfig, RunResult, Sim};
 use std::collections::{BTreeMap, BTreeSet};
@@ -183,19 +183,8 @@ fn busy(sim: &mut Sim) {
     let iface = dev.interface();
     sim.spawn("driver", async move {
         for i in 0..12u8 {
-            let out = ControlOut {
-                control_type: ControlType::Vendor,
-                recipient: Recipient::Device,
-                request: 1,
-                value: 0,
-                index: 0,
-                data: &[i, i, i],
-            };
-            let _ = iface.control_out(out, T).await;
-            let mut load = roll();
-            load.request = 2;
-            load.length = 3;
-            let _ = iface.control_in(load, T).await;
+            let _ = iface.control_out(Loopback::store(&[i, i, i]), T).await;
+            let _ = iface.control_in(Loopback::load(3), T).await;
             let _ = iface.bulk_out(0x01, vec![i; 8]).await;
             let _ = iface.bulk_in(0x81, 64).await;
         }

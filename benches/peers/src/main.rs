@@ -244,29 +244,26 @@ fn workload_a(o: &Opts, rows: &mut Vec<Row>) {
         let path = format!("peers::{wl}");
         let horizon = baseline_steps(f);
         let (_, loom_total) = loom_a::explore(yields, false);
-        let mut cal = |rep: usize| {
-            for i in 0..n {
-                let r = run(
-                    seeded_h(derive_seed(THROUGHPUT_SEED + rep as u64, &path, i), horizon),
-                    &f,
-                );
-                assert!(r.failure.is_none(), "{:?}", r.failure);
+        // The default row's runs, and the same seeds without a swarm: every pick uniform, as
+        // shuttle's random scheduler picks, and no swarm draw or `config` record (the
+        // `calametra-uniform` row, not the default).
+        let reps = |swarm: bool| {
+            let path = &path;
+            move |rep: usize| {
+                for i in 0..n {
+                    let seed = derive_seed(THROUGHPUT_SEED + rep as u64, path, i);
+                    let r = run(
+                        RunConfig {
+                            swarm,
+                            ..seeded_h(seed, horizon)
+                        },
+                        &f,
+                    );
+                    assert!(r.failure.is_none(), "{:?}", r.failure);
+                }
             }
         };
-        // The same seeds without a swarm: every pick uniform, as shuttle's random scheduler
-        // picks, and no swarm draw or `config` record (not the default; the row above is).
-        let mut uniform = |rep: usize| {
-            for i in 0..n {
-                let r = run(
-                    RunConfig {
-                        swarm: false,
-                        ..seeded_h(derive_seed(THROUGHPUT_SEED + rep as u64, &path, i), horizon)
-                    },
-                    &f,
-                );
-                assert!(r.failure.is_none(), "{:?}", r.failure);
-            }
-        };
+        let (mut cal, mut uniform) = (reps(true), reps(false));
         let shuttle = |sched| {
             move |rep: usize| {
                 let (failed, ran) = shuttle_a::explore(

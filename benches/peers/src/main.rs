@@ -64,13 +64,23 @@ fn spin(w: &str, n: Option<u64>) {
     if w == "bs" {
         return spin_shrink(n.unwrap_or(200));
     }
-    // `au`: workload A's runs without a swarm (every pick uniform), as the
-    // `calametra-uniform` row runs them.
-    let swarm = w != "au";
+    // A `u` after a workload's letter (`au`, `ayu`, `e0u`): its runs without a swarm (every
+    // pick uniform), as the `calametra-uniform` row runs A's.
+    let label = w;
+    let (w, swarm) = match w.strip_suffix('u') {
+        Some(base) if !base.is_empty() => (base, false),
+        _ => (w, true),
+    };
     let f: fn(&mut Sim) = match w {
-        "a" | "au" => cw::a_noyield_correct,
+        "a" => cw::a_noyield_correct,
         "ay" => cw::a_yield_correct,
         "b" => cw::b_status_ops,
+        // What a seeded run costs besides its tasks: a scenario with none (`e0`), and one with a
+        // single task that returns at once (`e1`).
+        "e0" => |_| {},
+        "e1" => |sim| {
+            sim.spawn("t", async {});
+        },
         _ => cw::c_exchange,
     };
     let faults = if w == "c" {
@@ -99,7 +109,7 @@ fn spin(w: &str, n: Option<u64>) {
     });
     let digest: String = fold[..8].iter().map(|b| format!("{b:02x}")).collect();
     println!(
-        "{w}: {:.0} runs/s (hashes folded: {digest})",
+        "{label}: {:.0} runs/s (hashes folded: {digest})",
         n as f64 / secs
     );
 }

@@ -458,21 +458,22 @@ fn record_swarm(sim: &Sim) {
     let Some(swarm) = decide.swarm.as_ref() else {
         return;
     };
-    let (mut kinds, mut many_kinds) = ([""; 6], Vec::new());
-    let faults = names_of(&swarm.faults, |k| k.as_str(), &mut kinds, &mut many_kinds);
-    let (mut families, mut many_families) = ([""; 5], Vec::new());
-    let sites = names_of(
-        &swarm.sites,
-        |f| f.as_str(),
-        &mut families,
-        &mut many_families,
-    );
     let schedule = decide.text_at(text);
     if swarm.records_schedule_alone() {
         core.trace.emit(core.now, "config", "swarm", true, |d| {
             d.str("schedule", schedule);
         });
     } else {
+        // The lists' names, only for the record that writes them.
+        let (mut kinds, mut many_kinds) = ([""; 6], Vec::new());
+        let faults = names_of(&swarm.faults, |k| k.as_str(), &mut kinds, &mut many_kinds);
+        let (mut families, mut many_families) = ([""; 5], Vec::new());
+        let sites = names_of(
+            &swarm.sites,
+            |f| f.as_str(),
+            &mut families,
+            &mut many_families,
+        );
         core.trace.emit(core.now, "config", "swarm", true, |d| {
             d.strs("faults", faults)
                 .strs("sites", sites)

@@ -41,7 +41,8 @@ fn opts() -> Opts {
             "--tsv" => o.tsv = args.next(),
             "--madsim" => o.madsim = args.next(),
             "--spin" => {
-                // For `perf record`: only Calametra's runs of one workload, in a loop.
+                // For `perf record`: only Calametra's runs of one workload, in a loop (or, with
+                // `s-` before a probe's name, shuttle's random scheduler running it).
                 let w = args.next().unwrap_or_default();
                 // An optional count (runs; rounds of the 20 seeds for `bs`), e.g. for callgrind.
                 let n = std::env::args()
@@ -64,6 +65,9 @@ fn spin(w: &str, n: Option<u64>) {
     if w == "bs" {
         return spin_shrink(n.unwrap_or(200));
     }
+    if let Some(probe) = w.strip_prefix("s-") {
+        return spin_shuttle(w, probe, n.unwrap_or(100_000));
+    }
     // A `u` after a workload's letter (`au`, `ayu`, `e0u`): its runs without a swarm (every
     // pick uniform), as the `calametra-uniform` row runs A's.
     let label = w;
@@ -76,10 +80,20 @@ fn spin(w: &str, n: Option<u64>) {
         "ay" => cw::a_yield_correct,
         "b" => cw::b_status_ops,
         // What a seeded run costs besides its tasks: a scenario with none (`e0`), and one with a
-        // single task that returns at once (`e1`).
+        // single task that returns at once (`e1`). What a step costs: two tasks that yield 500
+        // times each (`y2`; shuttle's `s-y2` is the same with threads).
         "e0" => |_| {},
         "e1" => |sim| {
             sim.spawn("t", async {});
+        },
+        "y2" => |sim| {
+            for name in ["p", "q"] {
+                sim.spawn(name, async {
+                    for _ in 0..500 {
+                        calametra::prelude::yield_now().await;
+                    }
+                });
+            }
         },
         _ => cw::c_exchange,
     };
@@ -111,6 +125,20 @@ fn spin(w: &str, n: Option<u64>) {
     println!(
         "{label}: {:.0} runs/s (hashes folded: {digest})",
         n as f64 / secs
+    );
+}
+
+/// `--spin s-W`: shuttle's random scheduler over `n` executions of probe `W` (`e0`, `y2`, `a`,
+/// `ay`: see [`shuttle_a::spin`]), beside Calametra's `--spin W`.
+fn spin_shuttle(label: &str, probe: &str, n: u64) {
+    let (secs, ran) = seconds(|| shuttle_a::spin(probe, THROUGHPUT_SEED, n as usize));
+    let Some(ran) = ran else {
+        eprintln!("peers: no shuttle probe `{probe}`; expected s-e0, s-y2, s-a or s-ay");
+        std::process::exit(2);
+    };
+    println!(
+        "{label}: {:.0} runs/s ({ran} executions)",
+        ran as f64 / secs
     );
 }
 

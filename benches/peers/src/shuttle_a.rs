@@ -116,3 +116,41 @@ fn explore_with<S: Scheduler + 'static>(sched: S, yields: bool, buggy: bool) -> 
     crate::quiet_panics();
     (r.is_err(), count.load(Ordering::Relaxed))
 }
+
+/// What `calametra-peers --spin s-W` loops on: shuttle's random scheduler over `iterations`
+/// executions of a probe, the same probes Calametra's `--spin` has, so what a run and what a
+/// step cost can be set side by side. `e0`: an execution whose main thread does nothing;
+/// `y2`: two threads that yield 500 times each, joined by the main thread; `a`, `ay`:
+/// workload A (the correct variant) without and with yields. Returns how many executions ran;
+/// `None` for another name.
+pub fn spin(w: &str, seed: u64, iterations: usize) -> Option<u64> {
+    let body: fn() = match w {
+        "e0" => || {},
+        "y2" => || {
+            let ts: Vec<_> = (0..2)
+                .map(|_| {
+                    thread::spawn(|| {
+                        for _ in 0..500 {
+                            thread::yield_now();
+                        }
+                    })
+                })
+                .collect();
+            for t in ts {
+                t.join().unwrap();
+            }
+        },
+        "a" => || stale_status(false, false),
+        "ay" => || stale_status(true, false),
+        _ => return None,
+    };
+    let count = Arc::new(AtomicU64::new(0));
+    let c2 = count.clone();
+    let runner = Runner::new(RandomScheduler::new_from_seed(seed, iterations), config());
+    runner.run(move || {
+        c2.fetch_add(1, Ordering::Relaxed);
+        body();
+    });
+    crate::quiet_panics();
+    Some(count.load(Ordering::Relaxed))
+}

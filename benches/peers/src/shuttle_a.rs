@@ -88,28 +88,26 @@ fn config() -> Config {
 /// Runs `iterations` executions of the variant; returns whether one failed and how many ran
 /// (the failing one included).
 pub fn explore(s: Sched, seed: u64, iterations: usize, yields: bool, buggy: bool) -> (bool, u64) {
+    let body = move || stale_status(yields, buggy);
     match s {
-        Sched::Random => explore_with(
-            RandomScheduler::new_from_seed(seed, iterations),
-            yields,
-            buggy,
-        ),
-        Sched::Pct => explore_with(
-            PctScheduler::new_from_seed(seed, 3, iterations),
-            yields,
-            buggy,
-        ),
+        Sched::Random => explore_with(RandomScheduler::new_from_seed(seed, iterations), body),
+        Sched::Pct => explore_with(PctScheduler::new_from_seed(seed, 3, iterations), body),
     }
 }
 
-fn explore_with<S: Scheduler + 'static>(sched: S, yields: bool, buggy: bool) -> (bool, u64) {
+/// Runs `body` under `sched` until the scheduler stops or an execution fails; returns whether
+/// one failed and how many ran (the failing one included).
+fn explore_with<S: Scheduler + 'static>(
+    sched: S,
+    body: impl Fn() + Send + Sync + 'static,
+) -> (bool, u64) {
     let count = Arc::new(AtomicU64::new(0));
     let c2 = count.clone();
     let runner = Runner::new(sched, config());
     let r = catch_unwind(AssertUnwindSafe(|| {
         runner.run(move || {
             c2.fetch_add(1, Ordering::Relaxed);
-            stale_status(yields, buggy);
+            body();
         })
     }));
     // shuttle installs a panic hook that prints every panic, in any tool, from then on.
@@ -144,13 +142,6 @@ pub fn spin(w: &str, seed: u64, iterations: usize) -> Option<u64> {
         "ay" => || stale_status(true, false),
         _ => return None,
     };
-    let count = Arc::new(AtomicU64::new(0));
-    let c2 = count.clone();
-    let runner = Runner::new(RandomScheduler::new_from_seed(seed, iterations), config());
-    runner.run(move || {
-        c2.fetch_add(1, Ordering::Relaxed);
-        body();
-    });
-    crate::quiet_panics();
-    Some(count.load(Ordering::Relaxed))
+    let (_, ran) = explore_with(RandomScheduler::new_from_seed(seed, iterations), body);
+    Some(ran)
 }

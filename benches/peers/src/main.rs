@@ -95,7 +95,14 @@ fn spin(w: &str, n: Option<u64>) {
                 });
             }
         },
-        _ => cw::c_exchange,
+        "c" => cw::c_exchange,
+        _ => {
+            eprintln!(
+                "peers: no spin `{label}`; expected a, ay, b, c, e0, e1 or y2 (a `u` after it: \
+                 without a swarm), bs, or s-e0, s-y2, s-a, s-ay (shuttle)"
+            );
+            std::process::exit(2);
+        }
     };
     let faults = if w == "c" {
         cw::c_fault_plan()

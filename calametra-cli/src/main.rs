@@ -204,9 +204,13 @@ struct ReviewArgs {
     /// Only this package's saved cases (required with CALAMETRA_REGRESSIONS=<dir>).
     #[arg(long, value_name = "P")]
     package: Option<String>,
-    /// Delete the files in these states (comma-separated: fixed,stale,...).
+    /// Delete the files in these states (comma-separated: fixed,stale,...): only saved cases
+    /// (regular `<12 hex>.json` files, never through a symlink), listed first.
     #[arg(long, value_name = "STATE,..")]
     prune: Option<String>,
+    /// Delete what --prune lists without asking (needed when standard input is not a terminal).
+    #[arg(long, requires = "prune")]
+    yes: bool,
     /// The cargo that runs the test binaries (default: $CARGO, else `cargo`).
     #[arg(long, value_name = "CARGO")]
     cargo: Option<String>,

@@ -18,7 +18,15 @@
 //! | `unreadable` | not a saved case that parses (its message names the field) |
 //! | `not-run` | its trial did not run (a guest scenario's, ignored by default) |
 //!
-//! `--prune STATE[,STATE..]` deletes the files in those states (and nothing else).
+//! `--prune STATE[,STATE..]` deletes the files in those states (and nothing else). Only a
+//! saved case can be pruned: a regular file named `<12 hex digits>.json`, reached from the root
+//! without passing through a symlink. Anything else under the root (a `README.md`, a
+//! `.gitkeep`, a symlink, a FIFO, a whole source tree when `CALAMETRA_REGRESSIONS=.`) is
+//! counted as ignored and never touched. The files are listed before anything is deleted;
+//! they are deleted with `--yes`, or when a person at a terminal answers `y`.
+//!
+//! Test targets and `[[bin]]` harness targets are both replayed: a `[[bin]]` target's cases
+//! through `cargo run --bin T -- regression::`.
 //!
 //! With `CALAMETRA_REGRESSIONS=<dir>` set (as the test binaries read it), the cases are those
 //! under `<dir>/<test target>/<scenario path>/` instead, for the one package `--package` names
@@ -55,11 +63,19 @@ struct Row {
     detail: String,
 }
 
-/// A package of the workspace: its name, directory and test targets.
+/// How a target's harness is run: `cargo test --test T` or `cargo run --bin T`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Test,
+    Bin,
+}
+
+/// A package of the workspace: its name, directory and the targets that can hold saved cases
+/// (test targets and `[[bin]]` targets, which a harness binary may be).
 struct Package {
     name: String,
     dir: PathBuf,
-    tests: BTreeSet<String>,
+    targets: BTreeMap<String, Kind>,
 }
 
 fn packages(cargo: &str, only: Option<&str>) -> Result<Vec<Package>, CliError> {
@@ -89,17 +105,19 @@ fn packages(cargo: &str, only: Option<&str>) -> Result<Vec<Package>, CliError> {
         if only.is_some_and(|o| o != name) {
             continue;
         }
-        let tests = p["targets"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|t| {
-                t["kind"]
-                    .as_array()
-                    .is_some_and(|k| k.iter().any(|k| k == "test"))
-            })
-            .filter_map(|t| t["name"].as_str().map(str::to_string))
-            .collect();
+        let mut targets = BTreeMap::new();
+        for t in p["targets"].as_array().into_iter().flatten() {
+            let Some(tname) = t["name"].as_str() else {
+                continue;
+            };
+            let kinds = t["kind"].as_array();
+            let has = |k: &str| kinds.is_some_and(|ks| ks.iter().any(|x| x == k));
+            if has("test") {
+                targets.insert(tname.to_string(), Kind::Test);
+            } else if has("bin") {
+                targets.entry(tname.to_string()).or_insert(Kind::Bin);
+            }
+        }
         let dir = Path::new(manifest)
             .parent()
             .unwrap_or(Path::new("."))
@@ -107,7 +125,7 @@ fn packages(cargo: &str, only: Option<&str>) -> Result<Vec<Package>, CliError> {
         ps.push(Package {
             name: name.to_string(),
             dir,
-            tests,
+            targets,
         });
     }
     if let Some(o) = only {
@@ -118,24 +136,68 @@ fn packages(cargo: &str, only: Option<&str>) -> Result<Vec<Package>, CliError> {
     Ok(ps)
 }
 
-/// Every file under `dir`, recursively (symlinks and special files included, never followed).
-fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+/// What lies under a directory of saved cases: the saved cases (regular files named
+/// `<12 hex digits>.json`) and everything else, which review lists by count and never touches.
+#[derive(Default)]
+struct Found {
+    cases: Vec<PathBuf>,
+    ignored: Vec<PathBuf>,
+}
+
+/// Walks `dir` recursively without following a symlink (`DirEntry::file_type` does not follow
+/// one: a symlinked directory is ignored, not entered).
+fn walk(dir: &Path, out: &mut Found) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
-    for e in rd.flatten() {
+    let mut entries: Vec<_> = rd.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
         let p = e.path();
         match e.file_type() {
-            Ok(t) if t.is_dir() => files_under(&p, out),
-            Ok(_) => out.push(p),
-            Err(_) => {}
+            Ok(t) if t.is_dir() => walk(&p, out),
+            Ok(t) if t.is_file() && is_case_name(&p) => out.cases.push(p),
+            _ => out.ignored.push(p),
         }
     }
 }
 
-/// Whether `p` is a regular file (a symlink, FIFO or socket is not, and is never followed).
-fn is_regular(p: &Path) -> bool {
-    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file())
+fn is_case_name(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(is_case_file_name)
+}
+
+/// Whether `file` may be deleted: a regular file named like a saved case, under `root`, with
+/// no symlink between `root` and it (checked again right before the deletion, so a directory
+/// swapped for a symlink since the listing is not followed).
+fn deletable(root: &Path, file: &Path) -> Result<(), String> {
+    let rel = file
+        .strip_prefix(root)
+        .map_err(|_| format!("not under {}", root.display()))?;
+    if !is_case_name(file) {
+        return Err("not named <12 hex digits>.json".into());
+    }
+    let mut at = root.to_path_buf();
+    let parts: Vec<_> = rel.components().collect();
+    for (i, c) in parts.iter().enumerate() {
+        match c {
+            std::path::Component::Normal(n) => at.push(n),
+            _ => return Err("its path leaves the root".into()),
+        }
+        let m = std::fs::symlink_metadata(&at).map_err(|e| format!("{}: {e}", at.display()))?;
+        let last = i + 1 == parts.len();
+        if m.file_type().is_symlink() {
+            return Err(format!("{} is a symlink (never followed)", at.display()));
+        }
+        if last && !m.file_type().is_file() {
+            return Err("not a regular file".into());
+        }
+        if !last && !m.file_type().is_dir() {
+            return Err(format!("{} is not a directory", at.display()));
+        }
+    }
+    Ok(())
 }
 
 /// The scenario path a case file's location names: `<root>/<target>/<a>/<b>/<id>.json` is `a::b`.
@@ -150,13 +212,26 @@ fn scenario_of(target_dir: &Path, file: &Path) -> String {
         .join("::")
 }
 
-/// Replays one target's cases through its test binary (with `CALAMETRA_REGRESSIONS=<regs>`
-/// when given, else without it); returns (scenarios it defines, state and detail by file).
+/// The path a states line names: `file_bytes` (the path's bytes in hex, written when the path
+/// is not UTF-8, so a non-UTF-8 regressions path still matches its file), else `file`.
+fn state_path(v: &serde_json::Value) -> Option<PathBuf> {
+    #[cfg(unix)]
+    if let Some(h) = v["file_bytes"].as_str() {
+        use std::os::unix::ffi::OsStringExt;
+        let bytes = calametra_core::hex::decode(h).ok()?;
+        return Some(PathBuf::from(std::ffi::OsString::from_vec(bytes)));
+    }
+    v["file"].as_str().map(PathBuf::from)
+}
+
+/// Replays one target's cases through its binary (with `CALAMETRA_REGRESSIONS=<regs>` when
+/// given, else without it); returns (scenarios it defines, state and detail by file).
 #[allow(clippy::type_complexity)]
 fn run_target(
     cargo: &str,
     p: &Package,
     target: &str,
+    kind: Kind,
     regs: Option<&Path>,
 ) -> Result<(BTreeSet<String>, BTreeMap<PathBuf, (String, String)>), CliError> {
     let states = tempfile::Builder::new()
@@ -172,25 +247,35 @@ fn run_target(
             )
         })
         .unwrap_or_default();
+    let (verb, flag) = match kind {
+        Kind::Test => ("test", "--test"),
+        Kind::Bin => ("run", "--bin"),
+    };
     println!(
-        "$ {var}{cargo} test -q -p {} --test {} -- regression::",
+        "$ {var}{cargo} {verb} -q -p {} {flag} {} -- regression::",
         shell_quote(&p.name),
         shell_quote(target)
     );
     // The trials' verdicts are in the states file; a failing case fails its trial, which is
-    // what review reports, so the exit status is not an error here.
+    // what review reports, so the exit status is not an error here. A sweep's variables would
+    // turn the binary into a sweep, which writes no states: review replays, so they go.
     let mut cmd = Command::new(cargo);
     match regs {
         Some(r) => cmd.env("CALAMETRA_REGRESSIONS", r),
         None => cmd.env_remove("CALAMETRA_REGRESSIONS"),
     };
+    for (k, _) in std::env::vars_os() {
+        if k.to_str().is_some_and(|k| k.starts_with("CALAMETRA_SWEEP")) {
+            cmd.env_remove(k);
+        }
+    }
     let out = cmd
         .args([
-            "test",
+            verb,
             "-q",
             "-p",
             &p.name,
-            "--test",
+            flag,
             target,
             "--",
             "regression::",
@@ -198,10 +283,10 @@ fn run_target(
         .env("CALAMETRA_CASE_STATES", &file)
         .env_remove("CALAMETRA_REPLAY")
         .output()
-        .map_err(|e| fail(format!("cannot run `{cargo} test`: {e}")))?;
+        .map_err(|e| fail(format!("cannot run `{cargo} {verb}`: {e}")))?;
     let text = std::fs::read_to_string(&file).map_err(|_| {
         fail(format!(
-            "`{cargo} test -p {} --test {target}` wrote no case states (did it build? is it a Calametra test binary?)\n{}",
+            "`{cargo} {verb} -p {} {flag} {target}` wrote no case states (did it build? is it a Calametra harness binary?)\n{}",
             p.name,
             String::from_utf8_lossy(&out.stderr)
         ))
@@ -214,9 +299,9 @@ fn run_target(
         };
         if let Some(s) = v["scenario_defined"].as_str() {
             defined.insert(s.to_string());
-        } else if let (Some(f), Some(st)) = (v["file"].as_str(), v["state"].as_str()) {
+        } else if let (Some(f), Some(st)) = (state_path(&v), v["state"].as_str()) {
             let detail = v["detail"].as_str().unwrap_or("").to_string();
-            let key = std::fs::canonicalize(f).unwrap_or_else(|_| PathBuf::from(f));
+            let key = std::fs::canonicalize(&f).unwrap_or(f);
             by_file.insert(key, (st.to_string(), detail));
         }
     }
@@ -251,7 +336,7 @@ fn regressions_root(package: Option<&str>) -> Result<Option<PathBuf>, CliError> 
     ))
 }
 
-/// `calametra review [--package P] [--prune STATE,..] [--cargo CARGO]`.
+/// `calametra review [--package P] [--prune STATE,..] [--yes] [--cargo CARGO]`.
 pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
     let prune: BTreeSet<String> = match &a.prune {
         None => BTreeSet::new(),
@@ -261,7 +346,8 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
                 if !STATES.contains(&w) {
                     return Err(CliError(
                         format!(
-                            "--prune: unknown state `{w}`; expected some of {}",
+                            "--prune: unknown state `{}`; expected some of {}",
+                            crate::clean(w),
                             STATES.join(", ")
                         ),
                         2,
@@ -276,27 +362,34 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
     let package = a.package.as_deref();
     let regs = regressions_root(package)?;
     let mut rows = Vec::new();
+    let mut ignored: Vec<PathBuf> = Vec::new();
+    // Each row's root: what a pruned file must lie under.
+    let mut roots: Vec<PathBuf> = Vec::new();
     for p in packages(&cargo, package)? {
         let root = regs
             .clone()
             .unwrap_or_else(|| p.dir.join("calametra-regressions"));
         let layout = match &regs {
-            Some(r) => format!("{}/<test target>/<scenario path>/", r.display()),
-            None => "calametra-regressions/<test target>/<scenario path>/".to_string(),
+            Some(r) => format!("{}/<target>/<scenario path>/", r.display()),
+            None => "calametra-regressions/<target>/<scenario path>/".to_string(),
         };
+        // The root itself may be a symlink (the user named it); nothing under it is followed.
         let Ok(rd) = std::fs::read_dir(&root) else {
             continue;
         };
-        let mut dirs: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-        dirs.sort();
-        for dir in dirs {
-            let mut files = Vec::new();
-            if dir.is_dir() {
-                files_under(&dir, &mut files);
-            } else {
-                files.push(dir.clone());
+        let mut entries: Vec<_> = rd.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let dir = e.path();
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if !is_dir {
+                ignored.push(dir);
+                continue;
             }
-            files.sort();
+            let mut found = Found::default();
+            walk(&dir, &mut found);
+            ignored.append(&mut found.ignored);
+            let files = found.cases;
             if files.is_empty() {
                 continue;
             }
@@ -304,25 +397,22 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            if !dir.is_dir() || !p.tests.contains(&target) {
+            let Some(&kind) = p.targets.get(&target) else {
                 for f in files {
+                    roots.push(root.clone());
                     rows.push(Row {
                         file: f,
                         state: "unreferenced".into(),
                         detail: format!(
-                            "package `{}` has no test target `{target}` (saved cases live in {layout})",
+                            "package `{}` has no test or bin target `{target}` (saved cases live in {layout})",
                             p.name
                         ),
                     });
                 }
                 continue;
-            }
-            let (defined, states) = run_target(&cargo, &p, &target, regs.as_deref())?;
+            };
+            let (defined, states) = run_target(&cargo, &p, &target, kind, regs.as_deref())?;
             for f in files {
-                let name = f
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
                 let scenario = scenario_of(&dir, &f);
                 let key = std::fs::canonicalize(&f).unwrap_or_else(|_| f.clone());
                 let (state, detail) = if let Some((s, d)) = states.get(&key) {
@@ -334,18 +424,13 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
                             "target `{target}` has no scenario `{scenario}` (renamed or removed?)"
                         ),
                     )
-                } else if !is_case_file_name(&name) || !is_regular(&f) {
-                    (
-                        "unreadable".into(),
-                        "not a saved case (a saved case is a regular file named <12 hex digits>.json)"
-                            .into(),
-                    )
                 } else {
                     (
                         "not-run".into(),
                         "its trial did not run (a guest scenario's are ignored by default)".into(),
                     )
                 };
+                roots.push(root.clone());
                 rows.push(Row {
                     file: f,
                     state,
@@ -354,30 +439,96 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
             }
         }
     }
+    let here = std::env::current_dir().unwrap_or_default();
+    let shown = |f: &Path| crate::clean(&f.strip_prefix(&here).unwrap_or(f).display().to_string());
+    if !ignored.is_empty() {
+        println!(
+            "ignored {}, not saved cases (never pruned: a saved case is a regular file named <12 hex digits>.json, and review follows no symlink){}",
+            count(ignored.len(), "file"),
+            if ignored.len() > 5 { "; the first 5:" } else { ":" }
+        );
+        for f in ignored.iter().take(5) {
+            println!("  {}", shown(f));
+        }
+    }
     if rows.is_empty() {
         println!("no saved cases in this workspace");
         return Ok(());
     }
-    let here = std::env::current_dir().unwrap_or_default();
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for r in &rows {
         *counts.entry(r.state.as_str()).or_default() += 1;
-        let shown = r.file.strip_prefix(&here).unwrap_or(&r.file);
         let first = crate::clean(r.detail.lines().next().unwrap_or(""));
-        let shown = crate::clean(&shown.display().to_string());
-        println!("{:<18} {shown}\n{:<18} {first}", r.state, "");
+        println!("{:<18} {}\n{:<18} {first}", r.state, shown(&r.file), "");
     }
     let summary: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
     println!("{} saved case file(s): {}", rows.len(), summary.join(", "));
+    if prune.is_empty() {
+        return Ok(());
+    }
+    let doomed: Vec<(&Row, &PathBuf)> = rows
+        .iter()
+        .zip(&roots)
+        .filter(|(r, _)| prune.contains(&r.state))
+        .collect();
+    if doomed.is_empty() {
+        println!("pruned 0 files: none is {}", join_or(&prune));
+        return Ok(());
+    }
+    println!(
+        "--prune {} deletes:",
+        prune.iter().cloned().collect::<Vec<_>>().join(",")
+    );
+    for (r, _) in &doomed {
+        println!("  {} ({})", shown(&r.file), r.state);
+    }
+    if !a.yes && !confirmed(doomed.len())? {
+        return Err(CliError(
+            format!(
+                "deleted nothing: confirm at a terminal, or add --yes to delete {}",
+                count(doomed.len(), "file")
+            ),
+            2,
+        ));
+    }
     let mut removed = 0;
-    for r in rows.iter().filter(|r| prune.contains(&r.state)) {
+    for (r, root) in doomed {
+        if let Err(why) = deletable(root, &r.file) {
+            println!("kept {}: {why}", shown(&r.file));
+            continue;
+        }
         std::fs::remove_file(&r.file)
-            .map_err(|e| fail(format!("{}: cannot remove: {e}", r.file.display())))?;
-        println!("removed {} ({})", r.file.display(), r.state);
+            .map_err(|e| fail(format!("{}: cannot remove: {e}", shown(&r.file))))?;
+        println!("removed {} ({})", shown(&r.file), r.state);
         removed += 1;
     }
-    if !prune.is_empty() {
-        println!("pruned {removed} file(s)");
-    }
+    println!("pruned {}", count(removed, "file"));
     Ok(())
+}
+
+/// `n` things, in English: `1 file`, `2 files`.
+fn count(n: usize, what: &str) -> String {
+    calametra::report::count(n, what)
+}
+
+fn join_or(states: &BTreeSet<String>) -> String {
+    states.iter().cloned().collect::<Vec<_>>().join(" or ")
+}
+
+/// Asks a person at a terminal whether to delete `n` files; `false` without a terminal (a
+/// script says `--yes`).
+fn confirmed(n: usize) -> Result<bool, CliError> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Ok(false);
+    }
+    print!("delete {}? [y/N] ", count(n, "file"));
+    std::io::stdout().flush().ok();
+    let mut line = String::new();
+    stdin
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| fail(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
 }

@@ -1357,14 +1357,22 @@ fn finish_sweep(def: Option<&ScenarioDef>, env: &Env, sw: &SweepEnv) -> Result<S
 /// (`CALAMETRA_CASE_STATES=<file>`: one JSON object a line, written when the binary ends).
 static STATES: std::sync::Mutex<Vec<serde_json::Value>> = std::sync::Mutex::new(Vec::new());
 
+/// A path that is not UTF-8 is also written as `file_bytes` (its bytes in hex), so `review`
+/// matches it to its file exactly instead of through a lossy name.
 fn note_state(file: &Path, scenario: &str, state: &str, detail: &str) {
+    let mut line = serde_json::json!({
+        "file": file.display().to_string(),
+        "scenario": scenario,
+        "state": state,
+        "detail": detail,
+    });
+    #[cfg(unix)]
+    if file.to_str().is_none() {
+        use std::os::unix::ffi::OsStrExt;
+        line["file_bytes"] = calametra_core::hex::encode(file.as_os_str().as_bytes()).into();
+    }
     if let Ok(mut v) = STATES.lock() {
-        v.push(serde_json::json!({
-            "file": file.display().to_string(),
-            "scenario": scenario,
-            "state": state,
-            "detail": detail,
-        }));
+        v.push(line);
     }
 }
 

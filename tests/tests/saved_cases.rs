@@ -375,11 +375,10 @@ fn a_renamed_request_makes_a_case_stale_a_fixed_bug_makes_one_fixed_and_review_p
     assert!(!ok && out.contains("--package P"), "{out}");
     let out = review(&[]);
     let rows = review_rows(&out);
+    // The stray file and the FIFO are not saved cases: counted as ignored, never rows.
     let want: BTreeMap<PathBuf, String> = [
         (regs.join(&a), "stale"),
         (regs.join(&b), "fixed"),
-        (stray.clone(), "unreadable"),
-        (fifo.clone(), "unreadable"),
         (foreign.clone(), "foreign"),
     ]
     .into_iter()
@@ -387,12 +386,31 @@ fn a_renamed_request_makes_a_case_stale_a_fixed_bug_makes_one_fixed_and_review_p
     .collect();
     assert_eq!(rows, want, "{out}");
     assert!(
-        out.contains("5 saved case file(s): 1 fixed, 1 foreign, 1 stale, 2 unreadable"),
+        out.contains("3 saved case file(s): 1 fixed, 1 foreign, 1 stale"),
         "{out}"
     );
+    assert!(out.contains("ignored 2 files, not saved cases"), "{out}");
     let before = tree(&regs);
-    let out = review(&["--prune", "stale,fixed"]);
-    assert!(out.contains("pruned 2 file(s)"), "{out}");
+    // Without a terminal to confirm at, --prune lists what it would delete and deletes nothing.
+    let mut c = clean(Command::new(calametra_tool()));
+    c.args([
+        "review",
+        "--package",
+        "calametra-tests",
+        "--prune",
+        "stale,fixed",
+    ])
+    .current_dir(root())
+    .env("CALAMETRA_REGRESSIONS", &regs)
+    .envs(knobs)
+    .stdin(std::process::Stdio::null());
+    let (ok, out) = run(&mut c);
+    assert!(!ok, "{out}");
+    assert!(out.contains("--prune fixed,stale deletes:"), "{out}");
+    assert!(out.contains("add --yes to delete 2 files"), "{out}");
+    assert_eq!(tree(&regs), before, "nothing deleted without --yes");
+    let out = review(&["--prune", "stale,fixed", "--yes"]);
+    assert!(out.contains("pruned 2 files"), "{out}");
     let mut want = before;
     want.remove(&a);
     want.remove(&b);
@@ -732,4 +750,116 @@ fn a_case_made_for_another_build_is_ignored_naming_both_builds() {
         .env("HW_LOOP_BUG_A", "1"));
     assert!(!ok, "{out}");
     assert!(out.contains("saved failure still fails"), "{out}");
+}
+
+/// A directory entry named `name` that is not UTF-8 (`regs\xff`), where the file system allows.
+#[cfg(unix)]
+fn non_utf8(dir: &Path, name: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let mut bytes = name.as_bytes().to_vec();
+    bytes.push(0xff);
+    dir.join(std::ffi::OsString::from_vec(bytes))
+}
+
+#[cfg(unix)]
+#[test]
+fn review_prune_deletes_only_saved_cases_never_through_a_symlink_keeps_a_bin_targets_failing_case_and_reads_a_non_utf8_root(
+) {
+    let tmp = tempfile::tempdir().unwrap();
+    // What must survive: files outside the root reached through a symlinked directory, a
+    // symlinked case-named file, stray files, a [[bin]] harness target's still-failing case,
+    // and a still-failing case under a root whose name is not UTF-8.
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    for f in [
+        "id_ed25519",
+        "notes.txt",
+        "0123456789ab.json",
+        "victim.json",
+    ] {
+        std::fs::write(outside.join(f), "keep me").unwrap();
+    }
+    let regs = non_utf8(tmp.path(), "regs");
+    let saved = save("hw-loop", &regs, &["HW_LOOP_BUG_A"]);
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    let (hw_case, _) = case_of(&saved, "hw-loop", "store_once");
+    let planted_exe = Path::new(env!("CARGO_BIN_EXE_planted"));
+    let (ok, list) = run(clean(Command::new(planted_exe)).arg("--list"));
+    assert!(ok, "{list}");
+    let seeds: Vec<&str> = list
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .filter(|t| t.starts_with("status_long::seed::"))
+        .collect();
+    let planted_found = seeds.iter().take(16).any(|s| {
+        let (ok, _) = run(clean(Command::new(planted_exe))
+            .args(["--exact", s])
+            .env("CALAMETRA_REGRESSIONS", &regs));
+        !ok
+    });
+    assert!(
+        planted_found,
+        "one of the first 16 seeds finds the planted bug"
+    );
+    let planted_cases = tree(&regs.join("planted"));
+    assert_eq!(planted_cases.len(), 1, "{planted_cases:?}");
+    std::os::unix::fs::symlink(&outside, regs.join("linked")).unwrap();
+    std::os::unix::fs::symlink(&outside, regs.join("hw-loop/store_once/linked")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.join("victim.json"),
+        regs.join("hw-loop/store_once/abcdefabcdef.json"),
+    )
+    .unwrap();
+    std::fs::write(regs.join("README.md"), "what these are").unwrap();
+    std::fs::write(regs.join("hw-loop/.gitkeep"), "").unwrap();
+    let outside_before = tree(&outside);
+    let before = tree(&regs);
+
+    let mut c = clean(Command::new(calametra_tool()));
+    c.args(["review", "--package", "calametra-tests"])
+        .args([
+            "--prune",
+            "unreferenced,unreadable,not-run,foreign,stale",
+            "--yes",
+        ])
+        .current_dir(root())
+        .env("CALAMETRA_REGRESSIONS", &regs)
+        .env("HW_LOOP_BUG_A", "1");
+    let (ok, out) = run(&mut c);
+    assert!(ok, "{out}");
+    assert!(out.contains("2 saved case file(s): 2 fails"), "{out}");
+    assert!(
+        out.contains("cargo run -q -p calametra-tests --bin planted"),
+        "{out}"
+    );
+    assert!(out.contains("ignored 5 files, not saved cases"), "{out}");
+    assert!(out.contains("pruned 0 files"), "{out}");
+    assert!(regs.join(&hw_case).is_file());
+    assert_eq!(tree(&regs), before, "nothing under the root was deleted");
+    assert_eq!(tree(&outside), outside_before, "nothing outside it either");
+
+    // A source tree named as the root: no file of it is a saved case, so none is pruned.
+    let src = tmp.path().join("crate");
+    for (f, text) in [
+        ("Cargo.toml", "[package]"),
+        ("src/lib.rs", "//! a crate"),
+        (
+            ".git/objects/ab/cdef0123456789abcdef0123456789abcdef01",
+            "x",
+        ),
+        ("tests/README.md", "x"),
+    ] {
+        std::fs::create_dir_all(src.join(f).parent().unwrap()).unwrap();
+        std::fs::write(src.join(f), text).unwrap();
+    }
+    let src_before = tree(&src);
+    let mut c = clean(Command::new(calametra_tool()));
+    c.args(["review", "--package", "calametra-tests"])
+        .args(["--prune", "unreferenced,unreadable,not-run", "--yes"])
+        .current_dir(root())
+        .env("CALAMETRA_REGRESSIONS", &src);
+    let (ok, out) = run(&mut c);
+    assert!(ok, "{out}");
+    assert!(out.contains("no saved cases in this workspace"), "{out}");
+    assert_eq!(tree(&src), src_before, "nothing of the tree was deleted");
 }

@@ -198,7 +198,7 @@ impl Regression {
     /// Writes the file atomically into `dir` as `<id>.json`; returns its path.
     pub fn save(&self, dir: &Path) -> Result<PathBuf, Error> {
         let path = dir.join(format!("{}.json", self.id));
-        write_atomic(&path, self.to_json().as_bytes())?;
+        replace_atomic(&path, self.to_json().as_bytes())?;
         Ok(path)
     }
 }
@@ -433,7 +433,7 @@ impl Regression {
                 }
             }
         }
-        write_atomic(&path, self.to_json().as_bytes())?;
+        replace_atomic(&path, self.to_json().as_bytes())?;
         Ok(Saved::Written(path))
     }
 }
@@ -467,7 +467,7 @@ impl Regression {
         if Regression::parse(path, &text)? != *old {
             return Ok(false);
         }
-        write_atomic(path, self.to_json().as_bytes())?;
+        replace_atomic(path, self.to_json().as_bytes())?;
         Ok(true)
     }
 }
@@ -487,9 +487,43 @@ fn remove_orphans(dir: &Path) {
     }
 }
 
+/// Whether an output may be written at `path`: nothing there yet, or a regular file (which
+/// is replaced). A symlink, a directory, a FIFO, a socket or a device is refused with an error
+/// saying what it is: an output never replaces what it should not.
+pub fn check_replaceable(path: &Path) -> Result<(), Error> {
+    let Ok(m) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    let t = m.file_type();
+    if t.is_file() {
+        return Ok(());
+    }
+    let what = if t.is_symlink() {
+        "a symlink"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "a FIFO, socket or device"
+    };
+    Err(Error::Input {
+        path: path.to_path_buf(),
+        message: format!(
+            "it is {what}, which an output never replaces; expected a regular file or no file there"
+        ),
+    })
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file beside it (created with mode 0666 less
-/// the user's umask, as any new file), synced, then renamed.
+/// the user's umask, as any new file), synced, then renamed. Refuses to replace anything but a
+/// regular file ([`check_replaceable`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    check_replaceable(path)?;
+    replace_atomic(path, bytes)
+}
+
+/// [`write_atomic`] for a saved case, which replaces whatever has the case's own name (a FIFO
+/// named `<id>.json` must not cost the find: the directory is the case store's).
+fn replace_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

@@ -239,6 +239,15 @@ pub struct Summary {
     pub threads: u64,
     /// Per scenario, sorted by path.
     pub scenarios: Vec<ScenarioSweep>,
+    /// The sweep was stopped by a signal (SIGTERM, SIGINT) before its budget was spent: a
+    /// partial sweep, whose finds so far were saved. Absent when false (a whole sweep's summary
+    /// is as before).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub interrupted: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Summary {
@@ -277,6 +286,11 @@ impl Summary {
             count(self.threads, "thread"),
             self.budget,
         ));
+        if self.interrupted {
+            s.push_str(
+                "  interrupted: stopped by a signal before the budget was spent (a partial sweep; its finds so far are saved)\n",
+            );
+        }
         for sc in &self.scenarios {
             let t = &sc.tally;
             s.push_str(&format!(
@@ -380,6 +394,7 @@ pub fn merge(parts: Vec<Summary>) -> Result<Summary, String> {
             }
         }
         out.partitions.extend(p.partitions);
+        out.interrupted |= p.interrupted;
         out.wall_s = out.wall_s.max(p.wall_s);
         out.threads += p.threads;
         for sc in p.scenarios {
@@ -898,6 +913,7 @@ mod tests {
             wall_s: 1.0,
             threads: 2,
             scenarios: vec![],
+            interrupted: false,
         };
         assert!(merge(vec![s(1), s(2)]).is_ok());
         assert!(merge(vec![s(1), s(1)]).is_err());

@@ -629,6 +629,9 @@ impl Scenario {
         tally.declared_marks.sort();
         let mut screens = Vec::new();
         let mut unexpected = 0;
+        // Finds the regressions directory could not take: the sweep fails with them (a find
+        // that is not saved is lost when the process ends), expected ones included.
+        let mut unsaved: Vec<String> = Vec::new();
         let runner = InProcess(func);
         for g in tally.signatures.values() {
             if let Some(events) = &g.events_list {
@@ -640,7 +643,11 @@ impl Scenario {
                 let expected = self.def.expect.is_some_and(|e| f.invariant() == Some(e));
                 unexpected += usize::from(!expected);
                 let trial = self.trial("sweep");
-                screens.push(self.report_as(&runner, &trial, None, &r, f, !expected).0);
+                let (text, h) = self.report_as(&runner, &trial, None, &r, f, !expected);
+                if let Err(e) = &h.saved {
+                    unsaved.push(format!("{}: {e}", h.case.failure));
+                }
+                screens.push(text);
                 continue;
             }
             let Some(seed) = g
@@ -660,7 +667,10 @@ impl Scenario {
                 unexpected += 1;
             }
             let trial = self.trial(&probe.trial_suffix());
-            let (text, _) = self.report_as(&runner, &trial, Some(&probe), &r, f, !expected);
+            let (text, h) = self.report_as(&runner, &trial, Some(&probe), &r, f, !expected);
+            if let Err(e) = &h.saved {
+                unsaved.push(format!("{}: {e}", h.case.failure));
+            }
             screens.push(text);
         }
         if let Ok(mut v) = SWEPT.lock() {
@@ -671,6 +681,16 @@ impl Scenario {
                 },
                 wall,
             ));
+        }
+        if !unsaved.is_empty() {
+            return Err(format!(
+                "the sweep ({} runs) could not save {} (its case is printed on the screen below; fix the directory and sweep again):\n{}\n{}",
+                tally.runs,
+                report::count(unsaved.len(), "find"),
+                unsaved.join("\n"),
+                screens.join("\n")
+            )
+            .into());
         }
         if let Some(inv) = self.def.expect {
             if !tally
@@ -1282,25 +1302,95 @@ fn write_new_or_regular(path: &Path, bytes: &[u8]) -> Result<(), String> {
 static SWEPT: std::sync::Mutex<Vec<(ScenarioSweep, std::time::Duration)>> =
     std::sync::Mutex::new(Vec::new());
 
+/// Whether libtest-mimic will run the sweep trial `name` of the scenario at `path`: the
+/// filter (or `--exact`) and every `--skip` as it applies them, and no `--ignored` (a sweep
+/// trial is never ignored, so `--ignored` runs none).
+fn sweep_selected(args: &Arguments, path: &str, name: &str) -> bool {
+    let chosen = match (&args.filter, args.exact) {
+        (None, _) => true,
+        (Some(f), true) => f == name || f == path,
+        (Some(f), false) => name.contains(f.as_str()),
+    };
+    let skipped = args.skip.iter().any(|k| match args.exact {
+        true => k == name,
+        false => name.contains(k.as_str()),
+    });
+    chosen && !skipped && !args.ignored
+}
+
+/// Why no scenario is swept, for the error a sweep of nothing ends with.
+fn nothing_swept(defs: &[&'static ScenarioDef], args: &Arguments) -> String {
+    let sim = defs
+        .iter()
+        .filter(|d| matches!(d.func, Body::Sim(_)))
+        .count();
+    if defs.is_empty() {
+        "this binary holds no scenario".into()
+    } else if sim == 0 {
+        "this binary's scenarios are all guest scenarios, which are not swept (a guest run takes seconds)".into()
+    } else if args.ignored {
+        "--ignored selects ignored trials, and sweep trials are never ignored".into()
+    } else {
+        format!(
+            "no `<scenario>::sweep` trial matches the filter{} (list them with --list)",
+            if args.skip.is_empty() {
+                ""
+            } else {
+                " and --skip"
+            }
+        )
+    }
+}
+
+/// The sweep's outputs, checked before any run: the summary's path must be a regular file or
+/// nothing (never a directory, a symlink or a FIFO), and the corpus's a directory or nothing.
+fn check_sweep_outputs(def: Option<&ScenarioDef>, sw: &SweepEnv) -> Result<(), String> {
+    if let Some(def) = def {
+        let path = summary_path(def, sw);
+        regress::check_replaceable(&path).map_err(|e| format!("CALAMETRA_SWEEP_SUMMARY: {e}"))?;
+    }
+    if let Some(Some(dir)) = &sw.guide {
+        if let Ok(m) = std::fs::symlink_metadata(dir) {
+            if !m.is_dir() {
+                return Err(format!(
+                    "CALAMETRA_SWEEP_CORPUS={}: not a directory (expected a directory for the corpus, made when missing)",
+                    dir.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where this binary's sweep summary goes: `CALAMETRA_SWEEP_SUMMARY`, else
+/// `target/calametra/sweeps/<package>-<target>-<k>of<n>.json`.
+fn summary_path(def: &ScenarioDef, sw: &SweepEnv) -> PathBuf {
+    sw.summary.clone().unwrap_or_else(|| {
+        target_dir(def)
+            .join("calametra")
+            .join("sweeps")
+            .join(format!(
+                "{}-{}-{}of{}.json",
+                def.package,
+                cargo_target(def),
+                sw.partition.k,
+                sw.partition.n
+            ))
+    })
+}
+
 /// The sweep's trials: one `path::sweep` per in-process scenario, run one at a time (each
-/// uses every core), sharing the budget.
+/// uses every core), sharing the budget; and how many of them will run.
 fn sweep_trials(
     defs: &[&'static ScenarioDef],
     env: &Env,
     sw: &SweepEnv,
     args: &Arguments,
-) -> Vec<Trial> {
+) -> (Vec<Trial>, usize) {
     let selected: Vec<&&'static ScenarioDef> = defs
         .iter()
         .filter(|d| matches!(d.func, Body::Sim(_)))
-        .filter(|d| {
-            let name = format!("{}::sweep", d.path());
-            match (&args.filter, args.exact) {
-                (None, _) => true,
-                (Some(f), true) => *f == name || *f == d.path(),
-                (Some(f), false) => name.contains(f.as_str()),
-            }
-        })
+        .filter(|d| sweep_selected(args, &d.path(), &format!("{}::sweep", d.path())))
         .collect();
     let stop = sweep::Stop::share(sw.budget, selected.len());
     let mut trials = Vec::new();
@@ -1317,7 +1407,7 @@ fn sweep_trials(
             Err(e) => trials.push(test_trial(name, move || Err(e.into()))),
         }
     }
-    trials
+    (trials, selected.len())
 }
 
 /// Writes this binary's sweep summary and returns the closing report.
@@ -1328,6 +1418,7 @@ fn finish_sweep(def: Option<&ScenarioDef>, env: &Env, sw: &SweepEnv) -> Result<S
     let mut swept = SWEPT.lock().map(|v| v.clone()).unwrap_or_default();
     swept.sort_by(|a, b| a.0.scenario.cmp(&b.0.scenario));
     let target = cargo_target(def);
+    let path = summary_path(def, sw);
     let summary = Summary {
         format: calametra_core::sweep::FORMAT.into(),
         version: calametra_core::sweep::VERSION,
@@ -1339,16 +1430,8 @@ fn finish_sweep(def: Option<&ScenarioDef>, env: &Env, sw: &SweepEnv) -> Result<S
         wall_s: swept.iter().map(|(_, d)| d.as_secs_f64()).sum(),
         threads: sw.threads as u64,
         scenarios: swept.into_iter().map(|(s, _)| s).collect(),
+        interrupted: sweep::interrupted(),
     };
-    let path = sw.summary.clone().unwrap_or_else(|| {
-        target_dir(def)
-            .join("calametra")
-            .join("sweeps")
-            .join(format!(
-                "{}-{}-{}of{}.json",
-                def.package, target, sw.partition.k, sw.partition.n
-            ))
-    });
     regress::write_atomic(&path, summary.to_json().as_bytes()).map_err(|e| e.to_string())?;
     Ok(format!("{}summary: {}\n", summary.report(), path.display()))
 }
@@ -1645,7 +1728,23 @@ pub fn main() {
     if let Some(sw) = env.sweep.clone() {
         // One scenario's sweep at a time: each uses every core.
         args.test_threads = Some(1);
-        let trials = sweep_trials(&defs, &env, &sw, &args);
+        let (trials, swept) = sweep_trials(&defs, &env, &sw, &args);
+        if !args.list {
+            // Where the sweep's outputs go is checked before any budget is spent, and a sweep
+            // that would sweep nothing says so instead of passing on 0 runs.
+            if let Err(e) = check_sweep_outputs(defs.first().copied(), &sw) {
+                eprintln!("calametra: {e}");
+                std::process::exit(2);
+            }
+            if swept == 0 {
+                eprintln!(
+                    "calametra: the sweep sweeps nothing: {}",
+                    nothing_swept(&defs, &args)
+                );
+                std::process::exit(2);
+            }
+            sweep::catch_interrupts();
+        }
         let json = matches!(args.format, Some(libtest_mimic::FormatSetting::Json));
         let conclusion = libtest_mimic::run(&args, trials);
         if !args.list {
@@ -1656,6 +1755,10 @@ pub fn main() {
                     eprintln!("calametra: the sweep summary: {e}");
                     std::process::exit(2);
                 }
+            }
+            if let Some(sig) = sweep::interrupt_signal() {
+                // As a process the signal ended would: 128 + the signal's number.
+                std::process::exit(128 + sig);
             }
         }
         conclusion.exit();

@@ -29,8 +29,51 @@ pub use calametra_core::sweep::*;
 
 use calametra_core::explore::{replay_config, InProcess, Probe, Runner};
 use calametra_core::sim::{take_coverage, RunConfig, RunResult, Sim};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// Set by SIGTERM or SIGINT during a sweep ([`catch_interrupts`]): the workers stop taking
+/// runs, and the sweep saves what it found and writes a partial summary before it exits. The
+/// driver's state, outside every simulated run (no run reads it).
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The signal that set [`INTERRUPTED`].
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// Whether a signal asked the sweep to stop.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
+/// The signal that stopped the sweep (15 for SIGTERM, 2 for SIGINT), if one did.
+pub fn interrupt_signal() -> Option<i32> {
+    interrupted().then(|| SIGNAL.load(Ordering::Relaxed))
+}
+
+/// Stops the sweep instead of the process on the first SIGTERM or SIGINT (a CI job cancelled,
+/// Ctrl-C), so the finds so far are saved and a partial summary written; a second one ends the
+/// process as usual (the handler is installed with `SA_RESETHAND`). Unix only; elsewhere a
+/// sweep ends with the process.
+pub fn catch_interrupts() {
+    #[cfg(unix)]
+    {
+        extern "C" fn on_signal(sig: libc::c_int) {
+            // Async-signal-safe: two atomic stores.
+            SIGNAL.store(sig, Ordering::Relaxed);
+            INTERRUPTED.store(true, Ordering::Relaxed);
+        }
+        for sig in [libc::SIGTERM, libc::SIGINT] {
+            // SAFETY: `sa` is a zeroed sigaction filled with a handler that only stores
+            // atomics; sigaction copies it.
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                sa.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+                libc::sigemptyset(&mut sa.sa_mask);
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+            }
+        }
+    }
+}
 
 /// One scenario's sweep.
 pub struct Job<'a> {
@@ -77,6 +120,9 @@ pub fn run(job: &Job<'_>, stop: Stop, partition: Partition, threads: usize) -> (
                     let runner = InProcess(&job.func);
                     loop {
                         let j = next.fetch_add(1, Ordering::Relaxed);
+                        if interrupted() {
+                            break;
+                        }
                         match stop {
                             Stop::Runs(n) if j >= n => break,
                             Stop::After(d) if started.elapsed() >= d => break,
@@ -180,6 +226,7 @@ pub fn run_guided_until(
     let (mut j0, mut fresh) = (0u64, 0u64);
     loop {
         let n = match stop {
+            _ if interrupted() => 0,
             Stop::Runs(total) => ROUND.min(total.saturating_sub(j0)),
             Stop::After(d) if started.elapsed() >= d => 0,
             Stop::After(_) => ROUND,
@@ -207,7 +254,7 @@ pub fn run_guided_until(
                     let runner = InProcess(&job.func);
                     loop {
                         let k = next.fetch_add(1, Ordering::Relaxed);
-                        if k >= n {
+                        if k >= n || interrupted() {
                             break;
                         }
                         if let Stop::After(d) = stop {

@@ -157,3 +157,129 @@ fn bad_sweep_settings_are_clear_errors() {
         assert!(err.contains(says), "{var}={val}: {err}");
     }
 }
+
+#[test]
+fn a_sweep_whose_finds_cannot_be_saved_fails_and_prints_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A regressions directory that cannot be made (a regular file is in the way): even as
+    // root, nothing can be saved there.
+    let blocker = tmp.path().join("blocker");
+    std::fs::write(&blocker, "a file").unwrap();
+    let (ok, text) = run(planted(tmp.path())
+        .env("CALAMETRA_REGRESSIONS", blocker.join("regs"))
+        .env("CALAMETRA_SWEEP", "200")
+        .env("CALAMETRA_SWEEP_SUMMARY", tmp.path().join("s.json"))
+        .args(["--exact", "status_found::sweep"]));
+    // status_found expects its failure: the find passes the sweep only when it is kept.
+    assert!(!ok, "a find that cannot be saved fails the sweep:\n{text}");
+    assert!(text.contains("could not save 1 find"), "{text}");
+    assert!(
+        text.contains("\"events\""),
+        "the case is on the screen:\n{text}"
+    );
+}
+
+#[test]
+fn a_sweep_checks_its_outputs_and_its_selection_before_spending_the_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("a-directory");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let summary_file = tmp.path().join("s.json");
+    let cases: Vec<(&str, &Path, Vec<&str>, &str)> = vec![
+        (
+            "CALAMETRA_SWEEP_SUMMARY",
+            &dir,
+            vec![],
+            "it is a directory, which an output never replaces",
+        ),
+        ("CALAMETRA_SWEEP_CORPUS", &file, vec![], "not a directory"),
+        (
+            "CALAMETRA_SWEEP_SUMMARY",
+            &summary_file,
+            vec!["no_such_scenario"],
+            "the sweep sweeps nothing: no `<scenario>::sweep` trial matches the filter",
+        ),
+        (
+            "CALAMETRA_SWEEP_SUMMARY",
+            &summary_file,
+            vec!["--ignored"],
+            "sweep trials are never ignored",
+        ),
+    ];
+    for (var, val, args, says) in cases {
+        let o = planted(tmp.path())
+            .env("CALAMETRA_SWEEP", "10m")
+            .env(var, val)
+            .args(&args)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.status.code(), Some(2), "{var} {args:?}: {text}");
+        assert!(text.contains(says), "{var} {args:?}: {text}");
+        assert!(!text.contains("::sweep ..."), "no trial ran: {text}");
+    }
+    assert!(dir.is_dir() && std::fs::read(&file).unwrap() == b"x");
+}
+
+#[test]
+fn a_skipped_scenario_leaves_its_share_of_a_time_budget_to_the_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t.json");
+    let (_, text) = run(planted(tmp.path())
+        .env("CALAMETRA_REGRESSIONS", "off")
+        .env("CALAMETRA_SWEEP", "2s")
+        .env("CALAMETRA_SWEEP_SUMMARY", &out)
+        .args(["--skip", "status_found"]));
+    let s = summary(&out);
+    assert_eq!(s.scenarios.len(), 1, "{text}");
+    // A time budget stops a scenario only once its share has passed: the one scenario swept
+    // gets all of it (before, half went to the skipped one and was never spent).
+    assert!(s.wall_s >= 1.9, "{} s of 2s spent:\n{text}", s.wall_s);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_sweep_stopped_by_sigterm_keeps_its_finds_and_writes_a_partial_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("partial.json");
+    let child = planted(tmp.path())
+        .env("CALAMETRA_SWEEP", "10m")
+        .env("CALAMETRA_SWEEP_THREADS", "1")
+        .env("CALAMETRA_SWEEP_SUMMARY", &out)
+        .arg("status_long")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until the sweep has run for a while (its trial has started), then the signal.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(128 + 15), "{text}");
+    let s = summary(&out);
+    assert!(s.interrupted, "{text}");
+    assert!(s.runs() > 0, "{text}");
+    assert!(text.contains("interrupted: stopped by a signal"), "{text}");
+    let sig = signatures(&s);
+    assert_eq!(sig.len(), 1, "the planted bug was met: {sig:?}\n{text}");
+    let dir = tmp.path().join("regs").join("planted").join("status_long");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert_eq!(files.len(), 1, "its find is saved:\n{text}");
+}

@@ -824,7 +824,9 @@ fn review_prune_deletes_only_saved_cases_never_through_a_symlink_keeps_a_bin_tar
         ])
         .current_dir(root())
         .env("CALAMETRA_REGRESSIONS", &regs)
-        .env("HW_LOOP_BUG_A", "1");
+        .env("HW_LOOP_BUG_A", "1")
+        // An exported sweep budget does not turn review's replays into sweeps.
+        .env("CALAMETRA_SWEEP", "1s");
     let (ok, out) = run(&mut c);
     assert!(ok, "{out}");
     assert!(out.contains("2 saved case file(s): 2 fails"), "{out}");

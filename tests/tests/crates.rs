@@ -1,5 +1,7 @@
 //! The crates a user adopts carry what their role needs and nothing more (issue 19), measured
-//! with `cargo tree --offline -e normal` on this workspace:
+//! with `cargo tree --locked -e normal` on this workspace (`--locked`, not `--offline`: on a
+//! fresh machine nothing has downloaded the hardware feature's crates yet, and cargo fetches
+//! them as the lock file pins them):
 //!
 //! - a driver crate built on `calametra-usb` (the example drivers' libraries, the DFU updater
 //!   and the Trigger 6 driver, with default features and on hardware, and `calametra-usb` itself
@@ -22,9 +24,18 @@ fn workspace() -> PathBuf {
 
 /// The names of the crates `cargo tree` lists for `args` (normal dependencies only).
 fn tree(args: &[&str]) -> BTreeSet<String> {
+    tree_in(args, None)
+}
+
+/// [`tree`] with `CARGO_HOME` set to `home` when given.
+fn tree_in(args: &[&str], home: Option<&Path>) -> BTreeSet<String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["tree", "--offline", "-e", "normal", "--prefix", "none"])
+    let mut c = Command::new(cargo);
+    if let Some(h) = home {
+        c.env("CARGO_HOME", h);
+    }
+    let out = c
+        .args(["tree", "--locked", "-e", "normal", "--prefix", "none"])
         .args(args)
         .current_dir(workspace())
         .output()
@@ -107,5 +118,21 @@ fn the_facade_with_default_features_links_no_models_qemu_capture_or_cli() {
             !facade.contains(name),
             "calametra (default features) links {name}: {facade:?}"
         );
+    }
+}
+
+/// On a fresh machine (issue 40) this file's checks failed: `cargo tree --offline` needed the
+/// hardware feature's crates, which nothing had downloaded yet. With an empty `CARGO_HOME`
+/// the hardware tree is read as on any machine (cargo fetches what the lock file pins).
+#[test]
+fn the_hardware_tree_is_read_with_an_empty_cargo_home() {
+    let home = tempfile::tempdir().unwrap();
+    let hw = tree_in(
+        &["-p", "calametra-example-trigger6", "--features", "hardware"],
+        Some(home.path()),
+    );
+    assert!(hw.contains("nusb"), "{hw:?}");
+    for c in NOT_IN_A_DRIVER {
+        assert!(!hw.contains(*c), "{c} in {hw:?}");
     }
 }

@@ -524,3 +524,55 @@ fn a_process_killed_mid_write_leaves_no_partial_regression_file() {
     assert!(ok, "{out}");
     assert!(!out.contains(".calametra-"), "{out}");
 }
+
+/// The test binary's own outputs never replace a symlink, a FIFO or a directory with a regular
+/// file (issue 41): the trial or the binary fails naming what is there, and it is left as it was.
+#[cfg(unix)]
+#[test]
+fn the_binarys_outputs_never_replace_a_symlink_a_fifo_or_a_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("precious.txt");
+    std::fs::write(&target, "keep me").unwrap();
+    let link = tmp.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let fifo = tmp.path().join("fifo.jsonl");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for (var, path, says) in [
+        (
+            "CALAMETRA_TRACE_OUT",
+            &link,
+            "it is a symlink, which an output never replaces",
+        ),
+        (
+            "CALAMETRA_TRACE_OUT",
+            &fifo,
+            "it is a FIFO, socket or device",
+        ),
+        ("CALAMETRA_CASE_STATES", &link, "it is a symlink"),
+        (
+            "CALAMETRA_CASE_STATES",
+            &tmp.path().to_path_buf(),
+            "it is a directory",
+        ),
+    ] {
+        let (ok, out) = run(bin("planted")
+            .args(["--exact", "status_long::baseline"])
+            .env(var, path));
+        assert!(!ok, "{var}={}: {out}", path.display());
+        assert!(out.contains(says), "{var}={}: {out}", path.display());
+    }
+    assert_eq!(std::fs::read_to_string(&link).unwrap(), "keep me");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+}

@@ -3,10 +3,10 @@
 #
 # On a fresh machine this installs, through the project's own scripts, what the end-to-end
 # tests use: QEMU 10 from bookworm-backports and the kernel headers (scripts/install-qemu.sh),
-# Debian's chromium (scripts/install-chromium.sh); builds the Linux 6.1 guest with its trigger6
+# Debian's chromium (scripts/install-chromium.sh), Debian's tshark (scripts/install-tshark.sh); builds the Linux 6.1 guest with its trigger6
 # DRM module (guest/build.sh) and the lockstep QEMU (calametra-qemu/qemu/build.sh), each cached
 # under target/. Then: the determinism lints, every workspace test under nextest, the doctests,
-# the tests that need QEMU or chromium (--ignored), rust-analyzer's run button for a scenario
+# the tests that need QEMU, chromium or tshark (--ignored), rust-analyzer's run button for a scenario
 # (scripts/ide-runnables.sh), the hardware builds of the example drivers, the packaging of every
 # published crate (cargo package: metadata, README, licences, nothing outside the package), the
 # declared rust-version (1.89) on the user-facing crates, and a bounded smoke run of every fuzz
@@ -25,6 +25,7 @@ system=1
 if [ $system = 1 ]; then
   step "scripts/install-qemu.sh"; bash scripts/install-qemu.sh
   step "scripts/install-chromium.sh"; bash scripts/install-chromium.sh
+  step "scripts/install-tshark.sh"; bash scripts/install-tshark.sh
   step "guest/build.sh"; bash guest/build.sh
   step "calametra-qemu/qemu/build.sh (the lockstep QEMU)"; bash calametra-qemu/qemu/build.sh
 fi

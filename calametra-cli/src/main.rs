@@ -966,7 +966,7 @@ fn export_cmd(a: &ExportArgs) -> Result<(), CliError> {
     }
     if let Some(out) = &a.pcapng {
         let bytes = export::pcapng::pcapng(&recs)
-            .map_err(|e| CliError(format!("{}: {e}", file.display()), 2))?;
+            .map_err(|e| fail(format!("{}: {e}", file.display())))?;
         write_output(out, &bytes)?;
         note_written(out, " (open it in Wireshark)");
     }

@@ -965,8 +965,8 @@ fn export_cmd(a: &ExportArgs) -> Result<(), CliError> {
         note_written(out, "");
     }
     if let Some(out) = &a.pcapng {
-        let bytes = export::pcapng::pcapng(&recs)
-            .map_err(|e| fail(format!("{}: {e}", file.display())))?;
+        let bytes =
+            export::pcapng::pcapng(&recs).map_err(|e| fail(format!("{}: {e}", file.display())))?;
         write_output(out, &bytes)?;
         note_written(out, " (open it in Wireshark)");
     }

@@ -144,7 +144,7 @@ fn transfer(r: &Record) -> Result<Transfer, String> {
         let bytes = hex
             .as_str()
             .ok_or_else(|| format!("found {hex}; expected 16 hex digits"))
-            .and_then(|s| calametra_core::hex::decode(s))
+            .and_then(calametra_core::hex::decode)
             .and_then(|b| Setup::from_bytes(&b))
             .map_err(|e| bad(r, "setup", e))?;
         let is_in = bytes.is_in();

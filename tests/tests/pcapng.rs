@@ -5,7 +5,8 @@
 //!   records every transfer the Trigger 6 driver and the DFU updater make, at virtual times
 //!   (the same bytes every run); `calametra-capture` reads the file back with each transfer's
 //!   setup, data, status and time as the run's own trace has them, in order; and `calametra
-//!   compare` of the shipped DFU model against the recorded file finds it clean;
+//!   compare` of the shipped DFU model against the recorded file finds it clean (the Trigger 6
+//!   model: the same but for the monitor's EDID, which `compare` takes from the real capture);
 //! - `calametra export --pcapng` of faulted runs (a stall, a timeout, a short bulk OUT, a
 //!   disconnect) writes what the host would see, read back by `calametra-capture`, and Debian's
 //!   tshark decodes an exported Trigger 6 run and DFU run with no malformed packet and shows the
@@ -246,6 +247,48 @@ fn the_recorder_over_the_simulators_interface_records_every_transfer_as_the_trac
         assert!(n > 20, "{name}: {n} transfers");
         println!("{name}: {n} transfers recorded, {} bytes", bytes.len());
     }
+}
+
+/// `calametra compare` of the shipped DFU model against the recording of the updater's run
+/// on it: every control transfer the same.
+/// `calametra compare` of the shipped Trigger 6 model against the recording of the driver's
+/// run on it: every bulk OUT (the DMA headers and the 3 MB frame), every interrupt IN and every
+/// control transfer the same, but the two EDID reads: the scenario plugs the spec's HP X27q,
+/// while `compare` scripts the monitor of the repository's real capture into the model.
+#[test]
+fn calametra_compare_finds_the_t6_recording_the_same_but_the_monitor() {
+    let (_, bytes) = recorded(t6_recorded);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t6.pcapng");
+    std::fs::write(&file, &bytes).unwrap();
+    let spec = support::root().join("specs/trigger6-jcd543.json");
+    let (code, out) = support::run_code(Command::new(support::calametra_tool()).args([
+        "compare".as_ref(),
+        "--capture".as_ref(),
+        file.as_os_str(),
+        "--spec".as_ref(),
+        spec.as_os_str(),
+    ]));
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("29 control transfers: 27 same, 2 differ"),
+        "{out}"
+    );
+    let differing: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("[UNEXPLAINED]"))
+        .collect();
+    assert_eq!(differing.len(), 2, "{out}");
+    assert!(differing.iter().all(|l| l.contains("get_edid")), "{out}");
+    assert!(
+        out.contains("bulk OUT 0x02: 10 transfers (3110800 bytes): 10 same"),
+        "{out}"
+    );
+    assert!(
+        out.contains("interrupt IN 0x83: 7 transfers (384 bytes): 7 same"),
+        "{out}"
+    );
+    assert!(out.contains("frames reassembled and flipped: 5"), "{out}");
 }
 
 /// `calametra compare` of the shipped DFU model against the recording of the updater's run

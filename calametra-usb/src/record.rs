@@ -17,14 +17,28 @@
 //! simulated run records the same bytes every time. This module reads the wall clock only in
 //! [`WallClock`].
 //!
+//! On hardware, with `nusb` (a transfer that `NusbInterface` keeps submitted after its future
+//! is dropped, an IN whose completion the next read takes, shows here as a cancelled transfer
+//! and a new one: the recording is the driver's view):
+//!
 //! ```no_run
 //! # #[cfg(feature = "nusb")] {
 //! use calametra_usb::nusb::{block_on, NusbInterface};
 //! use calametra_usb::record::{Recorder, Recording};
+//! use calametra_usb::{ControlIn, ControlType, Recipient, TransferError, UsbInterface};
+//! use std::time::Duration;
 //!
-//! let recording = Recording::create("dock.pcapng")?;
-//! let iface = Recorder::new(NusbInterface::open(0x0711, 0x5601, 0).unwrap(), &recording);
-//! // block_on(my_driver::run(&iface)); // the driver, unchanged, through the recorder
+//! /// The driver: generic, so it runs unchanged through the recorder.
+//! async fn status(iface: &impl UsbInterface) -> Result<Vec<u8>, TransferError> {
+//!     let req = ControlIn { control_type: ControlType::Vendor, recipient: Recipient::Device,
+//!                           request: 0x87, value: 0, index: 0, length: 1 };
+//!     iface.control_in(req, Duration::from_millis(500)).await
+//! }
+//!
+//! let recording = Recording::create("dock.pcapng")?; // written beside, renamed at finish
+//! let dock = NusbInterface::open(0x0711, 0x5601, 0).map_err(std::io::Error::other)?;
+//! let iface = Recorder::new(dock, &recording);
+//! println!("{:?}", block_on(status(&iface)));
 //! recording.finish()?; // dock.pcapng appears, whole
 //! # }
 //! # Ok::<(), std::io::Error>(())

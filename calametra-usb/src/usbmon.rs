@@ -63,6 +63,10 @@ pub mod layout {
     pub const LEN: usize = 64;
 }
 
+/// The most data one packet carries, whatever the snap length: its pcapng block (20 bytes of
+/// packet header, this header, the data, padding, framing) must stay within a `u32` length.
+pub const MAX_CAPTURED: usize = u32::MAX as usize - 1024;
+
 /// `URB_DIR_IN`, the transfer flag Linux sets on an IN URB (seen in `xfer_flags`).
 pub const URB_DIR_IN: u32 = 0x200;
 
@@ -174,7 +178,7 @@ impl UrbEvent<'_> {
     pub fn encode(&self, snaplen: usize, out: &mut Vec<u8>) {
         use layout as l;
         let is_in = self.endpoint & DIR_IN != 0;
-        let cap = self.data.len().min(snaplen).min(u32::MAX as usize);
+        let cap = self.data.len().min(snaplen).min(MAX_CAPTURED);
         let start = out.len();
         out.resize(start + l::LEN, 0);
         let h = &mut out[start..];

@@ -8,9 +8,10 @@
 //!   compare` of the shipped DFU model against the recorded file finds it clean (the Trigger 6
 //!   model: the same but for the monitor's EDID, which `compare` takes from the real capture);
 //! - `calametra export --pcapng` of faulted runs (a stall, a timeout, a short bulk OUT, a
-//!   disconnect) writes what the host would see, read back by `calametra-capture`, and Debian's
-//!   tshark decodes an exported Trigger 6 run and DFU run with no malformed packet and shows the
-//!   faults' status codes (ignored: needs tshark, `scripts/install-tshark.sh`).
+//!   disconnect; a failing case of the planted DFU bug) writes what the host would see, read
+//!   back by `calametra-capture`, and Debian's tshark decodes the exported Trigger 6 and DFU
+//!   runs with no malformed packet and shows the faults' status codes (ignored: needs tshark,
+//!   `scripts/install-tshark.sh`).
 
 mod support;
 
@@ -354,6 +355,21 @@ fn faulted_exports(dir: &Path) -> Vec<(&'static str, PathBuf, Vec<i32>)> {
     plan.faults
         .insert("ctrl.dnload#3".into(), Fault::Disconnect);
     let d = run(config(plan), &|sim: &mut Sim| dfu(sim, |i| i));
+    // A failing case: the updater with its planted bug takes a timed-out DFU_GETSTATUS after
+    // the final block for a reset into the new firmware, and `installed_as_claimed` breaks.
+    let failing = run(
+        config(FaultPlan::single("ctrl.getstatus#66", Fault::Timeout)),
+        &calametra_example_dfu_updater::scenario::scenario_planted,
+    );
+    let why = failing
+        .failure
+        .as_ref()
+        .map(|f| f.text())
+        .unwrap_or_default();
+    assert!(
+        why.contains("installed_as_claimed"),
+        "the planted bug is found: {why}"
+    );
     vec![
         (
             "trigger6-stall",
@@ -370,6 +386,11 @@ fn faulted_exports(dir: &Path) -> Vec<(&'static str, PathBuf, Vec<i32>)> {
             "dfu",
             exported(dir, "dfu", &d),
             vec![errno::EPIPE, errno::ESHUTDOWN],
+        ),
+        (
+            "dfu-failing",
+            exported(dir, "dfu-failing", &failing),
+            vec![errno::ENOENT],
         ),
     ]
 }

@@ -4,16 +4,19 @@
 //!
 //! Header fields are in the byte order of the file (the pcap magic or the pcapng section); the
 //! setup packet is always in USB wire order. Layout: Linux `Documentation/usb/usbmon.rst`,
-//! libpcap `pcap/usb.h` (summarised in the project's `refdata/usbmon.md`).
+//! libpcap `pcap/usb.h` (summarised in the project's `refdata/usbmon.md`); the field offsets
+//! are `calametra_usb::usbmon::layout`, the one definition the recorder writes with too.
 
 use super::{EventKind, Order, XferType};
 use crate::Event;
 use calametra_core::usb::Setup;
+use calametra_usb::usbmon::layout as l;
 
 /// `LINKTYPE_USB_LINUX`: the 48-byte header.
 pub const LINKTYPE_USB_LINUX: u32 = 189;
 /// `LINKTYPE_USB_LINUX_MMAPPED`: the 64-byte header.
-pub const LINKTYPE_USB_LINUX_MMAPPED: u32 = 220;
+pub const LINKTYPE_USB_LINUX_MMAPPED: u32 =
+    calametra_usb::usbmon::LINKTYPE_USB_LINUX_MMAPPED as u32;
 /// `LINKTYPE_USBPCAP` (Windows USBPcap): named in errors, not read.
 pub const LINKTYPE_USBPCAP: u32 = 249;
 
@@ -23,8 +26,8 @@ const ISO_DESC: usize = 16;
 /// The header length for a supported link type, or a message saying what is expected.
 pub fn header_len(link_type: u32) -> Result<usize, String> {
     match link_type {
-        LINKTYPE_USB_LINUX => Ok(48),
-        LINKTYPE_USB_LINUX_MMAPPED => Ok(64),
+        LINKTYPE_USB_LINUX => Ok(l::LEGACY_LEN),
+        LINKTYPE_USB_LINUX_MMAPPED => Ok(l::LEN),
         LINKTYPE_USBPCAP => Err(format!(
             "link type {link_type} (LINKTYPE_USBPCAP, Windows USBPcap) is not supported; expected \
              189 (LINKTYPE_USB_LINUX) or 220 (LINKTYPE_USB_LINUX_MMAPPED) from Linux usbmon"
@@ -72,14 +75,14 @@ pub fn parse_packet(
     if p.len() < hdr {
         return Err(short(0, "usbmon header"));
     }
-    let id = order.u64(p, 0).ok_or_else(|| short(0, "id"))?;
-    let kind = match p.get(8) {
+    let id = order.u64(p, l::ID).ok_or_else(|| short(l::ID, "id"))?;
+    let kind = match p.get(l::TYPE) {
         Some(b'S') => EventKind::Submit,
         Some(b'C') => EventKind::Complete,
         Some(b'E') => EventKind::Error,
         other => {
             return Err(PacketError {
-                offset: 8,
+                offset: l::TYPE,
                 field: "type",
                 message: format!(
                     "event type {}; expected 'S' (0x53), 'C' (0x43) or 'E' (0x45)",
@@ -88,36 +91,51 @@ pub fn parse_packet(
             })
         }
     };
-    let xfer_byte = p.get(9).copied().unwrap_or(0xff);
+    let xfer_byte = p.get(l::XFER_TYPE).copied().unwrap_or(0xff);
     let xfer = XferType::from_u8(xfer_byte).ok_or_else(|| PacketError {
-        offset: 9,
+        offset: l::XFER_TYPE,
         field: "xfer_type",
         message: format!(
             "transfer type {xfer_byte}; expected 0 (iso), 1 (interrupt), 2 (control) or 3 (bulk)"
         ),
     })?;
-    let endpoint = p.get(10).copied().unwrap_or(0);
-    let device = p.get(11).copied().unwrap_or(0);
-    let bus = order.u16(p, 12).ok_or_else(|| short(12, "busnum"))?;
-    let flag_setup = p.get(14).copied().unwrap_or(0xff);
-    let ts_sec = order.u64(p, 16).ok_or_else(|| short(16, "ts_sec"))? as i64;
-    let ts_usec = order.u32(p, 24).ok_or_else(|| short(24, "ts_usec"))? as i32;
-    let status = order.u32(p, 28).ok_or_else(|| short(28, "status"))? as i32;
-    let length = order.u32(p, 32).ok_or_else(|| short(32, "length"))?;
-    let len_cap = order.u32(p, 36).ok_or_else(|| short(36, "len_cap"))?;
+    let endpoint = p.get(l::EPNUM).copied().unwrap_or(0);
+    let device = p.get(l::DEVNUM).copied().unwrap_or(0);
+    let bus = order
+        .u16(p, l::BUSNUM)
+        .ok_or_else(|| short(l::BUSNUM, "busnum"))?;
+    let flag_setup = p.get(l::FLAG_SETUP).copied().unwrap_or(0xff);
+    let ts_sec = order
+        .u64(p, l::TS_SEC)
+        .ok_or_else(|| short(l::TS_SEC, "ts_sec"))? as i64;
+    let ts_usec = order
+        .u32(p, l::TS_USEC)
+        .ok_or_else(|| short(l::TS_USEC, "ts_usec"))? as i32;
+    let status = order
+        .u32(p, l::STATUS)
+        .ok_or_else(|| short(l::STATUS, "status"))? as i32;
+    let length = order
+        .u32(p, l::LENGTH)
+        .ok_or_else(|| short(l::LENGTH, "length"))?;
+    let len_cap = order
+        .u32(p, l::LEN_CAP)
+        .ok_or_else(|| short(l::LEN_CAP, "len_cap"))?;
     let setup = if xfer == XferType::Control && kind == EventKind::Submit && flag_setup == 0 {
-        p.get(40..48).and_then(|s| Setup::from_bytes(s).ok())
+        p.get(l::SETUP..l::SETUP + 8)
+            .and_then(|s| Setup::from_bytes(s).ok())
     } else {
         None
     };
     let mut data_start = hdr;
     if link_type == LINKTYPE_USB_LINUX_MMAPPED && xfer == XferType::Isochronous {
-        let ndesc = order.u32(p, 60).ok_or_else(|| short(60, "ndesc"))?;
+        let ndesc = order
+            .u32(p, l::NDESC)
+            .ok_or_else(|| short(l::NDESC, "ndesc"))?;
         let room = p.len() - hdr;
         let need = (ndesc as usize).saturating_mul(ISO_DESC);
         if need > room {
             return Err(PacketError {
-                offset: 60,
+                offset: l::NDESC,
                 field: "ndesc",
                 message: format!(
                     "{ndesc} isochronous descriptors need {need} bytes but the packet has {room} \

@@ -1,7 +1,10 @@
 //! Exports of a trace for people: a Chrome trace event file (opens in Perfetto) and a
 //! self-contained HTML timeline (tasks and devices as lanes, faults and the failing invariant
 //! marked; with `--frames`, every picture a device showed, embedded and linked from the event
-//! that showed it). Both are built from records read back from a JSONL trace.
+//! that showed it). Both are built from records read back from a JSONL trace. [`pcapng`]
+//! writes the run's transfers as a usbmon capture (`export --pcapng`).
+
+pub mod pcapng;
 
 use calametra_core::picture::PictureEntry;
 use calametra_core::trace::{push_json_str, Record};

@@ -72,7 +72,7 @@ enum Command {
     Review(ReviewArgs),
     /// Merge sweep partitions' summaries into one report
     SweepReport(SweepReportArgs),
-    /// A Perfetto/Chrome trace or a self-contained HTML timeline of a trace
+    /// A Perfetto/Chrome trace, a self-contained HTML timeline or a usbmon pcapng of a trace
     ///
     /// Outputs: `-` is standard output (the `wrote` notes then go to standard error); a
     /// character device (`/dev/stdout`) or a FIFO is written through; an existing symlink is
@@ -229,7 +229,7 @@ struct SweepReportArgs {
 }
 
 #[derive(Args, Debug)]
-#[command(group(clap::ArgGroup::new("output").required(true).multiple(true).args(["chrome", "html"])))]
+#[command(group(clap::ArgGroup::new("output").required(true).multiple(true).args(["chrome", "html", "pcapng"])))]
 struct ExportArgs {
     /// A trace (`.jsonl`).
     file: PathBuf,
@@ -241,6 +241,12 @@ struct ExportArgs {
     /// standard output.
     #[arg(long, value_name = "OUT.html")]
     html: Option<PathBuf>,
+    /// Write the run's transfers as a usbmon pcapng capture (link type 220; opens in
+    /// Wireshark, reads in `compare`): each a submission and a completion with the status the
+    /// Linux host would see (stall -32, timeout -2, cancel -104, disconnect -108, fault -71;
+    /// short: status 0 with the short length); `-` is standard output.
+    #[arg(long, value_name = "OUT.pcapng")]
+    pcapng: Option<PathBuf>,
     /// With --html: replay the trace's run in its test binary (as `replay`), take every picture
     /// a device showed (each frame a flip showed), and embed them in the page, each linked from
     /// the event that showed it.
@@ -936,10 +942,12 @@ fn export_frames(
 
 fn export_cmd(a: &ExportArgs) -> Result<(), CliError> {
     let file = &a.file;
-    if a.chrome.is_none() && a.html.is_none() {
-        return Err(usage("export needs --chrome OUT.json or --html OUT.html"));
+    if a.chrome.is_none() && a.html.is_none() && a.pcapng.is_none() {
+        return Err(usage(
+            "export needs --chrome OUT.json, --html OUT.html or --pcapng OUT.pcapng",
+        ));
     }
-    for out in [&a.chrome, &a.html].into_iter().flatten() {
+    for out in [&a.chrome, &a.html, &a.pcapng].into_iter().flatten() {
         not_an_input(out, &[file])?;
     }
     let recs = records(file)?;
@@ -959,6 +967,12 @@ fn export_cmd(a: &ExportArgs) -> Result<(), CliError> {
         };
         write_output(out, export::html(&recs, &title, &frames).as_bytes())?;
         note_written(out, "");
+    }
+    if let Some(out) = &a.pcapng {
+        let bytes =
+            export::pcapng::pcapng(&recs).map_err(|e| fail(format!("{}: {e}", file.display())))?;
+        write_output(out, &bytes)?;
+        note_written(out, " (open it in Wireshark)");
     }
     Ok(())
 }

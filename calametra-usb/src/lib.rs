@@ -5,7 +5,10 @@
 //! A driver written against [`UsbInterface`] runs unchanged on hardware and under Calametra's
 //! simulator (`calametra_core::interface::Interface`, in the crate's tests). This crate is what the
 //! driver depends on at run time: it has no dependency by default, and the feature `nusb` adds
-//! [`nusb::NusbInterface`], the trait over a claimed `nusb::Interface`.
+//! [`nusb::NusbInterface`], the trait over a claimed `nusb::Interface`. The feature `record`
+//! (no dependency either) adds `record::Recorder`, which wraps any interface and writes every
+//! transfer made through it to a usbmon pcapng file (`usbmon`, `pcapng`), on hardware or in a
+//! simulation.
 //!
 //! ```toml
 //! [dependencies]
@@ -31,6 +34,12 @@ use std::time::Duration;
 
 #[cfg(feature = "nusb")]
 pub mod nusb;
+#[cfg(feature = "record")]
+pub mod pcapng;
+#[cfg(feature = "record")]
+pub mod record;
+#[cfg(feature = "record")]
+pub mod usbmon;
 
 /// The crate's README, compiled as a doctest so it cannot drift from the code.
 #[cfg(doctest)]

@@ -5,8 +5,8 @@
 //!
 //! - a driver crate built on `calametra-usb` (the example drivers' libraries, the DFU updater
 //!   and the Trigger 6 driver, with default features and on hardware, and `calametra-usb` itself
-//!   with its `nusb` feature) links none of serde, sha2, flate2 or tempfile, and no other
-//!   Calametra crate: what ships in the production driver;
+//!   with its `nusb` feature, and with `record` too) links none of serde, sha2, flate2 or
+//!   tempfile, and no other Calametra crate: what ships in the production driver;
 //! - the facade `calametra` with its default features (what a test crate's dev-dependency
 //!   brings) links neither the device models, the QEMU bridge, the capture readers nor the
 //!   command-line tool's crates (clap_complete, usb-device, png, flate2).
@@ -72,6 +72,10 @@ fn a_driver_crate_on_calametra_usb_links_no_serde_sha2_flate2_or_tempfile() {
         (
             "calametra-usb with nusb",
             vec!["-p", "calametra-usb", "--features", "nusb"],
+        ),
+        (
+            "calametra-usb with the recorder",
+            vec!["-p", "calametra-usb", "--features", "nusb,record"],
         ),
         (
             "the Trigger 6 driver on hardware",

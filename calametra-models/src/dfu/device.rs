@@ -90,6 +90,10 @@ pub enum Sabotage {
     /// bootloader that forgets to flip its bank flag); `installed_as_claimed` must catch a host
     /// that trusts it.
     SkipCommit,
+    /// A timer whose transition a fault refused is dropped, not armed again: the device stays
+    /// in dfuDNBUSY (or dfuMANIFEST, appDETACH) for good, as the model once did. The test of
+    /// the fix shows a download then never finishes.
+    StuckOnRefusedTimer,
 }
 
 /// The device's own timers. A token is `generation << 2 | kind`; only the last armed one counts.
@@ -494,7 +498,8 @@ impl Dfu {
                         return Reply::Stall;
                     }
                     let ms = self.spec.dnbusy_poll_ms as u64;
-                    self.arm(cx, Timer::BlockWritten, ms);
+                    // At least a millisecond: a retry moves the clock.
+                    self.arm(cx, Timer::BlockWritten, ms.max(1));
                 }
                 Reply::Data(self.status_bytes())
             }
@@ -555,7 +560,8 @@ impl Dfu {
                         return Reply::Stall;
                     }
                     let ms = self.spec.manifest_poll_ms as u64;
-                    self.arm(cx, Timer::ManifestDone, ms);
+                    // At least a millisecond: a retry moves the clock.
+                    self.arm(cx, Timer::ManifestDone, ms.max(1));
                 }
                 Reply::Data(self.status_bytes())
             }
@@ -637,10 +643,17 @@ impl Device for Dfu {
         }
         self.armed = None;
         let tolerant = self.spec.attributes.manifestation_tolerant;
+        // A fault that refuses a timer's transition delays the device's own event; it does not
+        // cancel it: the timer is armed again for the same period, so the device moves on
+        // later (a refused move left it in dfuDNBUSY or dfuMANIFEST for good).
         match (token & 3, self.state) {
             (0, State::DnBusy) => {
                 if self.go(cx, State::DnloadSync, Cause::BlockWritten, Status::Ok) {
                     self.program_pending(cx);
+                } else if self.sabotage != Some(Sabotage::StuckOnRefusedTimer) {
+                    let ms = self.spec.dnbusy_poll_ms as u64;
+                    // At least a millisecond: a retry moves the clock.
+                    self.arm(cx, Timer::BlockWritten, ms.max(1));
                 }
             }
             (1, State::Manifest) => {
@@ -664,11 +677,19 @@ impl Device for Dfu {
                             self.arm(cx, Timer::SelfDetach, ms);
                         }
                     }
+                } else if self.sabotage != Some(Sabotage::StuckOnRefusedTimer) {
+                    let ms = self.spec.manifest_poll_ms as u64;
+                    // At least a millisecond: a retry moves the clock.
+                    self.arm(cx, Timer::ManifestDone, ms.max(1));
                 }
             }
             (2, State::AppDetach) => {
                 if self.go(cx, State::AppIdle, Cause::DetachTimeout, Status::Ok) {
                     cx.mark(marks::DETACH_TIMEOUT);
+                } else if self.sabotage != Some(Sabotage::StuckOnRefusedTimer) {
+                    let ms = self.spec.detach_timeout_ms as u64;
+                    // At least a millisecond: a retry moves the clock.
+                    self.arm(cx, Timer::DetachTimeout, ms.max(1));
                 }
             }
             (3, State::AppDetach) => {
@@ -679,7 +700,8 @@ impl Device for Dfu {
                 } else {
                     // The re-enumeration failed; the detach timer still brings it back.
                     let ms = self.spec.detach_timeout_ms as u64;
-                    self.arm(cx, Timer::DetachTimeout, ms);
+                    // At least a millisecond: a retry moves the clock.
+                    self.arm(cx, Timer::DetachTimeout, ms.max(1));
                 }
             }
             (3, State::ManifestWaitReset) => {

@@ -596,3 +596,44 @@ fn every_mark_is_reachable() {
 fn with_no_will_detach() -> Vec<u8> {
     super::testkit::with_attributes(TOLERANT, true, true, false)
 }
+
+/// A fault that refuses the device's own timer transition (dfuDNBUSY's bwPollTimeout ending)
+/// delays it; the device still finishes the block (issue 41: a refused timer transition left
+/// it in dfuDNBUSY for good, and the host's next DFU_GETSTATUS looked early). The sabotage
+/// brings the old behaviour back, and the same script then never leaves dfuDNBUSY.
+#[test]
+fn a_refused_timer_transition_is_retried_and_the_sabotage_stays_stuck() {
+    let img = new_image(3000);
+    // The first block: DNLOAD, GETSTATUS (-> dfuDNBUSY, 4 ms), then a wait of 10 ms: the timer
+    // at 4 ms is refused, its retry at 8 ms programs the block.
+    let mut steps: Vec<Step> = download(&img, 2048)[..4].to_vec();
+    steps.push(Step::Sleep(10));
+    steps.push(Step::Req(Req::GetStatus));
+    let refuse = || FaultPlan::single("dfu.dnbusy->dnload_sync#1", Fault::Stall);
+    let fixed = run_checked(TOLERANT, &steps, End::Nothing, None, Vec::new(), refuse());
+    assert_eq!(
+        fixed.marks.get(marks::TRANSITION_REFUSED),
+        Some(&1),
+        "{fixed:#?}"
+    );
+    let last = fixed.replies.last().unwrap().as_ref().map(|b| b[4]);
+    assert_eq!(last, Ok(State::DnloadIdle.code()), "{fixed:#?}");
+    assert_eq!(fixed.state, State::DnloadIdle);
+    assert_eq!(fixed.legal, Ok(()));
+    let stuck = run_checked(
+        TOLERANT,
+        &steps,
+        End::Nothing,
+        Some(Sabotage::StuckOnRefusedTimer),
+        Vec::new(),
+        refuse(),
+    );
+    assert_eq!(stuck.marks.get(marks::TRANSITION_REFUSED), Some(&1));
+    // Stuck in dfuDNBUSY: the DFU 1.1 table stalls the GETSTATUS and goes to dfuERROR.
+    assert_eq!(
+        stuck.replies.last().unwrap(),
+        &Err(TransferError::Stall),
+        "{stuck:#?}"
+    );
+    assert_eq!(stuck.state, State::Error);
+}

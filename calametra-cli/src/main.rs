@@ -761,10 +761,19 @@ fn sweep_report(a: &SweepReportArgs) -> Result<(), CliError> {
         return Err(usage("sweep-report needs one or more SUMMARY.json files"));
     }
     let mut parts = Vec::new();
+    let mut n = None;
     for p in &a.summaries {
-        let text = std::fs::read_to_string(p)
-            .map_err(|e| fail(format!("{}: cannot read: {e}", p.display())))?;
-        parts.push(Summary::parse(p, &text).map_err(|e| fail(e.to_string()))?);
+        // A regular file within the document limit: a FIFO or /dev/zero is refused, not read.
+        let text = calametra_core::input::read_regular(
+            p,
+            calametra_core::input::MAX_DOCUMENT_BYTES,
+            "sweep summary",
+        )
+        .map_err(|e| fail(format!("{}: {e}", p.display())))?;
+        let s = Summary::parse(p, &text).map_err(|e| fail(e.to_string()))?;
+        calametra_core::sweep::check_mergeable(&s, &mut n)
+            .map_err(|e| fail(format!("{}: {e}", p.display())))?;
+        parts.push(s);
     }
     let merged = merge(parts).map_err(fail)?;
     let report = clean(&merged.report());

@@ -205,6 +205,39 @@ fn sweep_report_out_is_not_a_symlink_or_a_summary() {
 }
 
 #[test]
+fn sweep_report_refuses_special_files_and_mismatched_partitions_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p1, p2) = (sweep_summary(dir.path(), 1), sweep_summary(dir.path(), 2));
+    let fifo = dir.path().join("fifo.json");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // A FIFO or /dev/zero is refused before it is read (it would hang or fill memory).
+    for special in [s(&fifo), "/dev/zero"] {
+        let (code, _, se) = tool(&["sweep-report", s(&p1), special]);
+        assert_eq!(code, 1, "{special}: {se}");
+        assert!(
+            se.contains(special) && se.contains("not a regular file"),
+            "{se}"
+        );
+    }
+    // A share of another split (1/2 with 2/3) is refused naming the file and the field.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p2).unwrap()).unwrap();
+    v["partitions"] = serde_json::json!(["2/3"]);
+    let other = dir.path().join("other.json");
+    std::fs::write(&other, v.to_string()).unwrap();
+    let (code, _, se) = tool(&["sweep-report", s(&p1), s(&other)]);
+    assert_eq!(code, 1, "{se}");
+    assert!(
+        se.contains("other.json") && se.contains("field `partitions`"),
+        "{se}"
+    );
+}
+
+#[test]
 fn html_export_escapes_placeholders_and_markup_in_one_pass() {
     let dir = tempfile::tempdir().unwrap();
     let t = trace_file(dir.path(), "__LANES__{{TITLE}}__DATA__<b>.jsonl");

@@ -36,13 +36,30 @@ impl Default for Partition {
 }
 
 impl Partition {
-    /// Reads `k/n` (`CALAMETRA_SWEEP_PARTITION=2/4`).
+    /// The most partitions a sweep is split into: each partition's `j`th run is the sequence's
+    /// `j * n + k - 1`th, which must not run out of 64 bits (a partition of 2^64 - 1 shares
+    /// drew one seed for almost every run).
+    pub const MAX_N: u64 = 1 << 20;
+
+    /// Reads `k/n` (`CALAMETRA_SWEEP_PARTITION=2/4`): decimal digits without a leading zero,
+    /// `1 <= k <= n <= MAX_N`.
     pub fn parse(s: &str) -> Result<Partition, String> {
-        let bad = || format!("`{s}`: expected k/n with 1 <= k <= n, e.g. 2/4");
+        let bad = || {
+            format!(
+                "`{s}`: expected k/n with 1 <= k <= n <= {}, e.g. 2/4",
+                Partition::MAX_N
+            )
+        };
         let (k, n) = s.trim().split_once('/').ok_or_else(bad)?;
-        let k: u64 = k.trim().parse().map_err(|_| bad())?;
-        let n: u64 = n.trim().parse().map_err(|_| bad())?;
-        if k == 0 || n == 0 || k > n {
+        let number = |t: &str| -> Result<u64, String> {
+            let t = t.trim();
+            if t.is_empty() || t.starts_with('0') || !t.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            t.parse().map_err(|_| bad())
+        };
+        let (k, n) = (number(k)?, number(n)?);
+        if k > n || n > Partition::MAX_N {
             return Err(bad());
         }
         Ok(Partition { k, n })
@@ -170,7 +187,7 @@ impl Tally {
                 self.signatures.insert(sig, g);
             }
             Some(e) => {
-                let runs = e.runs + g.runs;
+                let runs = e.runs.saturating_add(g.runs);
                 if (g.events, seed_value(&g.seed)) < (e.events, seed_value(&e.seed)) {
                     *e = g;
                 }
@@ -180,11 +197,14 @@ impl Tally {
     }
 
     /// Adds another tally of the same scenario (another thread's or partition's).
+    /// Counts saturate (a hand-edited summary near `u64::MAX` must not panic a merge; [`merge`]
+    /// refuses such totals).
     pub fn absorb(&mut self, other: Tally) {
-        self.runs += other.runs;
-        self.no_verdict += other.no_verdict;
+        self.runs = self.runs.saturating_add(other.runs);
+        self.no_verdict = self.no_verdict.saturating_add(other.no_verdict);
         for (m, n) in other.marks {
-            *self.marks.entry(m).or_insert(0) += n;
+            let e = self.marks.entry(m).or_insert(0);
+            *e = e.saturating_add(n);
         }
         for (sig, g) in other.signatures {
             self.add_group(sig, g);
@@ -370,8 +390,54 @@ fn parse_versioned<T: serde::de::DeserializeOwned>(
     serde_json::from_value(v).map_err(|e| err("(document)", e.to_string()))
 }
 
-/// Merges partitions' summaries of one test target and base seed into one.
+/// What a summary's partitions and scenarios must be before it is merged: each partition a
+/// `k/n` as [`Partition::parse`] reads it, written as it writes it, at least one, none twice,
+/// all with the same `n` (`n` carries it from one summary to the next); each scenario listed
+/// once. [`merge`] checks every part with it; a caller that knows the files' names checks each
+/// first, to name the file.
+pub fn check_mergeable(s: &Summary, n: &mut Option<u64>) -> Result<(), String> {
+    if s.partitions.is_empty() {
+        return Err("field `partitions`: empty; expected the k/n this summary covers".into());
+    }
+    for (i, text) in s.partitions.iter().enumerate() {
+        if s.partitions[..i].contains(text) {
+            return Err(format!("field `partitions`: `{text}` is listed twice"));
+        }
+        let p = Partition::parse(text).map_err(|e| format!("field `partitions`: {e}"))?;
+        if p.to_string() != *text {
+            return Err(format!(
+                "field `partitions`: `{text}` is not written as a sweep writes it (`{p}`)"
+            ));
+        }
+        match n {
+            Some(m) if *m != p.n => {
+                return Err(format!(
+                    "field `partitions`: `{text}` is a share of {} partitions, the others of {m}; only shares of one split merge",
+                    p.n
+                ))
+            }
+            _ => *n = Some(p.n),
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for sc in &s.scenarios {
+        if !seen.insert(sc.scenario.as_str()) {
+            return Err(format!(
+                "field `scenarios`: `{}` is listed twice; a summary lists each scenario once",
+                sc.scenario
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Merges partitions' summaries of one test target and base seed into one: shares of one
+/// split (`k/n` with the same `n`), each once.
 pub fn merge(parts: Vec<Summary>) -> Result<Summary, String> {
+    let mut n = None;
+    for p in &parts {
+        check_mergeable(p, &mut n)?;
+    }
     let mut it = parts.into_iter();
     let mut out = it.next().ok_or("no summaries to merge")?;
     for p in it {
@@ -396,7 +462,20 @@ pub fn merge(parts: Vec<Summary>) -> Result<Summary, String> {
         out.partitions.extend(p.partitions);
         out.interrupted |= p.interrupted;
         out.wall_s = out.wall_s.max(p.wall_s);
-        out.threads += p.threads;
+        out.threads = out
+            .threads
+            .checked_add(p.threads)
+            .ok_or("field `threads`: the total does not fit in 64 bits")?;
+        for sc in &p.scenarios {
+            if let Some(s) = out.scenarios.iter().find(|s| s.scenario == sc.scenario) {
+                if s.tally.runs.checked_add(sc.tally.runs).is_none() {
+                    return Err(format!(
+                        "field `scenarios`: `{}`'s runs total does not fit in 64 bits",
+                        sc.scenario
+                    ));
+                }
+            }
+        }
         for sc in p.scenarios {
             match out.scenarios.iter_mut().find(|s| s.scenario == sc.scenario) {
                 Some(s) => s.tally.absorb(sc.tally),
@@ -862,9 +941,23 @@ mod tests {
         }
         assert_eq!(seen, (0..30).collect());
         assert_eq!(Partition::parse("2/4").unwrap(), Partition { k: 2, n: 4 });
-        for bad in ["", "0/4", "5/4", "1", "a/b", "1/0"] {
+        for bad in [
+            "",
+            "0/4",
+            "5/4",
+            "1",
+            "a/b",
+            "1/0",
+            "01/2",
+            "+1/2",
+            "1/18446744073709551615",
+            "1/1048577",
+        ] {
             assert!(Partition::parse(bad).is_err(), "{bad}");
         }
+        // The largest split keeps its shares' runs apart within 64 bits.
+        let p = Partition::parse("1048576/1048576").unwrap();
+        assert!(p.index(1 << 40) > p.index((1 << 40) - 1));
     }
 
     #[test]
@@ -917,6 +1010,47 @@ mod tests {
         };
         assert!(merge(vec![s(1), s(2)]).is_ok());
         assert!(merge(vec![s(1), s(1)]).is_err());
+        // Only shares of one split, each written as a sweep writes it, merge (issue 41).
+        let with = |parts: &[&str]| {
+            let mut x = s(1);
+            x.partitions = parts.iter().map(|p| p.to_string()).collect();
+            x
+        };
+        for (a, b, says) in [
+            (&["1/2"][..], &["2/3"][..], "only shares of one split merge"),
+            (&["01/2"], &["2/2"], "expected k/n"),
+            (&["banana"], &["2/2"], "expected k/n"),
+            (&[], &["2/2"], "empty"),
+            (&["1/2", "1/2"], &["2/2"], "listed twice"),
+        ] {
+            let e = merge(vec![with(a), with(b)]).unwrap_err();
+            assert!(e.contains(says), "{a:?} + {b:?}: {e}");
+        }
+        let mut twice = s(1);
+        twice.scenarios = vec![
+            ScenarioSweep {
+                scenario: "a".into(),
+                tally: Tally::default(),
+            };
+            2
+        ];
+        let e = merge(vec![twice, s(2)]).unwrap_err();
+        assert!(e.contains("`a` is listed twice"), "{e}");
+        // Totals past 64 bits are refused, never a panic.
+        let mut huge = s(1);
+        huge.threads = u64::MAX;
+        assert!(merge(vec![huge, s(2)]).unwrap_err().contains("threads"));
+        let mut a = s(1);
+        let mut b = s(2);
+        for (x, runs) in [(&mut a, u64::MAX - 1), (&mut b, 5)] {
+            let mut t = Tally::default();
+            t.runs = runs;
+            x.scenarios = vec![ScenarioSweep {
+                scenario: "a".into(),
+                tally: t,
+            }];
+        }
+        assert!(merge(vec![a, b]).unwrap_err().contains("runs total"));
         let mut other = s(2);
         other.target = "u".into();
         assert!(merge(vec![s(1), other]).unwrap_err().contains("target"));

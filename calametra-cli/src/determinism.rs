@@ -661,8 +661,13 @@ fn analyse_runs(
 pub fn check(dir: &Path) -> Result<String, String> {
     let read_json = |name: &str| -> Result<Value, String> {
         let p = dir.join(name);
-        let text = std::fs::read_to_string(&p)
-            .map_err(|e| format!("{}: cannot read: {e}", p.display()))?;
+        // Bounded, regular files only: a FIFO named `config` must not hang the check.
+        let text = calametra_core::input::read_regular(
+            &p,
+            calametra_core::input::MAX_DOCUMENT_BYTES,
+            name,
+        )
+        .map_err(|e| format!("{}: {e}", p.display()))?;
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))
     };
     let config = read_json("config")?;

@@ -338,6 +338,13 @@ fn run(cli: Cli) -> Result<(), CliError> {
 }
 
 fn main() -> ExitCode {
+    // Rust ignores SIGPIPE, so a closed pipe (`| head -1`) made every print a panic; as any
+    // Unix filter, the tool now ends quietly there.
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to its default, before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     // `parse` reads `std::env::args_os()`: usage errors, `--help` and `--version` exit here
     // (2, 0 and 0).
     let cli = Cli::parse();
@@ -725,8 +732,12 @@ fn state_at(file: &Path, cargo: &str, at: &str, scanout: Option<&Path>) -> Resul
 
 /// The scenario, package and test target a regression or trace file names.
 fn replay_target(file: &Path) -> Result<(String, String, String), CliError> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| fail(format!("{}: cannot read: {e}", file.display())))?;
+    let text = calametra_core::input::read_regular(
+        file,
+        calametra_core::input::MAX_TRACE_BYTES,
+        "saved case or trace",
+    )
+    .map_err(|e| fail(format!("{}: {e}", file.display())))?;
     if let Ok(reg) = Regression::parse(file, &text) {
         return Ok((reg.scenario, reg.package, reg.target));
     }

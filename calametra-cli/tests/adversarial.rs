@@ -237,6 +237,37 @@ fn sweep_report_refuses_special_files_and_mismatched_partitions_naming_the_file(
     );
 }
 
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_the_tool_quietly_never_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace_file(dir.path(), "a.jsonl");
+    for args in [
+        vec!["show", s(&t)],
+        vec!["diff", s(&t), s(&t)],
+        vec!["export", s(&t), "--html", "-"],
+    ] {
+        // The reading end closed before the tool writes: `calametra ... | head -0`.
+        let (r, w) = std::io::pipe().unwrap();
+        drop(r);
+        let out = Command::new(env!("CARGO_BIN_EXE_calametra"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(w)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let se = String::from_utf8_lossy(&out.stderr);
+        assert!(!se.contains("panicked"), "{args:?}: {se}");
+        assert_eq!(
+            out.status.signal(),
+            Some(13),
+            "{args:?}: SIGPIPE ends it: {se}"
+        );
+    }
+}
+
 #[test]
 fn html_export_escapes_placeholders_and_markup_in_one_pass() {
     let dir = tempfile::tempdir().unwrap();

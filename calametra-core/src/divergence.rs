@@ -683,7 +683,10 @@ impl Analysis<'_> {
                 Some(j) => d[j] + 1,
                 None => 0,
             };
-            let to = d.get(i + n).copied().unwrap_or(t.records.len());
+            let to = d
+                .get(i.saturating_add(n))
+                .copied()
+                .unwrap_or(t.records.len());
             let picked: Vec<&Rec> = t.records[from.min(to)..to]
                 .iter()
                 .filter(|r| !r.deterministic)

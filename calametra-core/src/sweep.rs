@@ -734,7 +734,7 @@ impl Corpus {
                     }
                     let i = movable[below(&mut rng, movable.len() as u64) as usize];
                     let delta = below(&mut rng, 7) as i64 - 3;
-                    let shift = |v: u64| (v as i64 + delta).max(0) as u64;
+                    let shift = |v: u64| v.saturating_add_signed(delta);
                     for x in &mut units[i] {
                         match x {
                             Event::Anchor { offset, .. } => *offset = shift(*offset),
@@ -767,7 +767,7 @@ impl Corpus {
                         match x {
                             Event::Schedule { pick, .. } => *pick = 1 + (r % 3) as u32,
                             Event::Client { value, .. } | Event::Data { value, .. } => {
-                                *value = r % (value.saturating_mul(2) + 2)
+                                *value = r % value.saturating_mul(2).saturating_add(2)
                             }
                             _ => {}
                         }
@@ -927,6 +927,42 @@ mod tests {
         assert!(distinct.len() > 50, "{}", distinct.len());
         let back = Corpus::parse(Path::new("c.json"), &c.to_json()).unwrap();
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn mutants_of_extreme_draws_and_points_never_overflow() {
+        // A corpus entry (from a file, or a genuine draw of 2^63 or more) at the edges of u64:
+        // every mutation saturates instead of panicking on an add overflow (issue 41).
+        use crate::choices::Event;
+        let mut c = Corpus::new("p::s");
+        c.absorb(vec![Finished {
+            events: vec![
+                Event::Data {
+                    value: u64::MAX,
+                    stream: None,
+                },
+                Event::External {
+                    name: "replug".into(),
+                    point: u64::MAX,
+                },
+                Event::Schedule {
+                    point: u64::MAX,
+                    pick: 1,
+                    what: None,
+                },
+                Event::Data {
+                    value: 1 << 63,
+                    stream: None,
+                },
+            ],
+            features: ["mark m".to_string()].into_iter().collect(),
+            sites: vec![],
+            steps: u64::MAX,
+        }]);
+        let kinds = [crate::fault::FaultKind::Stall];
+        for i in 0..2000 {
+            let _ = c.mutant(1, i, &kinds);
+        }
     }
 
     #[test]

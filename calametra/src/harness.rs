@@ -595,8 +595,13 @@ impl Scenario {
         let file = dir.map(|d| d.join(format!("{}.json", self.path.replace("::", "."))));
         let corpus = match &file {
             Some(f) if f.exists() => {
-                let text = std::fs::read_to_string(f)
-                    .map_err(|e| format!("CALAMETRA_SWEEP_CORPUS: {}: {e}", f.display()))?;
+                // A regular file within the trace limit (a FIFO there must not hang the sweep).
+                let text = calametra_core::input::read_regular(
+                    f,
+                    calametra_core::input::MAX_TRACE_BYTES,
+                    "corpus",
+                )
+                .map_err(|e| format!("CALAMETRA_SWEEP_CORPUS: {}: {e}", f.display()))?;
                 sweep::Corpus::parse(f, &text).map_err(|e| e.to_string())?
             }
             _ => sweep::Corpus::new(&self.path),

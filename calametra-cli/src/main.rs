@@ -362,15 +362,7 @@ fn main() -> ExitCode {
 /// the clipboard) becomes a visible `\u{..}` escape. Every command prints what it read from a
 /// file through this.
 pub(crate) fn clean(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    calametra::report::printable(s)
 }
 
 /// Whether an output path is a stream (`-`, a character device, a FIFO): what was written is

@@ -1529,7 +1529,7 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
                 for f in &listing.skipped {
                     eprintln!(
                         "calametra: skipped {}: not a saved case (a saved case is a regular file named <12 hex digits>.json)",
-                        f.display()
+                        report::printable(&f.display().to_string())
                     );
                 }
                 for f in listing.cases {

@@ -109,6 +109,21 @@ pub fn count(n: usize, noun: &str) -> String {
     }
 }
 
+/// `s` safe to print on a terminal: control characters other than newline and tab (a file
+/// name's escape sequences, a carriage return) written as `\u{1b}`. What the harness and the
+/// tool print of names they did not choose goes through it.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `s` as one shell word: as it is when it has only characters no shell treats specially,
 /// else in single quotes (a `'` inside written `'\''`). Trial names hold `#` and `>`
 /// (`site::ctrl.get_status#3::stall`, `flip.pending->shown#1`), which a shell would take as a

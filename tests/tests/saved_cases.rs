@@ -865,3 +865,16 @@ fn review_prune_deletes_only_saved_cases_never_through_a_symlink_keeps_a_bin_tar
     assert!(out.contains("no saved cases in this workspace"), "{out}");
     assert_eq!(tree(&src), src_before, "nothing of the tree was deleted");
 }
+
+#[test]
+fn a_file_named_with_terminal_escapes_is_printed_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let regs = tmp.path().join("regs");
+    let dir = regs.join("hw-loop/store_once");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("\u{1b}[2J\u{1b}[31mred\r.json"), "x").unwrap();
+    let (ok, out) = run(fixture("hw-loop", &regs).arg("--list"));
+    assert!(ok, "{out}");
+    assert!(!out.contains('\u{1b}') && !out.contains('\r'), "{out:?}");
+    assert!(out.contains("\\u{1b}[2J\\u{1b}[31mred\\u{d}.json"), "{out}");
+}

@@ -872,16 +872,33 @@ fn show(a: &ShowArgs) -> Result<(), CliError> {
             let _ = writeln!(o, "  {:>2}. {e}", i + 1);
         }
         let _ = writeln!(o, "trace hash: {}", r.trace_hash);
-        let _ = writeln!(
-            o,
-            "replay:    {}",
-            calametra::report::replay_command(
+        // The harness names a saved case's trial by its file name, not by the `id` inside it
+        // (a renamed or copied file keeps its old id); a file not named as a case is replayed
+        // through CALAMETRA_REPLAY_FILE.
+        let stem = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| calametra_core::regress::is_case_file_name(n))
+            .and_then(|n| n.strip_suffix(".json"));
+        let command = match stem {
+            Some(id) => calametra::report::replay_command(
                 &r.package,
                 &r.target,
-                &format!("{}::regression::{}", r.scenario, r.id),
-                false
-            )
-        );
+                &format!("{}::regression::{id}", r.scenario),
+                false,
+            ),
+            None => format!(
+                "CALAMETRA_REPLAY_FILE={} {}",
+                calametra::report::shell_quote(&file.display().to_string()),
+                calametra::report::replay_command(
+                    &r.package,
+                    &r.target,
+                    &format!("{}::replay", r.scenario),
+                    false
+                )
+            ),
+        };
+        let _ = writeln!(o, "replay:    {command}");
         print!("{}", clean(&o));
         return Ok(());
     };

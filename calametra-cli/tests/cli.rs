@@ -374,3 +374,33 @@ fn the_real_capture_compares_clean_from_the_command_line() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("trigger6-jcd543.json"), "{out}");
 }
+
+/// `show` of a saved case prints the command that replays that file: the regression trial of
+/// its file name (not of the `id` inside it), or CALAMETRA_REPLAY_FILE for a file not named as
+/// a case (issue 41).
+#[test]
+fn show_prints_a_replay_command_for_the_file_shown() {
+    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../examples/dfu-updater/calametra-regressions/scenarios/planted_success_without_manifest/d07b88f2dd1d.json",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let renamed = dir.path().join("0123456789ab.json");
+    std::fs::copy(&case, &renamed).unwrap();
+    let (code, out) = tool(&["show", renamed.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("replay:    cargo test -p calametra-example-dfu-updater --test scenarios -- --exact planted_success_without_manifest::regression::0123456789ab\n"),
+        "{out}"
+    );
+    let loose = dir.path().join("bug report.json");
+    std::fs::copy(&case, &loose).unwrap();
+    let (code, out) = tool(&["show", loose.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "replay:    CALAMETRA_REPLAY_FILE='{}' cargo test -p calametra-example-dfu-updater --test scenarios -- --exact planted_success_without_manifest::replay\n",
+            loose.display()
+        )),
+        "{out}"
+    );
+}

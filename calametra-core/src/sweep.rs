@@ -510,25 +510,43 @@ impl Budget {
             }
             return Ok(Budget::Runs(n));
         }
-        let (num, unit_ms) = if let Some(n) = t.strip_suffix("ms") {
-            (n, 1u64)
-        } else if let Some(n) = t.strip_suffix('s') {
-            (n, 1_000)
-        } else if let Some(n) = t.strip_suffix('m') {
-            (n, 60_000)
-        } else if let Some(n) = t.strip_suffix('h') {
-            (n, 3_600_000)
-        } else {
-            return Err(bad());
-        };
-        let n: u64 = num.trim().parse().map_err(|_| bad())?;
-        let ms = n.checked_mul(unit_ms).filter(|&m| m > 0).ok_or_else(bad)?;
+        let d = parse_duration(t).map_err(|_| bad())?;
         // A week is far past any CI job; a larger figure is a typo.
-        if ms > 7 * 24 * 3_600_000 {
+        if d.is_zero() || d > std::time::Duration::from_secs(7 * 24 * 3600) {
             return Err(bad());
         }
-        Ok(Budget::Time(std::time::Duration::from_millis(ms)))
+        Ok(Budget::Time(d))
     }
+}
+
+/// The one duration grammar (a sweep's budget, the attribute's `virtual_timeout`): a number,
+/// decimals allowed, then `ns`, `us`, `ms`, `s`, `m` or `h` (`250us`, `1.5ms`, `90s`, `10m`,
+/// `6h`). Errors say what was expected.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let bad = || {
+        format!("`{s}`: expected a duration: a number and ns, us, ms, s, m or h (`500ms`, `90s`, `10m`, `6h`)")
+    };
+    let (num, scale) = [
+        ("ns", 1.0),
+        ("us", 1e3),
+        ("ms", 1e6),
+        ("s", 1e9),
+        ("m", 60e9),
+        ("h", 3600e9),
+    ]
+    .iter()
+    .find_map(|(suf, sc)| t.strip_suffix(suf).map(|n| (n.trim(), *sc)))
+    .ok_or_else(bad)?;
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(bad());
+    }
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let ns = n * scale;
+    if !ns.is_finite() || ns < 0.0 || ns > u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(std::time::Duration::from_nanos(ns.round() as u64))
 }
 
 /// A guided sweep's corpus: runs that reached something new (see [`Corpus::absorb`]), kept to
@@ -1008,8 +1026,28 @@ mod tests {
             Ok(Budget::Time(Duration::from_millis(500)))
         );
         assert_eq!(Budget::parse("2000"), Ok(Budget::Runs(2000)));
-        for bad in ["", "0", "10x", "-1m", "99999999999999999999", "100000h"] {
+        for bad in [
+            "",
+            "0",
+            "10x",
+            "-1m",
+            "99999999999999999999",
+            "100000h",
+            "0s",
+        ] {
             assert!(Budget::parse(bad).is_err(), "{bad}");
+        }
+        // One grammar with the attribute's virtual_timeout: decimals and every unit.
+        assert_eq!(parse_duration("6h"), Ok(Duration::from_secs(6 * 3600)));
+        assert_eq!(parse_duration("1.5ms"), Ok(Duration::from_micros(1500)));
+        assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
+        assert_eq!(parse_duration("100ns"), Ok(Duration::from_nanos(100)));
+        assert_eq!(
+            Budget::parse("1.5s"),
+            Ok(Budget::Time(Duration::from_millis(1500)))
+        );
+        for bad in ["h", "1e3s", "+1s", "1.5", "inf s", "NaNs"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
 

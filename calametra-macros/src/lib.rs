@@ -76,23 +76,33 @@ fn lit_int(e: &Expr, what: &str) -> syn::Result<u64> {
     }
 }
 
-/// Parses `250us`, `1.5ms`, `2s`, `100ns`.
+/// Parses `250us`, `1.5ms`, `2s`, `100ns`, `10m`, `6h`: the duration grammar of
+/// `CALAMETRA_SWEEP` too (`calametra_core::sweep::parse_duration`; the macro crate only parses
+/// and emits, so it keeps its own copy of these few lines, and the tests crate compiles a
+/// scenario with every unit).
 fn duration_ns(s: &LitStr) -> syn::Result<u64> {
     let v = s.value();
     let t = v.trim();
-    let (num, scale) = [("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9)]
+    let (num, scale) = [
+        ("ns", 1.0),
+        ("us", 1e3),
+        ("ms", 1e6),
+        ("s", 1e9),
+        ("m", 60e9),
+        ("h", 3600e9),
+    ]
         .iter()
         .find_map(|(suf, sc)| t.strip_suffix(suf).map(|n| (n, *sc)))
         .ok_or_else(|| {
             Error::new(
                 s.span(),
-                "`virtual_timeout` expects a duration like \"500ms\", \"2s\" or \"250us\"",
+                "`virtual_timeout` expects a duration like \"500ms\", \"2s\", \"10m\", \"6h\" or \"250us\"",
             )
         })?;
     let n: f64 = num.trim().parse().map_err(|_| {
         Error::new(
             s.span(),
-            "`virtual_timeout` expects a duration like \"500ms\", \"2s\" or \"250us\"",
+            "`virtual_timeout` expects a duration like \"500ms\", \"2s\", \"10m\", \"6h\" or \"250us\"",
         )
     })?;
     if !(n > 0.0) || !n.is_finite() {

@@ -217,6 +217,14 @@ impl Env {
                         d.display()
                     ))
                 }
+                // A symlink to nothing: `exists` follows it and says no, and making the
+                // directory then failed with "File exists".
+                Some(d) if !d.exists() && std::fs::symlink_metadata(&d).is_ok() => {
+                    return Err(format!(
+                        "CALAMETRA_SCANOUT=`{}`: a symlink to nothing (expected a directory for the pictures, made when missing; remove the dangling link or point it at a directory)",
+                        d.display()
+                    ))
+                }
                 d => d,
             },
             stop_at: match (var("CALAMETRA_STOP_AT")?, env_path("CALAMETRA_STATE_OUT")) {
@@ -1415,6 +1423,12 @@ fn sweep_trials(
     (trials, selected.len())
 }
 
+/// Seconds in all: a fold from +0.0, since an empty `f64` sum is -0.0, which a summary printed
+/// as "in -0.0s".
+fn total_seconds(ds: impl Iterator<Item = std::time::Duration>) -> f64 {
+    ds.fold(0.0, |a, d| a + d.as_secs_f64())
+}
+
 /// Writes this binary's sweep summary and returns the closing report.
 fn finish_sweep(def: Option<&ScenarioDef>, env: &Env, sw: &SweepEnv) -> Result<String, String> {
     let Some(def) = def else {
@@ -1432,7 +1446,7 @@ fn finish_sweep(def: Option<&ScenarioDef>, env: &Env, sw: &SweepEnv) -> Result<S
         base_seed: format!("{:#x}", env.base_seed),
         partitions: vec![sw.partition.to_string()],
         budget: sw.budget_text.clone(),
-        wall_s: swept.iter().map(|(_, d)| d.as_secs_f64()).sum(),
+        wall_s: total_seconds(swept.iter().map(|(_, d)| *d)),
         threads: sw.threads as u64,
         scenarios: swept.into_iter().map(|(s, _)| s).collect(),
         interrupted: sweep::interrupted(),
@@ -1850,4 +1864,15 @@ pub fn main() {
         }
     }
     conclusion.exit();
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn no_time_at_all_reads_as_zero_seconds_not_minus_zero() {
+        let t = super::total_seconds(std::iter::empty());
+        assert_eq!(format!("{t:.1}s"), "0.0s");
+        let two = [std::time::Duration::from_millis(1500); 2];
+        assert_eq!(super::total_seconds(two.into_iter()), 3.0);
+    }
 }

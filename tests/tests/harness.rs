@@ -565,6 +565,13 @@ fn the_binarys_outputs_never_replace_a_symlink_a_fifo_or_a_directory() {
         assert!(!ok, "{var}={}: {out}", path.display());
         assert!(out.contains(says), "{var}={}: {out}", path.display());
     }
+    // A dangling CALAMETRA_SCANOUT symlink: a clear error, not "File exists".
+    let dangling = tmp.path().join("pictures");
+    std::os::unix::fs::symlink(tmp.path().join("nowhere"), &dangling).unwrap();
+    let (ok, out) = run(bin("planted")
+        .args(["--exact", "status_long::baseline"])
+        .env("CALAMETRA_SCANOUT", &dangling));
+    assert!(!ok && out.contains("a symlink to nothing"), "{out}");
     assert_eq!(std::fs::read_to_string(&link).unwrap(), "keep me");
     assert!(std::fs::symlink_metadata(&link)
         .unwrap()

@@ -8,4 +8,9 @@ const MARKS: &[&str] = &["A", "B"];
 fn marked(sim: &mut Sim) { sim.spawn("t", async { mark("A"); }); }
 #[calametra::scenario(schedules = 2, marks = MARKS)]
 fn marked_by_a_const(sim: &mut Sim) { let _ = sim; }
+// One duration grammar with CALAMETRA_SWEEP: hours and minutes too.
+#[calametra::scenario(schedules = 1, virtual_timeout = "6h")]
+fn hours(sim: &mut Sim) { let _ = sim; }
+#[calametra::scenario(schedules = 1, virtual_timeout = "1.5m")]
+fn minutes(sim: &mut Sim) { let _ = sim; }
 calametra::main!();

@@ -783,7 +783,15 @@ impl Scenario {
         );
         let (sig, shrunk, fin) = (&h.signature, &h.shrunk, &h.fin);
         let hash = fin.hash.to_string();
-        let trace = self.traces_dir().join(format!("{}.jsonl", h.case.id));
+        // Named by the case and this run's own hash: every failing trial of a signature wrote
+        // `<id>.jsonl` in turn, so it held another run than the saved case. A case's trace is
+        // `<id>-<its trace hash's first 12 hex digits>.jsonl`.
+        let short = hash.strip_prefix("sha256:").unwrap_or(&hash);
+        let trace = self.traces_dir().join(format!(
+            "{}-{}.jsonl",
+            h.case.id,
+            &short[..short.len().min(12)]
+        ));
         let trace = self
             .write_trace(
                 &trace,

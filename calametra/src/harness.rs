@@ -947,6 +947,8 @@ impl Scenario {
             self.write_trace_out(&r)?;
             match &r.failure {
                 None => Ok(()),
+                // The known bug of an `expect` scenario: its `finds::` trial pins it.
+                Some(f) if self.def.expect.is_some_and(|e| f.invariant() == Some(e)) => Ok(()),
                 Some(f) => Err(self.report(runner, &self.trial(&p.trial_suffix()), Some(p), &r, f)),
             }
         })
@@ -967,16 +969,19 @@ impl Scenario {
         invariant: &str,
         sites: &[Probe],
     ) -> Result<(), String> {
-        let mut probes = sites.to_vec();
+        // The default run first: when it already breaks the invariant, it is what found it
+        // (not the first seed that happens to run it again).
+        let mut probes = vec![Probe::Baseline];
+        probes.extend(sites.iter().cloned());
         probes.extend(self.seed_probes());
         let wanted = |f: &Failure| f.invariant() == Some(invariant);
         let found = explore::find(&probes, &self.base, runner, &wanted).map_err(no_verdict)?;
         let Some((probe, r)) = found else {
             return Err(format!(
-                "exploration ran out of budget ({} runs: {} fault sites and {} seeds) without breaking invariant `{invariant}`; widen it with CALAMETRA_SCHEDULES=N",
+                "exploration ran out of budget ({} runs: the baseline, {} fault sites and {} seeds) without breaking invariant `{invariant}`; widen it with CALAMETRA_SCHEDULES=N",
                 probes.len(),
                 sites.len(),
-                probes.len() - sites.len()
+                probes.len() - sites.len() - 1
             ));
         };
         let Some(f) = &r.failure else { return Ok(()) };
@@ -1609,12 +1614,15 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
         let s2 = s.clone();
         trials.push(test_trial(s.trial("marks"), move || s2.marks_floor(floor)));
     }
+    // An `expect` scenario pins its known bug with `finds::` and keeps its site and seed
+    // trials too: one that breaks the expected invariant passes (the known bug), any other
+    // failure fails, so pinning a bug costs no coverage.
     if let Some(inv) = s.def.expect {
         let s2 = s.clone();
+        let sites2 = sites.clone();
         trials.push(test_trial(s.trial(&format!("finds::{inv}")), move || {
-            s2.finds(inv, &sites)
+            s2.finds(inv, &sites2)
         }));
-        return trials;
     }
     // A seed asked for by its exact name that the listing does not hold (a sweep's find, a
     // seed from another base) is made for it.

@@ -83,7 +83,10 @@ pub use calametra_macros::scenario;
 
 pub mod harness;
 pub mod report;
+pub mod send;
 pub mod sweep;
+
+pub use send::SimSend;
 
 /// Everything a scenario usually needs.
 pub mod prelude {

@@ -35,6 +35,7 @@ pub struct ReadmeDoctests;
 
 pub mod compare;
 pub mod control;
+pub mod learn;
 pub mod pcap;
 pub mod pcapng;
 pub mod usbmon_bin;

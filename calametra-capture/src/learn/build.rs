@@ -39,13 +39,32 @@ enum KeyRef {
 struct Acc<O> {
     latency_ns: u64,
     outcomes: Vec<O>,
+    /// The step (counted over all captures) of the last answer and of the one before it.
+    steps: (Option<u64>, Option<u64>),
 }
 
-impl<O> Acc<O> {
-    fn push(&mut self, outcome: O, latency_ns: u64) -> u32 {
+impl<O: PartialEq> Acc<O> {
+    fn new() -> Acc<O> {
+        Acc {
+            latency_ns: u64::MAX,
+            outcomes: Vec::new(),
+            steps: (None, None),
+        }
+    }
+
+    fn push(&mut self, outcome: O, latency_ns: u64, step: u64) -> u32 {
         self.latency_ns = self.latency_ns.min(latency_ns);
         self.outcomes.push(outcome);
+        self.steps = (self.steps.1, Some(step));
         self.outcomes.len() as u32
+    }
+
+    /// Whether the last two answers were equal and one right after the other.
+    fn steady(&self) -> bool {
+        let n = self.outcomes.len();
+        n >= 2
+            && self.outcomes[n - 1] == self.outcomes[n - 2]
+            && matches!(self.steps, (Some(a), Some(b)) if b == a + 1)
     }
 }
 
@@ -57,6 +76,8 @@ pub(crate) struct Learner {
     events: Vec<(Packet, Option<(KeyRef, u32)>)>,
     descriptors: BTreeMap<(u8, u8, u16), Vec<Vec<u8>>>,
     in_endpoints: BTreeSet<InEndpoint>,
+    /// Answers learned so far, over all captures (a capture starts one apart from the last).
+    steps: u64,
 }
 
 /// The last transfer the device answered, and the last OUT (replies attach to it).
@@ -106,6 +127,8 @@ impl Learner {
             steps.push((record, d.submit_record, false, i));
         }
         steps.sort_unstable();
+        // Answers of two captures are never one right after the other.
+        self.steps += 1;
         let mut walk = Walk {
             anchor: None,
             last_out: None,
@@ -153,11 +176,9 @@ impl Learner {
         }
         let data = Payload::of(if s.is_in() { &[] } else { &c.data });
         let key = (s.to_bytes(), data);
-        let acc = self.control.entry(key.clone()).or_insert(Acc {
-            latency_ns: u64::MAX,
-            outcomes: Vec::new(),
-        });
-        let n = acc.push(outcome, latency_ns(c.t_us, c.complete_t_us));
+        self.steps += 1;
+        let acc = self.control.entry(key.clone()).or_insert_with(Acc::new);
+        let n = acc.push(outcome, latency_ns(c.t_us, c.complete_t_us), self.steps);
         walk.anchor = Some((KeyRef::Control(key.0, key.1), n, c.t_us));
         counts.control += 1;
     }
@@ -243,16 +264,15 @@ impl Learner {
             );
         }
         let key = (d.endpoint, Payload::of(&d.data));
-        let acc = self.out.entry(key.clone()).or_insert(Acc {
-            latency_ns: u64::MAX,
-            outcomes: Vec::new(),
-        });
+        self.steps += 1;
+        let acc = self.out.entry(key.clone()).or_insert_with(Acc::new);
         let n = acc.push(
             OutOutcome {
                 stall,
                 replies: Vec::new(),
             },
             latency_ns(d.t_us, d.complete_t_us),
+            self.steps,
         );
         walk.anchor = Some((KeyRef::Out(key.0, key.1.clone()), n, d.t_us));
         walk.last_out = Some((key, d.t_us, d.xfer == XferType::Interrupt));
@@ -324,6 +344,7 @@ impl Learner {
                 let setup = Setup::from_bytes(&setup).ok()?;
                 Some(ControlKey {
                     name: control_name(&setup, &data),
+                    steady: acc.steady(),
                     setup,
                     data,
                     latency_ns: acc.latency_ns,
@@ -336,6 +357,7 @@ impl Learner {
             .into_iter()
             .map(|((endpoint, data), acc)| OutKey {
                 name: out_name(endpoint, &data),
+                steady: acc.steady(),
                 endpoint,
                 data,
                 latency_ns: acc.latency_ns,

@@ -205,6 +205,10 @@ pub struct ControlKey {
     pub latency_ns: u64,
     /// The answers, in capture order.
     pub outcomes: Vec<Outcome>,
+    /// Whether its last two answers were equal and came one right after the other (no other
+    /// transfer the device answered between): asking it did not change its answer, so the
+    /// replay gives the last answer again once the answers run out.
+    pub steady: bool,
 }
 
 /// An IN packet: its endpoint, its body, and when it was ready.
@@ -251,6 +255,8 @@ pub struct OutKey {
     pub latency_ns: u64,
     /// The outcomes, in capture order.
     pub outcomes: Vec<OutOutcome>,
+    /// As [`ControlKey::steady`].
+    pub steady: bool,
 }
 
 /// An IN packet the device sent unasked (an interrupt notification): scripted after the
@@ -318,6 +324,8 @@ struct KeyJson<'a> {
     endpoint: Option<u8>,
     data: Value,
     latency_ns: u64,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    steady: bool,
     outcomes: Vec<Value>,
 }
 
@@ -385,6 +393,7 @@ impl LearnedSpec {
                     endpoint: None,
                     data: k.data.to_value(),
                     latency_ns: k.latency_ns,
+                    steady: k.steady,
                     outcomes: k.outcomes.iter().map(Outcome::to_value).collect(),
                 })
                 .collect(),
@@ -397,6 +406,7 @@ impl LearnedSpec {
                     endpoint: Some(k.endpoint),
                     data: k.data.to_value(),
                     latency_ns: k.latency_ns,
+                    steady: k.steady,
                     outcomes: k
                         .outcomes
                         .iter()
@@ -561,6 +571,7 @@ impl Reader<'_> {
                 setup,
                 data,
                 latency_ns: self.int(k, &f, "latency_ns", u64::MAX)?,
+                steady: self.flag(k, &f, "steady")?,
                 outcomes,
             });
         }
@@ -603,6 +614,7 @@ impl Reader<'_> {
                 endpoint,
                 data,
                 latency_ns: self.int(k, &f, "latency_ns", u64::MAX)?,
+                steady: self.flag(k, &f, "steady")?,
                 outcomes,
             });
         }
@@ -677,6 +689,15 @@ impl Reader<'_> {
         self.field(v, f, k)?
             .as_array()
             .ok_or_else(|| self.err(&format!("{f}.{k}"), "expected an array"))
+    }
+
+    /// An optional boolean (absent is false).
+    fn flag(&self, v: &Value, f: &str, k: &str) -> Result<bool, Error> {
+        match v.get(k) {
+            None => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(self.err(&format!("{f}.{k}"), "expected true or false")),
+        }
     }
 
     fn string(&self, v: &Value, f: &str, k: &str) -> Result<String, Error> {

@@ -59,7 +59,8 @@ pub(crate) struct Key {
     pub(crate) input: Input,
     pub(crate) data: Payload,
     pub(crate) answers: Answers,
-    /// Whether the last answer may be repeated once the answers run out (they are all equal).
+    /// Whether the last answer may be repeated once the answers run out: they are all equal, or
+    /// the key is steady (its last two answers equal and one right after the other).
     pub(crate) repeat_last: bool,
     /// The reply's delay: the capture's latency less what the bus's default timing charges.
     pub(crate) delay_ns: Nanos,
@@ -136,7 +137,7 @@ impl Facts {
                 name: k.name.clone(),
                 input: Input::Control(k.setup),
                 data: k.data.clone(),
-                repeat_last: answers.all_same(),
+                repeat_last: k.steady || answers.all_same(),
                 answers,
                 delay_ns: k.latency_ns.saturating_sub(cost),
                 cost_ns: cost,
@@ -159,7 +160,7 @@ impl Facts {
                 name: k.name.clone(),
                 input: Input::Out(k.endpoint),
                 data: k.data.clone(),
-                repeat_last: answers.all_same(),
+                repeat_last: k.steady || answers.all_same(),
                 answers,
                 delay_ns: k.latency_ns.saturating_sub(cost),
                 cost_ns: cost,

@@ -205,6 +205,24 @@ fn exhausted_keys_repeat_only_when_their_answers_were_all_the_same() {
 }
 
 #[test]
+fn a_steady_key_repeats_its_last_answer_once_its_answers_run_out() {
+    let steady = SPEC.replacen(
+        r#""latency_ns": 0,
+     "outcomes": [{"data": "0a"}, {"data": "0b"}]}"#,
+        r#""latency_ns": 0, "steady": true,
+     "outcomes": [{"data": "0a"}, {"data": "0b"}, {"data": "0b"}]}"#,
+        1,
+    );
+    assert_ne!(steady, SPEC);
+    let spec = Spec::parse("specs/steady.json", steady.as_bytes()).unwrap();
+    let mut h = DeviceHost::new(Learned::try_from_spec(&spec).unwrap(), &kept());
+    for want in [0x0a, 0x0b, 0x0b, 0x0b, 0x0b] {
+        assert_eq!(h.control(READ, &[]), Ok(vec![want]));
+    }
+    assert!(gaps(&h).is_empty());
+}
+
+#[test]
 fn the_bus_business_and_unchanged_descriptors_need_no_key() {
     let mut h = host(kept());
     let set_address = Setup {

@@ -113,7 +113,10 @@ impl Learner {
             if (d.bus, d.device) != device {
                 continue;
             }
-            if d.is_in() && d.xfer != XferType::Isochronous {
+            if d.is_in()
+                && d.xfer != XferType::Isochronous
+                && super::format::is_data_endpoint(d.endpoint)
+            {
                 self.in_endpoints.insert(InEndpoint {
                     endpoint: d.endpoint,
                     interrupt: d.xfer == XferType::Interrupt,
@@ -190,6 +193,9 @@ impl Learner {
         let kind = d.xfer.as_str();
         if d.xfer == XferType::Isochronous {
             return skip(counts, "isochronous: not learned".into());
+        }
+        if !super::format::is_data_endpoint(d.endpoint) {
+            return skip(counts, format!("{kind}: not a data endpoint address"));
         }
         if d.is_in() {
             let body = match d.status {

@@ -279,6 +279,12 @@ pub struct InEndpoint {
     pub interrupt: bool,
 }
 
+/// Whether `endpoint` is a bulk, interrupt or isochronous endpoint address: a number 1..15,
+/// bit 7 the direction, no reserved bit.
+pub fn is_data_endpoint(endpoint: u8) -> bool {
+    endpoint & 0x70 == 0 && endpoint & 0x0f != 0
+}
+
 /// The name of a control key: `<bmRequestType><bRequest>.<wValue>.<wIndex>.<wLength>` in hex,
 /// and `.<tag>` of the OUT data when there is some.
 pub fn control_name(setup: &Setup, data: &Payload) -> String {
@@ -504,7 +510,7 @@ impl Reader<'_> {
                 file: self.string(c, &f, "file")?,
                 sha256: self.string(c, &f, "sha256")?,
                 bus: self.int(c, &f, "bus", u16::MAX as u64)? as u16,
-                address: self.int(c, &f, "address", 127)? as u8,
+                address: self.int(c, &f, "address", 255)? as u8,
             });
         }
         match s.doc().get("device") {
@@ -578,7 +584,7 @@ impl Reader<'_> {
         for (i, k) in self.list("out")?.iter().enumerate() {
             let f = format!("out.{i}");
             let endpoint = self.int(k, &f, "endpoint", 255)? as u8;
-            if endpoint & 0x80 != 0 || endpoint & 0x0f == 0 {
+            if !is_data_endpoint(endpoint) || endpoint & 0x80 != 0 {
                 return Err(self.err(
                     &format!("{f}.endpoint"),
                     format!("{endpoint:#04x}; expected an OUT endpoint 0x01..0x0f"),
@@ -647,7 +653,7 @@ impl Reader<'_> {
         for (i, e) in self.list("in_endpoints")?.iter().enumerate() {
             let f = format!("in_endpoints.{i}");
             let endpoint = self.int(e, &f, "endpoint", 255)? as u8;
-            if endpoint & 0x80 == 0 || endpoint & 0x0f == 0 {
+            if !is_data_endpoint(endpoint) || endpoint & 0x80 == 0 {
                 return Err(self.err(
                     &format!("{f}.endpoint"),
                     format!("{endpoint:#04x}; expected an IN endpoint 0x81..0x8f"),
@@ -814,7 +820,7 @@ impl Reader<'_> {
 
     fn packet(&self, v: &Value, f: &str) -> Result<Packet, Error> {
         let endpoint = self.int(v, f, "endpoint", 255)? as u8;
-        if endpoint & 0x80 == 0 || endpoint & 0x0f == 0 {
+        if !is_data_endpoint(endpoint) || endpoint & 0x80 == 0 {
             return Err(self.err(
                 &format!("{f}.endpoint"),
                 format!("{endpoint:#04x}; expected an IN endpoint 0x81..0x8f"),

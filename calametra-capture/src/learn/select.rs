@@ -39,9 +39,7 @@ impl Selection {
             .map_err(|_| format!("`{s}`: the bus `{b}` is not a decimal number up to 65535"))?;
         let address: u8 = a
             .parse()
-            .ok()
-            .filter(|n| (1..=127).contains(n))
-            .ok_or_else(|| format!("`{s}`: the address `{a}` is not a decimal 1..127"))?;
+            .map_err(|_| format!("`{s}`: the address `{a}` is not a decimal number up to 255"))?;
         Ok(Selection::Address { bus, address })
     }
 

@@ -90,8 +90,7 @@ fn truncated_and_flipped_captures_fail_clearly_or_learn_a_spec_that_reads_back()
 fn a_cut_pcap_names_the_file_and_the_byte() {
     let bin = pcap_of(TEXT.as_bytes());
     let e = Input::parse("dock.pcap", &bin[..bin.len() - 7])
-        .err()
-        .expect("a cut pcap is an error")
+        .expect_err("a cut pcap is an error")
         .to_string();
     assert!(e.contains("dock.pcap") && e.contains("byte "), "{e}");
 }

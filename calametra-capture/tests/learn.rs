@@ -94,3 +94,42 @@ fn a_cut_pcap_names_the_file_and_the_byte() {
         .to_string();
     assert!(e.contains("dock.pcap") && e.contains("byte "), "{e}");
 }
+
+#[test]
+fn a_key_answered_the_same_twice_in_a_row_is_steady_and_one_asked_between_others_is_not() {
+    let read = |tag: u32, t: u64, req: &str, answer: &str| {
+        format!(
+            "{tag:08x} {t} S Ci:1:002:0 s c0 {req} 0000 0000 0001 1 <\n\
+             {tag:08x} {} C Ci:1:002:0 0 1 = {answer}\n",
+            t + 10
+        )
+    };
+    // c0/01 answers 0a, 0b, 0b (the last two in a row); c0/02 answers 0c, c0/01 between, 0c.
+    let text = [
+        read(1, 100, "01", "0a"),
+        read(2, 200, "02", "0c"),
+        read(3, 300, "01", "0b"),
+        read(4, 400, "01", "0b"),
+        read(5, 500, "02", "0c"),
+    ]
+    .concat();
+    let (spec, _) = learn(
+        &[Input::parse("steady.txt", text.as_bytes()).unwrap()],
+        &Selection::Only,
+    )
+    .unwrap();
+    let steady: Vec<(&str, bool)> = spec
+        .control
+        .iter()
+        .map(|k| (k.name.as_str(), k.steady))
+        .collect();
+    assert_eq!(
+        steady,
+        [
+            ("c001.0000.0000.0001", true),
+            ("c002.0000.0000.0001", false)
+        ]
+    );
+    let json = String::from_utf8(spec.to_json()).unwrap();
+    assert_eq!(json.matches("\"steady\": true").count(), 1, "{json}");
+}

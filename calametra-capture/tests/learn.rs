@@ -133,3 +133,40 @@ fn a_key_answered_the_same_twice_in_a_row_is_steady_and_one_asked_between_others
     let json = String::from_utf8(spec.to_json()).unwrap();
     assert_eq!(json.matches("\"steady\": true").count(), 1, "{json}");
 }
+
+#[test]
+fn several_captures_keep_their_outcomes_in_the_order_given_and_each_names_its_source() {
+    let first = Input::parse("one.txt", TEXT.as_bytes()).unwrap();
+    let other = TEXT.replace(" = 0a", " = 0b").replace(":1:002:", ":3:007:");
+    let second = Input::parse("dir/two.txt", other.as_bytes()).unwrap();
+    let (spec, report) = learn(&[first, second], &Selection::Only).unwrap();
+    let files: Vec<(&str, u16, u8)> = spec
+        .captures
+        .iter()
+        .map(|c| (c.file.as_str(), c.bus, c.address))
+        .collect();
+    assert_eq!(files, [("one.txt", 1, 2), ("two.txt", 3, 7)]);
+    assert_eq!(
+        spec.captures[1].sha256,
+        calametra_core::trace::sha256_hex(other.as_bytes())
+    );
+    let read = spec
+        .control
+        .iter()
+        .find(|k| k.name == "c001.0000.0000.0001")
+        .unwrap();
+    use calametra_capture::learn::format::Outcome;
+    assert_eq!(
+        read.outcomes,
+        [Outcome::Data(vec![0x0a]), Outcome::Data(vec![0x0b])]
+    );
+    assert_eq!(spec.events.len(), 2);
+    assert_eq!(
+        spec.events[1].after,
+        Some(("c001.0000.0000.0001".into(), 2))
+    );
+    assert!(
+        report.to_string().contains("two.txt: bus 3 device 7"),
+        "{report}"
+    );
+}

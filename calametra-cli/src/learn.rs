@@ -72,11 +72,20 @@ pub(crate) fn learn(a: &LearnArgs) -> Result<(), CliError> {
 /// `calametra compare` of a learned spec: the whole capture of the device (control transfers,
 /// bulk and interrupt, interleaved as the device saw them) against the replay model.
 pub(crate) fn compare(
-    capture_path: &std::path::Path,
+    a: &crate::CompareArgs,
     capture: &Capture,
     spec: &Spec,
     device: Option<(u16, u8)>,
 ) -> Result<(), CliError> {
+    if a.frames.is_some() || a.no_hotplug {
+        return Err(CliError(
+            "--frames and --no-hotplug need a Trigger 6 spec (calametra.spec.trigger6); a learned \
+             spec shows no frames and scripts its events itself"
+                .into(),
+            2,
+        ));
+    }
+    let capture_path = &a.capture;
     let model = Learned::try_from_spec(spec).map_err(|e| CliError(e.to_string(), 1))?;
     let mut host = DeviceHost::new(
         model,

@@ -82,8 +82,8 @@ enum Command {
     Export(ExportArgs),
     /// Replay a real capture against a model
     ///
-    /// Its control transfers (and for a Trigger 6 its bulk and interrupt transfers too, each
-    /// flipped frame as a PNG in --frames DIR); exit 1 on any unexplained difference, and exit 1
+    /// Its control transfers (and for a Trigger 6 or a learned spec its bulk and interrupt
+    /// transfers too; for a Trigger 6 each flipped frame as a PNG in --frames DIR); exit 1 on any unexplained difference, and exit 1
     /// when nothing was compared (an empty or header-only capture, comments alone, a --device
     /// with no transfers). The capture must be a regular file; its first bytes are checked
     /// before the rest is read.

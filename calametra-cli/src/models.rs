@@ -122,7 +122,7 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
         ));
     }
     if spec.str("format").ok() == Some(calametra_capture::learn::format::FORMAT) {
-        return crate::learn::compare(cap, &capture, &spec, device);
+        return crate::learn::compare(a, &capture, &spec, device);
     }
     let trigger6 = spec.str("format").ok() == Some("calametra.spec.trigger6");
     if trigger6 && device.is_none() {

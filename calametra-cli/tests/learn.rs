@@ -86,6 +86,31 @@ fn the_real_capture_learned_then_compared_leaves_nothing_unexplained_and_relearn
         "{out}"
     );
     assert!(!out.contains("UNEXPLAINED"), "{out}");
+
+    // Another capture asks what this one never showed: a model gap, a failure.
+    let other = dir.path().join("other.txt");
+    std::fs::write(
+        &other,
+        "00000001 1000 S Ci:6:025:0 s c0 87 0000 0005 0001 1 <\n\
+         00000001 1040 C Ci:6:025:0 0 1 = 01\n",
+    )
+    .unwrap();
+    let (code, out) = tool(&["compare", "--capture", s(&other), "--spec", s(&a)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("[model gap: control c0 87 0000 0005 0001 in no such request in the capture; nearest known key: c087.0000.0000.0001 (wIndex 0x0005 vs 0x0000)]")
+            && out.contains("UNEXPLAINED"),
+        "{out}"
+    );
+    let (code, out) = tool(&[
+        "compare",
+        "--capture",
+        s(&cap),
+        "--spec",
+        s(&a),
+        "--no-hotplug",
+    ]);
+    assert_eq!(code, 2, "{out}");
 }
 
 /// usbmon text of a control read of a device descriptor (vid 1234, pid 0001) from `dev`.

@@ -130,9 +130,11 @@ impl Learned {
         self.schedule(cx, ep, body, delay, true);
     }
 
-    /// Queues a packet on `ep` after `delay` (at once when 0).
+    /// Queues a packet on `ep` after `delay`: a reply with no delay at once, anything else on a
+    /// timer (an event's step is a transition of its own, never refused inside the request that
+    /// anchors it, whose reply a refusal would stall).
     fn schedule(&mut self, cx: &mut DevCtx<'_>, ep: u8, body: Outcome, delay: Nanos, event: bool) {
-        if delay == 0 {
+        if delay == 0 && !event {
             self.arrive(cx, ep, body, event);
             return;
         }

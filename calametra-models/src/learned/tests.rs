@@ -416,3 +416,16 @@ fn a_learned_spec_reads_back_to_the_same_bytes_and_replays_its_capture() {
     assert_eq!(h.poll_in(0x83, 8, true), Some(Ok(vec![0x0e])));
     assert!(gaps(&h).is_empty(), "{:?}", gaps(&h));
 }
+
+#[test]
+fn a_refused_event_step_loses_the_packet_and_leaves_the_request_it_followed_alone() {
+    let mut h = host(with_fault("in83.0->1#1", Fault::Stall));
+    assert_eq!(h.control(READ, &[]), Ok(vec![0x0a]));
+    assert_eq!(h.control(READ, &[]), Ok(vec![0x0b]));
+    h.advance_to(h.now() + 5_000_000);
+    assert_eq!(h.poll_in(0x83, 64, true), None, "the notification was lost");
+    assert!(h
+        .lines()
+        .iter()
+        .any(|l| l.contains("\"kind\":\"fault\"") && l.contains("in83.0->1#1")));
+}

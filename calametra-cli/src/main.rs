@@ -83,10 +83,10 @@ enum Command {
     /// Replay a real capture against a model
     ///
     /// Its control transfers (and for a Trigger 6 or a learned spec its bulk and interrupt
-    /// transfers too; for a Trigger 6 each flipped frame as a PNG in --frames DIR); exit 1 on any unexplained difference, and exit 1
-    /// when nothing was compared (an empty or header-only capture, comments alone, a --device
-    /// with no transfers). The capture must be a regular file; its first bytes are checked
-    /// before the rest is read.
+    /// transfers too; for a Trigger 6 each flipped frame as a PNG in --frames DIR); exit 1 on
+    /// any unexplained difference, and exit 1 when nothing was compared (an empty or
+    /// header-only capture, comments alone, a --device with no transfers). The capture must be
+    /// a regular file; its first bytes are checked before the rest is read.
     Compare(CompareArgs),
     /// Learn a device from captures into a learned spec (calametra.spec.learned)
     ///

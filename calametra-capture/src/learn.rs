@@ -1,5 +1,5 @@
 //! Learning a device from captures (`calametra learn`): what one device did, read out of one or
-//! more captures into a learned spec (`calametra.spec.learned`, [`format`]) that the replay
+//! more captures into a learned spec (`calametra.spec.learned`, [`format`](mod@format)) that the replay
 //! model of `calametra-models` (`learned::Learned`) answers from.
 //!
 //! - [`select`]: which device of each capture (the only one, `--device BUS.ADDR`, `--id
@@ -8,7 +8,7 @@
 //!   request by setup packet and OUT data, an OUT transfer by endpoint and data) with their
 //!   outcomes in capture order, the IN replies that followed an OUT, the IN packets nobody asked
 //!   for (scripted events), per-key latency and the complete descriptors.
-//! - [`format`]: the spec's types, its one writer and its one reader.
+//! - [`format`](mod@format): the spec's types, its one writer and its one reader.
 //!
 //! Learning is a function of the captures' bytes: the same captures give the same spec, byte
 //! for byte (no time of the learning, no directory, sorted keys). Nothing here reads the clock

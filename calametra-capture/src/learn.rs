@@ -1,6 +1,6 @@
 //! Learning a device from captures (`calametra learn`): what one device did, read out of one or
-//! more captures into a learned spec (`calametra.spec.learned`, [`format`](mod@format)) that the replay
-//! model of `calametra-models` (`learned::Learned`) answers from.
+//! more captures into a learned spec (`calametra.spec.learned`, [`format`](mod@format)) that
+//! the replay model of `calametra-models` (`learned::Learned`) answers from.
 //!
 //! - [`select`]: which device of each capture (the only one, `--device BUS.ADDR`, `--id
 //!   VID:PID`); an error lists the devices a capture shows.

@@ -9,8 +9,8 @@ use calametra_capture::compare;
 use calametra_capture::learn::{learn, Input, Selection};
 use calametra_capture::Capture;
 use calametra_core::spec::Spec;
-use calametra_models::learned::Learned;
 use calametra_fuzz::{host, spec};
+use calametra_models::learned::Learned;
 use calametra_models::trigger6::Trigger6;
 use libfuzzer_sys::fuzz_target;
 

@@ -14,7 +14,7 @@ use std::path::Path;
 
 /// Whether a capture's first bytes can begin a capture: gzip, pcapng, pcap (either byte order,
 /// micro- or nanoseconds) or usbmon text (no NUL or other control bytes but tab, CR and LF).
-fn capture_magic_ok(head: &[u8]) -> bool {
+pub(crate) fn capture_magic_ok(head: &[u8]) -> bool {
     const MAGIC: [[u8; 4]; 5] = [
         [0x0a, 0x0d, 0x0d, 0x0a],
         [0xd4, 0xc3, 0xb2, 0xa1],
@@ -72,8 +72,11 @@ pub fn model_for(spec: &Spec) -> Result<Box<dyn Device>, String> {
         "calametra.spec.dfu" => calametra_models::dfu::Dfu::try_from_spec(spec)
             .map(|m| Box::new(m) as Box<dyn Device>)
             .map_err(|e| e.to_string()),
+        "calametra.spec.learned" => calametra_models::learned::Learned::try_from_spec(spec)
+            .map(|m| Box::new(m) as Box<dyn Device>)
+            .map_err(|e| e.to_string()),
         other => Err(format!(
-            "{}: field `format`: `{other}` is not a model this tool knows; expected calametra.spec.trigger6 or calametra.spec.dfu",
+            "{}: field `format`: `{other}` is not a model this tool knows; expected calametra.spec.trigger6, calametra.spec.dfu or calametra.spec.learned",
             spec.path().display()
         )),
     }
@@ -117,6 +120,9 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
             ),
             1,
         ));
+    }
+    if spec.str("format").ok() == Some(calametra_capture::learn::format::FORMAT) {
+        return crate::learn::compare(a, &capture, &spec, device);
     }
     let trigger6 = spec.str("format").ok() == Some("calametra.spec.trigger6");
     if trigger6 && device.is_none() {

@@ -11,4 +11,5 @@
 mod chapter9;
 pub mod dfu;
 pub mod firmware;
+pub mod learned;
 pub mod trigger6;

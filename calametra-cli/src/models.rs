@@ -1,5 +1,6 @@
-//! The commands that need the shipped models, the capture readers and the QEMU bridge
-//! (`compare`, `qemu`).
+//! The commands that need the models, the capture readers and the QEMU bridge (`compare`,
+//! `qemu`). Models are found by their spec's `format` in the registry
+//! ([`calametra_core::registry`]); this file names none of them.
 
 use crate::{CliError, CompareArgs, QemuArgs};
 use calametra_capture::compare::{compare_with, NoExplanations, Options};
@@ -10,6 +11,9 @@ use calametra_core::sim::RunConfig;
 use calametra_core::spec::Spec;
 use calametra_core::usb::Device;
 use std::io::Read;
+// The shipped models register themselves by spec format; linking their crate is all this
+// tool does to find them.
+use calametra_models as _;
 use std::path::Path;
 
 /// Whether a capture's first bytes can begin a capture: gzip, pcapng, pcap (either byte order,
@@ -63,20 +67,11 @@ pub(crate) fn read_bounded(
     Ok(bytes)
 }
 
-/// The model a spec describes, by its `format`.
+/// The model a spec describes, by its `format`: built by the constructor registered for it
+/// ([`calametra_core::registry`]; this tool links `calametra-models`, whose models register
+/// themselves). An unknown format's error lists the registered ones.
 pub fn model_for(spec: &Spec) -> Result<Box<dyn Device>, String> {
-    match spec.str("format").map_err(|e| e.to_string())? {
-        "calametra.spec.trigger6" => calametra_models::trigger6::Trigger6::try_from_spec(spec)
-            .map(|m| Box::new(m) as Box<dyn Device>)
-            .map_err(|e| e.to_string()),
-        "calametra.spec.dfu" => calametra_models::dfu::Dfu::try_from_spec(spec)
-            .map(|m| Box::new(m) as Box<dyn Device>)
-            .map_err(|e| e.to_string()),
-        other => Err(format!(
-            "{}: field `format`: `{other}` is not a model this tool knows; expected calametra.spec.trigger6 or calametra.spec.dfu",
-            spec.path().display()
-        )),
-    }
+    calametra_core::registry::build(spec)
 }
 
 fn host_for(spec: &Spec, config: &RunConfig) -> Result<DeviceHost, String> {
@@ -108,7 +103,6 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
     let spec = Spec::parse(spec, &spec_bytes).map_err(|e| CliError(e.to_string(), 1))?;
     let cap_bytes = read_bounded(cap, MAX_TRACE_BYTES, "capture", Some(capture_magic_ok))?;
     let capture = Capture::parse(cap, &cap_bytes).map_err(|e| CliError(e.to_string(), 1))?;
-    drop(cap_bytes);
     if capture.events.is_empty() {
         return Err(CliError(
             format!(
@@ -118,22 +112,13 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
             1,
         ));
     }
-    let trigger6 = spec.str("format").ok() == Some("calametra.spec.trigger6");
-    if trigger6 && device.is_none() {
-        // The Trigger 6 comparison replays the whole capture (control, bulk, interrupt),
-        // scripts the capture's monitor hot-plug in and names what it explains
-        // (`--no-hotplug` shows those differences, explained); `--frames DIR` writes each
-        // frame a flip showed as a PNG.
-        use calametra_models::trigger6::capture::{
-            compare_capture_with, CompareOptions, ShownFrame,
-        };
-        use calametra_models::trigger6::scanout::Scanout;
-        // The frames are written here, through the tool's one output writer (a symlink among
-        // DIR's files is refused, never replaced), rather than by the comparison.
-        let options = CompareOptions {
-            replay_hotplug: !a.no_hotplug,
-            frames_dir: None,
-        };
+    let def = calametra_core::registry::for_spec(&spec).map_err(|e| CliError(e, 1))?;
+    if let (Some(compare_capture), None) = (def.compare_capture, device) {
+        // A model with its own whole-capture comparison (the Trigger 6: control, bulk and
+        // interrupt transfers, its monitor hot-plug scripted in, named explanations;
+        // `--no-hotplug` shows those differences, explained) replays all of it; with
+        // `--frames DIR` each picture it hands over is written there, through the tool's one
+        // output writer (a symlink among DIR's files is refused, never replaced).
         if let Some(dir) = &a.frames {
             std::fs::create_dir_all(dir).map_err(|e| {
                 CliError(
@@ -142,33 +127,30 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
                 )
             })?;
         }
-        type Written = Vec<Result<std::path::PathBuf, String>>;
-        let written: std::rc::Rc<std::cell::RefCell<Written>> = Default::default();
-        let on_frame = {
-            let written = written.clone();
-            let dir = a.frames.clone();
-            move |_: &ShownFrame, scanout: &Scanout| {
-                let Some(dir) = &dir else { return };
-                let mut w = written.borrow_mut();
-                let path = dir.join(format!("{:02}-{}", w.len() + 1, scanout.file_name()));
-                w.push(
-                    crate::write_output(&path, &scanout.png())
-                        .map(|()| path)
-                        .map_err(|e| e.0),
-                );
-            }
+        let errors: std::rc::Rc<std::cell::RefCell<Vec<String>>> = Default::default();
+        let sink = a.frames.clone().map(|dir| {
+            let errors = errors.clone();
+            Box::new(move |name: &str, png: &[u8]| {
+                let path = dir.join(name);
+                crate::write_output(&path, png).map(|()| path).map_err(|e| {
+                    errors.borrow_mut().push(e.0.clone());
+                    e.0
+                })
+            }) as calametra_core::registry::PictureSink
+        });
+        let options = calametra_core::registry::CaptureOptions {
+            replay_hotplug: !a.no_hotplug,
         };
-        let mut c = compare_capture_with(&capture, &spec, &options, on_frame)
-            .map_err(|e| CliError(e, 1))?;
-        let written = std::mem::take(&mut *written.borrow_mut());
-        for (frame, w) in c.frames.iter_mut().zip(&written) {
-            frame.png = w.as_ref().ok().cloned();
-        }
-        print!("{}", crate::clean(&c.to_string()));
-        if let Some(Err(e)) = written.iter().find(|w| w.is_err()) {
+        // The comparison reads the capture's bytes itself; the events read here (to refuse
+        // an empty capture by the same message for every model) go first.
+        drop(capture);
+        let c =
+            compare_capture(cap, &cap_bytes, &spec, &options, sink).map_err(|e| CliError(e, 1))?;
+        print!("{}", crate::clean(&c.text));
+        if let Some(e) = errors.borrow().first() {
             return Err(CliError(format!("a frame's PNG: {e}"), 1));
         }
-        if c.report.summary().total == 0 {
+        if c.compared == 0 {
             return Err(CliError(
                 format!(
                     "{}: nothing was compared: the capture holds no transfers of the device",
@@ -177,7 +159,7 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
                 1,
             ));
         }
-        return if c.is_clean() {
+        return if c.clean {
             Ok(())
         } else {
             Err(CliError(
@@ -187,11 +169,20 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
         };
     }
     if a.frames.is_some() {
+        let whole: Vec<&str> = calametra_core::registry::models()
+            .iter()
+            .filter(|m| m.compare_capture.is_some())
+            .map(|m| m.format)
+            .collect();
         return Err(CliError(
-            "--frames needs a Trigger 6 spec (calametra.spec.trigger6) and no --device".into(),
+            format!(
+                "--frames needs a model that compares whole captures ({}) and no --device",
+                whole.join(", ")
+            ),
             2,
         ));
     }
+    drop(cap_bytes);
     let mut host = host_for(
         &spec,
         &RunConfig {
@@ -235,7 +226,8 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
 pub fn qemu(a: &QemuArgs) -> Result<(), CliError> {
     use calametra_qemu::{Boxed, GuestImage, Probe, QemuConfig};
     let spec = Spec::load(&a.spec).map_err(|e| CliError(e.to_string(), 1))?;
-    let model = model_for(&spec).map_err(|e| CliError(e, 1))?;
+    let def = calametra_core::registry::for_spec(&spec).map_err(|e| CliError(e, 1))?;
+    let model = (def.build)(&spec).map_err(|e| CliError(e, 1))?;
     let probe = match (&a.script, a.probe.as_deref()) {
         (Some(f), _) => Probe::script(
             std::fs::read_to_string(f)
@@ -266,15 +258,9 @@ pub fn qemu(a: &QemuArgs) -> Result<(), CliError> {
         )
     })?;
     let mut config = QemuConfig::new(guest);
-    if spec.str("format").ok() == Some("calametra.spec.dfu") {
-        // A DFU device re-enumerates when it detaches, and its poll timeouts are timers.
-        use calametra_models::dfu::marks;
-        config.bridge.reenumerate_marks = vec![
-            marks::WILL_DETACH_TO_DFU.to_string(),
-            marks::WILL_DETACH_TO_APP.to_string(),
-        ];
-        config.bridge.warp_after_request = true;
-    }
+    // What the model says a guest run needs of it (a DFU device re-enumerates when it
+    // detaches, and its poll timeouts are timers).
+    config.bridge.apply(&def.qemu);
     let run = calametra_qemu::run(Boxed(model), &RunConfig::default(), &probe, &config)
         .map_err(|e| CliError(e.to_string(), 1))?;
     println!("{}", run.summary());

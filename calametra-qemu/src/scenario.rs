@@ -76,6 +76,25 @@ impl Guest {
         self.model = Some(Box::new(model));
     }
 
+    /// Attaches the model registered for the spec's `format`
+    /// ([`calametra_core::registry::build`]) and takes its QEMU hints (its re-enumeration
+    /// marks, as [`Guest::reenumerate_on`]). Panics, naming the spec and the field, when the
+    /// format is not registered in this binary or the spec is not the model's (as
+    /// `Dfu::from_spec` does).
+    pub fn attach_registered(&mut self) {
+        let spec = self.spec();
+        let def = match calametra_core::registry::for_spec(spec) {
+            Ok(def) => def,
+            Err(e) => panic!("calametra: {e}"),
+        };
+        match (def.build)(spec) {
+            Ok(model) => self.model = Some(model),
+            Err(e) => panic!("calametra: {e}"),
+        }
+        self.reenumerate_marks
+            .extend(def.qemu.reenumerate_marks.iter().map(|m| m.to_string()));
+    }
+
     /// What the guest runs once its USB modules are loaded.
     pub fn probe(&mut self, probe: Probe) {
         self.probe = Some(probe);

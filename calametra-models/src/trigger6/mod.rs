@@ -35,6 +35,14 @@ pub use model::{DmaStats, FlipInfo, FlipRecord, FlipState, Frame, Sabotage, Trig
 pub use scanout::Scanout;
 pub use timing::Timing;
 
+// Found by `calametra compare`, `calametra qemu` and any tool that builds a model from a
+// `calametra.spec.trigger6` spec; it replays whole captures itself (bulk, interrupt, frames).
+calametra_core::register_model!(
+    "calametra.spec.trigger6",
+    Trigger6::try_from_spec,
+    compare_capture = capture::compare_registered,
+);
+
 /// Coverage marks the model records (`DevCtx::mark`).
 pub mod marks {
     /// The monitor was unplugged while the last status reply for its output said connected:

@@ -12,7 +12,8 @@
 //! Nothing here runs a model; this module only finds one.
 
 use crate::spec::Spec;
-use crate::usb::Device;
+use crate::usb::{DevCtx, Device, Reply, Setup};
+use std::any::Any;
 use std::path::{Path, PathBuf};
 
 #[doc(hidden)]
@@ -200,6 +201,56 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Device>, String> {
     (for_spec(spec)?.build)(spec)
 }
 
+/// A model built at run time ([`build`]) served as a device: what a tool or a scenario
+/// attaches when it knows a model only by its spec (`sim.attach(Boxed(registry::build(spec)?))`,
+/// then `w.model(dev).get::<MyModel>()`). Every [`Device`] method goes to the model inside,
+/// its description in state dumps included.
+pub struct Boxed(pub Box<dyn Device>);
+
+impl Boxed {
+    /// The model inside, when it is a `D`.
+    pub fn get<D: Device>(&self) -> Option<&D> {
+        let any: &dyn Any = &*self.0;
+        any.downcast_ref::<D>()
+    }
+}
+
+impl Device for Boxed {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn control(&mut self, cx: &mut DevCtx<'_>, setup: &Setup, data: &[u8]) -> Reply {
+        self.0.control(cx, setup, data)
+    }
+    fn out(&mut self, cx: &mut DevCtx<'_>, ep: u8, data: &[u8]) -> Reply {
+        self.0.out(cx, ep, data)
+    }
+    fn poll_in(&mut self, cx: &mut DevCtx<'_>, ep: u8, max_len: usize) -> Reply {
+        self.0.poll_in(cx, ep, max_len)
+    }
+    fn on_timer(&mut self, cx: &mut DevCtx<'_>, token: u64) {
+        self.0.on_timer(cx, token)
+    }
+    fn on_reset(&mut self, cx: &mut DevCtx<'_>) {
+        self.0.on_reset(cx)
+    }
+    fn on_disconnect(&mut self, cx: &mut DevCtx<'_>) {
+        self.0.on_disconnect(cx)
+    }
+    fn request_name(&self, setup: &Setup) -> Option<&str> {
+        self.0.request_name(setup)
+    }
+    fn describe(&self) -> Vec<(String, String)> {
+        crate::state::describe_device(&*self.0)
+    }
+    fn pictures(&self) -> Vec<String> {
+        self.0.pictures()
+    }
+    fn picture(&self, name: &str) -> Option<crate::picture::Picture> {
+        self.0.picture(name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +319,15 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_boxed_model_is_the_model_inside() {
+        let b = Boxed(build(&spec("test.registry.loopback", "")).unwrap());
+        assert!(b.get::<Loopback>().is_some());
+        assert!(b.get::<Boxed>().is_none());
+        assert_eq!(b.name(), "loopback");
+        assert_eq!(b.describe(), Loopback::default().describe());
     }
 
     #[test]

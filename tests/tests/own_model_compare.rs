@@ -1,0 +1,96 @@
+//! A model from a user's own crate is compared with a capture: the counter of
+//! `own_model/counter.rs` is found through the registry by its spec's format, and a usbmon
+//! capture of its requests is replayed against it with the library's comparison
+//! (`calametra_capture::compare::compare_with`), the one `calametra compare` runs for a model
+//! with no whole-capture comparison of its own.
+
+#[path = "own_model/counter.rs"]
+mod counter;
+
+use calametra::host::DeviceHost;
+use calametra::registry::{self, Boxed};
+use calametra::spec::Spec;
+use calametra::RunConfig;
+use calametra_capture::compare::{compare_with, NoExplanations, Options, Report};
+use calametra_capture::Capture;
+
+fn spec() -> Spec {
+    Spec::parse(
+        "tests/own_model/counter.json",
+        include_bytes!("own_model/counter.json"),
+    )
+    .unwrap()
+}
+
+/// Replays a usbmon text capture against the model registered for the counter's spec; the
+/// report and the host the model ran in.
+fn compare(capture: &str) -> (Report, DeviceHost) {
+    let capture = Capture::parse("counter.usbmon", capture.as_bytes()).unwrap();
+    let model = registry::build(&spec()).unwrap();
+    let config = RunConfig {
+        keep_trace: true,
+        ..RunConfig::default()
+    };
+    let mut host = DeviceHost::new(Boxed(model), &config);
+    let report = compare_with(
+        &capture.control_transfers(),
+        &mut host,
+        &Options::default(),
+        &mut NoExplanations,
+    );
+    (report, host)
+}
+
+/// What the device did: adds 2 and 3 (acknowledged), an add of 1 refused at the limit (a
+/// stall), and reads of the total, 5.
+const REAL: &str = "\
+ffff1 100 S Co:1:002:0 s 40 01 0002 0000 0000 0
+ffff1 110 C Co:1:002:0 0 0
+ffff2 200 S Co:1:002:0 s 40 01 0003 0000 0000 0
+ffff2 210 C Co:1:002:0 0 0
+ffff3 300 S Co:1:002:0 s 40 01 0001 0000 0000 0
+ffff3 310 C Co:1:002:0 -32 0
+ffff4 400 S Ci:1:002:0 s c0 02 0000 0000 0004 4 <
+ffff4 410 C Ci:1:002:0 0 4 = 05000000
+";
+
+#[test]
+fn the_registry_finds_a_model_of_a_users_crate_by_its_format() {
+    let def = registry::for_spec(&spec()).unwrap();
+    assert_eq!(def.format, counter::FORMAT);
+    assert!(def.module.ends_with("counter"), "{}", def.module);
+    assert!(registry::formats().contains(&counter::FORMAT));
+    // An unknown format's error lists this binary's registered formats.
+    let other = Spec::parse(
+        "other.json",
+        br#"{"format": "example.spec.nothing", "version": 1, "source": "a test"}"#,
+    )
+    .unwrap();
+    let e = registry::build(&other).err().unwrap();
+    assert!(
+        e.contains("other.json: field `format`: `example.spec.nothing`")
+            && e.contains("example.spec.counter"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_capture_of_what_the_model_does_compares_clean() {
+    let (report, host) = compare(REAL);
+    let s = report.summary();
+    assert_eq!(s.total, 4, "{}", report.render());
+    assert!(report.is_clean(), "{}", report.render());
+    // The model found by format is the counter, and it counted what the capture added.
+    let model = host.device::<Boxed>().and_then(|b| b.get::<counter::Counter>());
+    assert_eq!(model.map(|c| c.total()), Some(5));
+}
+
+#[test]
+fn a_capture_the_model_disagrees_with_is_a_difference_named_by_request() {
+    // The device read back 6: the model says 5.
+    let (report, _) = compare(&REAL.replace("= 05000000", "= 06000000"));
+    assert!(!report.is_clean(), "{}", report.render());
+    let unexplained: Vec<_> = report.unexplained().collect();
+    assert_eq!(unexplained.len(), 1, "{}", report.render());
+    assert!(report.render().contains("05000000"), "{}", report.render());
+}

@@ -31,6 +31,7 @@ pub mod hex;
 pub mod host;
 pub mod input;
 pub mod interface;
+pub mod names;
 pub mod picture;
 pub mod registry;
 pub mod regress;

@@ -81,7 +81,9 @@ fn a_capture_of_what_the_model_does_compares_clean() {
     assert_eq!(s.total, 4, "{}", report.render());
     assert!(report.is_clean(), "{}", report.render());
     // The model found by format is the counter, and it counted what the capture added.
-    let model = host.device::<Boxed>().and_then(|b| b.get::<counter::Counter>());
+    let model = host
+        .device::<Boxed>()
+        .and_then(|b| b.get::<counter::Counter>());
     assert_eq!(model.map(|c| c.total()), Some(5));
 }
 

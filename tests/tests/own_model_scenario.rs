@@ -15,7 +15,13 @@ use std::time::Duration;
 /// The driver adds 1, 2 and 3 to a counter whose limit is 5 (the last add is refused); under
 /// stalls at every add, the total is never less than what the device acknowledged nor more
 /// than what was asked.
-#[calametra::scenario(spec = "tests/own_model/counter.json", schedules = 4, faults = [stall])]
+#[calametra::scenario(
+    spec = "tests/own_model/counter.json",
+    schedules = 4,
+    faults = [stall],
+    marks = counter::marks::ALL,
+    marks_floor = 3
+)]
 fn counter_counts_what_it_acknowledged(sim: &mut Sim) {
     let model = match registry::build(sim.spec()) {
         Ok(m) => m,

@@ -14,10 +14,12 @@ use calametra::spec::Spec;
 /// The spec format the counter registers (`format` in `counter.json`).
 pub const FORMAT: &str = "example.spec.counter";
 
-/// The counter's coverage marks.
-pub mod marks {
-    /// An add that would pass the limit was refused (stalled).
-    pub const REFUSED_PAST_LIMIT: &str = "RefusedPastLimit";
+calametra::names! {
+    /// The counter's coverage marks.
+    pub mod marks {
+        /// An add that would pass the limit was refused (stalled).
+        REFUSED_PAST_LIMIT = "RefusedPastLimit";
+    }
 }
 
 /// The counter device.

@@ -3,13 +3,10 @@
 //! ([`calametra_core::registry`]); this file names none of them.
 
 use crate::{CliError, CompareArgs, QemuArgs};
-use calametra_capture::compare::{compare_with, NoExplanations, Options};
-use calametra_capture::Capture;
-use calametra_core::host::DeviceHost;
+use calametra_capture::by_spec::{compare_spec, compares_whole_captures, Compared, SpecOptions};
 use calametra_core::input::{open_regular, MAX_DOCUMENT_BYTES, MAX_TRACE_BYTES};
 use calametra_core::sim::RunConfig;
 use calametra_core::spec::Spec;
-use calametra_core::usb::Device;
 use std::io::Read;
 // The shipped models register themselves by spec format; linking their crate is all this
 // tool does to find them.
@@ -67,20 +64,6 @@ pub(crate) fn read_bounded(
     Ok(bytes)
 }
 
-/// The model a spec describes, by its `format`: built by the constructor registered for it
-/// ([`calametra_core::registry`]; this tool links `calametra-models`, whose models register
-/// themselves). An unknown format's error lists the registered ones.
-pub fn model_for(spec: &Spec) -> Result<Box<dyn Device>, String> {
-    calametra_core::registry::build(spec)
-}
-
-fn host_for(spec: &Spec, config: &RunConfig) -> Result<DeviceHost, String> {
-    Ok(DeviceHost::new(
-        calametra_qemu::Boxed(model_for(spec)?),
-        config,
-    ))
-}
-
 /// `calametra compare --capture FILE --spec SPEC [--device BUS:ADDR] [--frames DIR]
 /// [--no-hotplug]`.
 pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
@@ -102,73 +85,9 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
     let spec_bytes = read_bounded(spec, MAX_DOCUMENT_BYTES, "spec", None)?;
     let spec = Spec::parse(spec, &spec_bytes).map_err(|e| CliError(e.to_string(), 1))?;
     let cap_bytes = read_bounded(cap, MAX_TRACE_BYTES, "capture", Some(capture_magic_ok))?;
-    let capture = Capture::parse(cap, &cap_bytes).map_err(|e| CliError(e.to_string(), 1))?;
-    if capture.events.is_empty() {
-        return Err(CliError(
-            format!(
-                "{}: nothing was compared: the capture holds no usbmon events (empty, a header alone, or comments alone)",
-                cap.display()
-            ),
-            1,
-        ));
-    }
-    let def = calametra_core::registry::for_spec(&spec).map_err(|e| CliError(e, 1))?;
-    if let (Some(compare_capture), None) = (def.compare_capture, device) {
-        // A model with its own whole-capture comparison (the Trigger 6: control, bulk and
-        // interrupt transfers, its monitor hot-plug scripted in, named explanations;
-        // `--no-hotplug` shows those differences, explained) replays all of it; with
-        // `--frames DIR` each picture it hands over is written there, through the tool's one
-        // output writer (a symlink among DIR's files is refused, never replaced).
-        if let Some(dir) = &a.frames {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                CliError(
-                    format!("{}: cannot create the directory: {e}", dir.display()),
-                    1,
-                )
-            })?;
-        }
-        let errors: std::rc::Rc<std::cell::RefCell<Vec<String>>> = Default::default();
-        let sink = a.frames.clone().map(|dir| {
-            let errors = errors.clone();
-            Box::new(move |name: &str, png: &[u8]| {
-                let path = dir.join(name);
-                crate::write_output(&path, png).map(|()| path).map_err(|e| {
-                    errors.borrow_mut().push(e.0.clone());
-                    e.0
-                })
-            }) as calametra_core::registry::PictureSink
-        });
-        let options = calametra_core::registry::CaptureOptions {
-            replay_hotplug: !a.no_hotplug,
-        };
-        // The comparison reads the capture's bytes itself; the events read here (to refuse
-        // an empty capture by the same message for every model) go first.
-        drop(capture);
-        let c =
-            compare_capture(cap, &cap_bytes, &spec, &options, sink).map_err(|e| CliError(e, 1))?;
-        print!("{}", crate::clean(&c.text));
-        if let Some(e) = errors.borrow().first() {
-            return Err(CliError(format!("a frame's PNG: {e}"), 1));
-        }
-        if c.compared == 0 {
-            return Err(CliError(
-                format!(
-                    "{}: nothing was compared: the capture holds no transfers of the device",
-                    cap.display()
-                ),
-                1,
-            ));
-        }
-        return if c.clean {
-            Ok(())
-        } else {
-            Err(CliError(
-                "the model differs from the capture (unexplained differences above)".into(),
-                1,
-            ))
-        };
-    }
-    if a.frames.is_some() {
+    // Pictures come only from a model's own whole-capture comparison (the Trigger 6's flips).
+    let whole = compares_whole_captures(&spec).map_err(|e| CliError(e, 1))?;
+    if a.frames.is_some() && (!whole || device.is_some()) {
         let whole: Vec<&str> = calametra_core::registry::models()
             .iter()
             .filter(|m| m.compare_capture.is_some())
@@ -182,37 +101,49 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
             2,
         ));
     }
-    drop(cap_bytes);
-    let mut host = host_for(
-        &spec,
-        &RunConfig {
-            keep_trace: true,
-            ..RunConfig::default()
-        },
-    )
-    .map_err(|e| CliError(e, 1))?;
-    let options = Options {
+    // With `--frames DIR` each picture the comparison hands over is written there, through
+    // the tool's one output writer (a symlink among DIR's files is refused, never replaced).
+    if let Some(dir) = &a.frames {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            CliError(
+                format!("{}: cannot create the directory: {e}", dir.display()),
+                1,
+            )
+        })?;
+    }
+    let errors: std::rc::Rc<std::cell::RefCell<Vec<String>>> = Default::default();
+    let sink = a.frames.clone().map(|dir| {
+        let errors = errors.clone();
+        Box::new(move |name: &str, png: &[u8]| {
+            let path = dir.join(name);
+            crate::write_output(&path, png).map(|()| path).map_err(|e| {
+                errors.borrow_mut().push(e.0.clone());
+                e.0
+            })
+        }) as calametra_core::registry::PictureSink
+    });
+    let options = SpecOptions {
         device,
-        ..Options::default()
+        no_hotplug: a.no_hotplug,
     };
-    let report = compare_with(
-        &capture.control_transfers(),
-        &mut host,
-        &options,
-        &mut NoExplanations,
-    );
-    print!("{}", crate::clean(&report.render()));
-    if report.summary().total == 0 {
-        let why = match &a.device {
-            Some(d) => format!("no control transfer in the capture is of --device {d}"),
-            None => "the capture holds no control transfers".to_string(),
+    let c = compare_spec(cap, &cap_bytes, &spec, &options, sink).map_err(|e| CliError(e, 1))?;
+    drop(cap_bytes);
+    print!("{}", crate::clean(&c.render()));
+    if let Some(e) = errors.borrow().first() {
+        return Err(CliError(format!("a frame's PNG: {e}"), 1));
+    }
+    if c.compared() == 0 {
+        let why = match (&c, &a.device) {
+            (Compared::Whole(_), _) => "the capture holds no transfers of the device".to_string(),
+            (_, Some(d)) => format!("no control transfer in the capture is of --device {d}"),
+            (_, None) => "the capture holds no control transfers".to_string(),
         };
         return Err(CliError(
             format!("{}: nothing was compared: {why}", cap.display()),
             1,
         ));
     }
-    if report.summary().is_clean() {
+    if c.is_clean() {
         Ok(())
     } else {
         Err(CliError(

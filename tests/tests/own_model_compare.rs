@@ -1,8 +1,8 @@
 //! A model from a user's own crate is compared with a capture: the counter of
 //! `own_model/counter.rs` is found through the registry by its spec's format, and a usbmon
-//! capture of its requests is replayed against it with the library's comparison
-//! (`calametra_capture::compare::compare_with`), the one `calametra compare` runs for a model
-//! with no whole-capture comparison of its own.
+//! capture of its requests is replayed against it by `calametra_capture::by_spec::compare_spec`,
+//! the entry point `calametra compare` runs (the tool adds only the printing and where
+//! pictures go); and by hand, through `compare_with` over a host of the registry's model.
 
 #[path = "own_model/counter.rs"]
 mod counter;
@@ -11,6 +11,7 @@ use calametra::host::DeviceHost;
 use calametra::registry::{self, Boxed};
 use calametra::spec::Spec;
 use calametra::RunConfig;
+use calametra_capture::by_spec::{compare_spec, compares_whole_captures, Compared, SpecOptions};
 use calametra_capture::compare::{compare_with, NoExplanations, Options, Report};
 use calametra_capture::Capture;
 
@@ -72,6 +73,44 @@ fn the_registry_finds_a_model_of_a_users_crate_by_its_format() {
             && e.contains("example.spec.counter"),
         "{e}"
     );
+}
+
+#[test]
+fn the_entry_point_of_calametra_compare_compares_a_users_model() {
+    assert!(!compares_whole_captures(&spec()).unwrap());
+    let run = |capture: &str| {
+        compare_spec(
+            "counter.usbmon".as_ref(),
+            capture.as_bytes(),
+            &spec(),
+            &SpecOptions::default(),
+            None,
+        )
+        .unwrap()
+    };
+    let clean = run(REAL);
+    assert_eq!(clean.compared(), 4, "{}", clean.render());
+    assert!(clean.is_clean(), "{}", clean.render());
+    let Compared::Control(_, host) = &clean else {
+        panic!("the counter has no whole-capture comparison")
+    };
+    let model = host
+        .device::<Boxed>()
+        .and_then(|b| b.get::<counter::Counter>());
+    assert_eq!(model.map(|c| c.total()), Some(5));
+    let differs = run(&REAL.replace("= 05000000", "= 06000000"));
+    assert!(!differs.is_clean(), "{}", differs.render());
+    // A capture of nothing is refused by name, as the tool refuses it.
+    let e = compare_spec(
+        "empty.usbmon".as_ref(),
+        b"# a capture of nothing\n",
+        &spec(),
+        &SpecOptions::default(),
+        None,
+    )
+    .err()
+    .unwrap();
+    assert!(e.contains("empty.usbmon: nothing was compared"), "{e}");
 }
 
 #[test]

@@ -374,3 +374,67 @@ fn the_real_capture_compares_clean_from_the_command_line() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("trigger6-jcd543.json"), "{out}");
 }
+
+#[test]
+fn compare_finds_models_by_format_and_names_the_registered_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("one.usbmon");
+    std::fs::write(
+        &cap,
+        "ffff1 100 S Ci:1:002:0 s 80 06 0100 0000 0012 18 <\nffff1 110 C Ci:1:002:0 -32 0\n",
+    )
+    .unwrap();
+    let spec = dir.path().join("widget.json");
+    std::fs::write(
+        &spec,
+        r#"{"format": "mycompany.spec.widget", "version": 1, "source": "a test"}"#,
+    )
+    .unwrap();
+    let (code, out) = tool(&[
+        "compare",
+        "--capture",
+        cap.to_str().unwrap(),
+        "--spec",
+        spec.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("widget.json: field `format`: `mycompany.spec.widget`")
+            && out.contains("registered: calametra.spec.dfu, calametra.spec.trigger6"),
+        "{out}"
+    );
+    // A DFU spec is found by its format; it has no whole-capture comparison, so no pictures.
+    let dfu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/dfu11-tolerant.json");
+    let (code, out) = tool(&[
+        "compare",
+        "--capture",
+        cap.to_str().unwrap(),
+        "--spec",
+        dfu.to_str().unwrap(),
+        "--frames",
+        dir.path().join("frames").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(
+            "--frames needs a model that compares whole captures (calametra.spec.trigger6)"
+        ),
+        "{out}"
+    );
+    // Without --frames it replays the control transfers against the DFU model, which has a
+    // device descriptor where this capture stalled.
+    let (code, out) = tool(&[
+        "compare",
+        "--capture",
+        cap.to_str().unwrap(),
+        "--spec",
+        dfu.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "get_descriptor(device)     capture stalls; model answered 18 bytes [UNEXPLAINED]"
+        ),
+        "{out}"
+    );
+}

@@ -275,3 +275,44 @@ impl Runner for GuestRunner {
             .map_err(|e| e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use calametra_core::registry::QemuHints;
+    use calametra_models::dfu::{marks, Dfu};
+
+    fn dfu_spec() -> Arc<Spec> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/dfu11-tolerant.json");
+        Arc::new(Spec::load(&path).unwrap())
+    }
+
+    #[test]
+    fn a_registered_model_is_attached_with_its_reenumeration_marks() {
+        let mut g = Guest::new(Some(dfu_spec()));
+        g.attach_registered();
+        let model = g.model.take().expect("attached");
+        let any: &dyn std::any::Any = &*model;
+        assert!(any.downcast_ref::<Dfu>().is_some());
+        assert_eq!(
+            g.reenumerate_marks,
+            [marks::WILL_DETACH_TO_DFU, marks::WILL_DETACH_TO_APP]
+        );
+    }
+
+    #[test]
+    fn hints_reach_both_transports_options() {
+        let hints = QemuHints {
+            reenumerate_marks: &["Detached"],
+            warp_after_request: true,
+        };
+        let mut bridge = crate::BridgeOptions::default();
+        bridge.apply(&hints);
+        assert_eq!(bridge.reenumerate_marks, ["Detached"]);
+        assert!(bridge.warp_after_request);
+        let mut lock = crate::lockstep::LockstepOptions::default();
+        lock.apply(&hints);
+        lock.apply(&QemuHints::NONE);
+        assert_eq!(lock.reenumerate_marks, ["Detached"]);
+    }
+}

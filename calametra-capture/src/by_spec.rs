@@ -10,7 +10,9 @@
 use crate::compare::{compare_with, NoExplanations, Options, Report};
 use crate::Capture;
 use calametra_core::host::DeviceHost;
-use calametra_core::registry::{self, Boxed, CaptureOptions, CaptureReport, PictureSink};
+use calametra_core::registry::{
+    self, Boxed, CaptureOptions, CaptureReport, CompareRequest, PictureSink,
+};
 use calametra_core::spec::Spec;
 use calametra_core::RunConfig;
 use std::path::Path;
@@ -110,4 +112,47 @@ pub fn compare_spec(
     };
     let report = compare_with(&control, &mut host, &compare_options, &mut NoExplanations);
     Ok(Compared::Control(report, Box::new(host)))
+}
+
+/// Reads a regular file of at most `max` bytes (a FIFO or `/dev/zero` is refused before it is
+/// read); errors name the file.
+fn read_file(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let f = calametra_core::input::open_regular(path, max, what)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    f.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: cannot read the {what}: {e}", path.display()))?;
+    if bytes.len() as u64 > max {
+        return Err(format!(
+            "{}: cannot read the {what}: it grew past its limit while it was read",
+            path.display()
+        ));
+    }
+    Ok(bytes)
+}
+
+/// [`compare_spec`] on the files a [`CompareRequest`] names (what a test binary runs for
+/// `calametra compare --package P --test T`, with the models registered in it). The spec and
+/// the capture are read within the readers' limits; no pictures are written.
+pub fn compare_request(r: &CompareRequest) -> Result<CaptureReport, String> {
+    use calametra_core::input::{MAX_DOCUMENT_BYTES, MAX_TRACE_BYTES};
+    let spec_bytes = read_file(&r.spec, MAX_DOCUMENT_BYTES, "spec")?;
+    let spec = Spec::parse(&r.spec, &spec_bytes).map_err(|e| e.to_string())?;
+    let capture = read_file(&r.capture, MAX_TRACE_BYTES, "capture")?;
+    let options = SpecOptions {
+        device: r.device,
+        no_hotplug: r.no_hotplug,
+    };
+    let c = compare_spec(&r.capture, &capture, &spec, &options, None)?;
+    Ok(CaptureReport {
+        text: c.render(),
+        compared: c.compared(),
+        clean: c.is_clean(),
+    })
+}
+
+registry::inventory::submit! {
+    registry::CompareHook(compare_request)
 }

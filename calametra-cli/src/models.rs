@@ -82,6 +82,9 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
             ))
         }
     };
+    if let (Some(package), Some(test)) = (&a.package, &a.test) {
+        return compare_in_test_binary(a, package, test);
+    }
     let spec_bytes = read_bounded(spec, MAX_DOCUMENT_BYTES, "spec", None)?;
     let spec = Spec::parse(spec, &spec_bytes).map_err(|e| CliError(e.to_string(), 1))?;
     let cap_bytes = read_bounded(cap, MAX_TRACE_BYTES, "capture", Some(capture_magic_ok))?;
@@ -144,6 +147,96 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
         ));
     }
     if c.is_clean() {
+        Ok(())
+    } else {
+        Err(CliError(
+            "the model differs from the capture (unexplained differences above)".into(),
+            1,
+        ))
+    }
+}
+
+/// `compare --package P --test T`: the comparison runs inside that test binary, whose harness
+/// finds the spec's model among the models registered there (`calametra::tool`: the
+/// `CALAMETRA_COMPARE_*` variables) and writes the result as JSON; this prints it and exits as
+/// the comparison in this tool does.
+fn compare_in_test_binary(a: &CompareArgs, package: &str, test: &str) -> Result<(), CliError> {
+    for (option, v) in [("--package", package), ("--test", test)] {
+        if v.is_empty()
+            || v.starts_with('-')
+            || !v
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(CliError(
+                format!("{option} `{v}`: not a Cargo name (letters, digits, `-`, `_`)"),
+                2,
+            ));
+        }
+    }
+    let abs = |p: &Path, what: &str| {
+        std::fs::canonicalize(p)
+            .map_err(|e| CliError(format!("{}: cannot open the {what}: {e}", p.display()), 1))
+    };
+    let (capture, spec) = (abs(&a.capture, "capture")?, abs(&a.spec, "spec")?);
+    let tmp =
+        tempfile::tempdir().map_err(|e| CliError(format!("a temporary directory: {e}"), 1))?;
+    let out = tmp.path().join("compare.json");
+    let cargo = crate::cargo_or_default(&a.cargo);
+    let trial = "calametra::compare";
+    println!("$ {cargo} test -p {package} --test {test} -- --exact {trial}");
+    let mut c = std::process::Command::new(&cargo);
+    c.args([
+        "test", "-p", package, "--test", test, "--", "--exact", trial,
+    ])
+    .env("CALAMETRA_COMPARE_OUT", &out)
+    .env("CALAMETRA_COMPARE_CAPTURE", &capture)
+    .env("CALAMETRA_COMPARE_SPEC", &spec)
+    .env(
+        "CALAMETRA_COMPARE_DEVICE",
+        a.device.as_deref().unwrap_or(""),
+    )
+    .env(
+        "CALAMETRA_COMPARE_NO_HOTPLUG",
+        if a.no_hotplug { "1" } else { "0" },
+    );
+    let status = c
+        .status()
+        .map_err(|e| CliError(format!("cannot run `{cargo}`: {e}"), 1))?;
+    let text = std::fs::read_to_string(&out).map_err(|_| {
+        CliError(
+            format!(
+                "{package}'s test `{test}` wrote no comparison ({status}): it must be a `calametra::main!()` test target (harness = false) that links calametra-capture (`use calametra_capture as _;`) and the model"
+            ),
+            1,
+        )
+    })?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| CliError(format!("the comparison {test} wrote: {e}"), 1))?;
+    if let Some(e) = v["error"].as_str() {
+        return Err(CliError(e.to_string(), 1));
+    }
+    let (Some(report), Some(compared), Some(clean)) = (
+        v["text"].as_str(),
+        v["compared"].as_u64(),
+        v["clean"].as_bool(),
+    ) else {
+        return Err(CliError(
+            format!("the comparison {test} wrote has no `text`, `compared` and `clean`: {text}"),
+            1,
+        ));
+    };
+    print!("{}", crate::clean(report));
+    if compared == 0 {
+        return Err(CliError(
+            format!(
+                "{}: nothing was compared: no transfer of the device in the capture",
+                a.capture.display()
+            ),
+            1,
+        ));
+    }
+    if clean {
         Ok(())
     } else {
         Err(CliError(

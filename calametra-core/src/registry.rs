@@ -201,6 +201,36 @@ pub fn build(spec: &Spec) -> Result<Box<dyn Device>, String> {
     (for_spec(spec)?.build)(spec)
 }
 
+/// What `calametra compare --package P --test T` asks of a test binary: compare the capture
+/// with the spec's model as registered in that binary (a model of the user's own crate is
+/// found there, where the `calametra` tool cannot link it). The harness reads it from the
+/// environment (`CALAMETRA_COMPARE_*`) and runs the [`CompareHook`] linked in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompareRequest {
+    /// The capture file.
+    pub capture: PathBuf,
+    /// The spec file.
+    pub spec: PathBuf,
+    /// Only this device's control transfers, as `(bus, address)`.
+    pub device: Option<(u16, u8)>,
+    /// Do not script the capture's external changes into a whole-capture comparison.
+    pub no_hotplug: bool,
+}
+
+/// The capture comparison a binary links (`calametra-capture` submits it, with
+/// `calametra_capture::by_spec::compare_request`): the harness cannot name the capture
+/// readers (the facade links none), so it finds them here.
+pub struct CompareHook(pub fn(&CompareRequest) -> Result<CaptureReport, String>);
+
+inventory::collect!(CompareHook);
+
+/// The capture comparison linked into this binary; `Err` says how to link it.
+pub fn compare_hook() -> Result<&'static CompareHook, String> {
+    inventory::iter::<CompareHook>.into_iter().next().ok_or_else(|| {
+        "this test binary links no capture comparison: add `use calametra_capture as _;` to it (calametra-capture as a dev-dependency)".to_string()
+    })
+}
+
 /// A model built at run time ([`build`]) served as a device: what a tool or a scenario
 /// attaches when it knows a model only by its spec (`sim.attach(Boxed(registry::build(spec)?))`,
 /// then `w.model(dev).get::<MyModel>()`). Every [`Device`] method goes to the model inside,

@@ -84,6 +84,7 @@ pub use calametra_macros::scenario;
 pub mod harness;
 pub mod report;
 pub mod sweep;
+pub mod tool;
 
 /// Everything a scenario usually needs.
 pub mod prelude {

@@ -135,3 +135,55 @@ fn a_capture_the_model_disagrees_with_is_a_difference_named_by_request() {
     assert_eq!(unexplained.len(), 1, "{}", report.render());
     assert!(report.render().contains("05000000"), "{}", report.render());
 }
+
+/// Runs `cargo test -p calametra-tests --test own_model_scenario` as `calametra compare
+/// --package calametra-tests --test own_model_scenario` does, and returns the JSON its
+/// harness wrote.
+fn compare_in_the_scenario_binary(spec: &std::path::Path) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let capture = dir.path().join("counter.usbmon");
+    std::fs::write(&capture, REAL).unwrap();
+    let out = dir.path().join("compare.json");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args([
+            "test",
+            "-q",
+            "-p",
+            "calametra-tests",
+            "--test",
+            "own_model_scenario",
+        ])
+        .args(["--", "--exact", "calametra::compare"])
+        .env("CALAMETRA_COMPARE_OUT", &out)
+        .env("CALAMETRA_COMPARE_CAPTURE", &capture)
+        .env("CALAMETRA_COMPARE_SPEC", spec)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+}
+
+#[test]
+fn calametra_compare_runs_in_the_test_binary_where_the_model_registers() {
+    let spec =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/own_model/counter.json");
+    let v = compare_in_the_scenario_binary(&spec);
+    assert_eq!(v["compared"], 4, "{v}");
+    assert_eq!(v["clean"], true, "{v}");
+    assert!(v["text"].as_str().unwrap().contains("4 same"), "{v}");
+    // A format that binary does not register: the error lists the counter's.
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.json");
+    std::fs::write(
+        &other,
+        r#"{"format": "example.spec.nothing", "version": 1, "source": "a test"}"#,
+    )
+    .unwrap();
+    let v = compare_in_the_scenario_binary(&other);
+    let e = v["error"].as_str().unwrap();
+    assert!(
+        e.contains("`example.spec.nothing`") && e.contains("example.spec.counter"),
+        "{e}"
+    );
+}

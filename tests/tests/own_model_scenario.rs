@@ -5,8 +5,11 @@
 #[path = "own_model/counter.rs"]
 mod counter;
 
+// The capture comparison `calametra compare --package calametra-tests --test
+// own_model_scenario` runs in this binary, with the counter registered here.
 use calametra::prelude::*;
 use calametra::registry::{self, Boxed};
+use calametra_capture as _;
 use counter::Counter;
 use std::cell::Cell;
 use std::rc::Rc;

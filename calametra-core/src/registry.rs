@@ -7,9 +7,14 @@
 //! itself). Every tool that turns a spec into a model (`calametra compare`, `calametra qemu`,
 //! a scenario that takes its model from its spec) asks [`build`] or [`for_spec`]; none keeps a
 //! list of models. The registrations are collected with `inventory`, as scenarios are: a model
-//! is found in a binary when its crate is linked into it.
+//! is found in a binary when its crate is linked into it. [`Boxed`] serves a model built
+//! this way as a `Device`.
 //!
-//! Nothing here runs a model; this module only finds one.
+//! A binary also finds here the capture comparison linked into it ([`CompareHook`], from
+//! `calametra-capture`): how a test binary runs `calametra compare --package P --test T` with
+//! the models of the user's own crate, though the facade links no capture reader.
+//!
+//! Nothing here runs a model or a comparison; this module only finds them.
 
 use crate::spec::Spec;
 use crate::usb::{DevCtx, Device, Reply, Setup};

@@ -1,7 +1,7 @@
 //! The names a model declares for others to use: its coverage marks (what
 //! [`DevCtx::mark`](crate::device::DevCtx::mark) records and a scenario's `marks = ...`
 //! counts) and its invariants' names (what a scenario passes to `sim.invariant` and a test
-//! matches a failure by). One macro, [`names!`](crate::names), so every model's lists look
+//! matches a failure by). One macro, [`names!`](macro@crate::names), so every model's lists look
 //! alike: a module of documented `&str` constants and `ALL`, every one in declaration order.
 //!
 //! Nothing here records a mark or checks an invariant; it only names them.

@@ -8,14 +8,8 @@
 
 use crate::models::read_bounded;
 use crate::CliError;
-use calametra_capture::compare::{compare_all, NoExplanations, Options};
 use calametra_capture::learn::{learn as learn_captures, Input, Selection};
-use calametra_capture::Capture;
-use calametra_core::host::DeviceHost;
 use calametra_core::input::MAX_TRACE_BYTES;
-use calametra_core::sim::RunConfig;
-use calametra_core::spec::Spec;
-use calametra_models::learned::Learned;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -69,57 +63,3 @@ pub(crate) fn learn(a: &LearnArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `calametra compare` of a learned spec: the whole capture of the device (control transfers,
-/// bulk and interrupt, interleaved as the device saw them) against the replay model.
-pub(crate) fn compare(
-    a: &crate::CompareArgs,
-    capture: &Capture,
-    spec: &Spec,
-    device: Option<(u16, u8)>,
-) -> Result<(), CliError> {
-    if a.frames.is_some() || a.no_hotplug {
-        return Err(CliError(
-            "--frames and --no-hotplug need a Trigger 6 spec (calametra.spec.trigger6); a learned \
-             spec shows no frames and scripts its events itself"
-                .into(),
-            2,
-        ));
-    }
-    let capture_path = &a.capture;
-    let model = Learned::try_from_spec(spec).map_err(|e| CliError(e.to_string(), 1))?;
-    let mut host = DeviceHost::new(
-        model,
-        &RunConfig {
-            keep_trace: true,
-            ..RunConfig::default()
-        },
-    );
-    let options = Options {
-        device,
-        ..Options::default()
-    };
-    let report = compare_all(
-        &capture.transfers(),
-        &mut host,
-        &options,
-        &mut NoExplanations,
-    );
-    print!("{}", crate::clean(&report.render()));
-    if report.entries.is_empty() && report.data.is_empty() {
-        return Err(CliError(
-            format!(
-                "{}: nothing was compared: the capture holds no transfers of the device",
-                capture_path.display()
-            ),
-            1,
-        ));
-    }
-    if report.is_clean() {
-        Ok(())
-    } else {
-        Err(CliError(
-            "the model differs from the capture (unexplained differences above)".into(),
-            1,
-        ))
-    }
-}

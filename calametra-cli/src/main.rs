@@ -283,6 +283,17 @@ pub(crate) struct CompareArgs {
     /// symlink in DIR is refused (exit 1 after the comparison), never replaced.
     #[arg(long, value_name = "DIR")]
     pub(crate) frames: Option<PathBuf>,
+    /// Compare inside this package's test binary (with --test), with the models registered
+    /// there: a model of your own crate, which this tool does not link.
+    #[arg(long, value_name = "P", requires = "test", conflicts_with = "frames")]
+    pub(crate) package: Option<String>,
+    /// The test target of --package: a `calametra::main!()` binary (harness = false) that
+    /// links calametra-capture and the model.
+    #[arg(long, value_name = "T", requires = "package")]
+    pub(crate) test: Option<String>,
+    /// The cargo for --package (default: $CARGO, else `cargo`).
+    #[arg(long, value_name = "CARGO")]
+    pub(crate) cargo: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -32,6 +32,7 @@
 //! | `CALAMETRA_VERBOSE` | prints the screen of a failure an `expect` scenario found | set or not |
 //! | `CALAMETRA_SWEEP`, `CALAMETRA_SWEEP_PARTITION`, `CALAMETRA_SWEEP_THREADS`, `CALAMETRA_SWEEP_SUMMARY` | a sweep instead of the trials | a duration or runs; `k/n`; 1 to 1024; a path |
 //! | `CALAMETRA_SWEEP_GUIDE`, `CALAMETRA_SWEEP_CORPUS` | a guided sweep, its corpus kept in the directory | `1` or `0`; a path |
+//! | `CALAMETRA_COMPARE_OUT` and its companions | a comparison of a capture with a model registered in this binary instead of the trials ([`crate::tool`]) | paths |
 //!
 //! Traces go under `calametra/traces/` of the target directory the binary was built in: an
 //! absolute `CARGO_TARGET_DIR`, else the binary's own (a relative `CARGO_TARGET_DIR` is relative
@@ -1751,6 +1752,10 @@ fn replay_elsewhere(
 /// The harness's main: builds the trials of every scenario in this binary and runs them with
 /// libtest-mimic's command line (`--list`, `--exact`, filters, `--ignored`, nextest).
 pub fn main() {
+    // A job of the `calametra` command (`compare --package P --test T`) instead of the trials.
+    if let Some(code) = crate::tool::run_if_asked() {
+        std::process::exit(code);
+    }
     let mut args = Arguments::from_args();
     let env = match Env::read() {
         Ok(e) => e,

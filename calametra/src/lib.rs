@@ -89,6 +89,7 @@ pub mod harness;
 pub mod report;
 pub mod send;
 pub mod sweep;
+pub mod tool;
 
 pub use send::SimSend;
 

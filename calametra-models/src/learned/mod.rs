@@ -83,8 +83,17 @@
 //! # Ok::<(), calametra_core::Error>(())
 //! ```
 
+pub mod compare;
 pub mod facts;
 pub mod model;
+
+// Found by `calametra compare` (which replays the whole capture through `compare`), `calametra
+// qemu` and any tool that builds a model from a `calametra.spec.learned` spec.
+calametra_core::register_model!(
+    "calametra.spec.learned",
+    Learned::try_from_spec,
+    compare_capture = compare::compare_registered
+);
 
 #[cfg(test)]
 mod tests;

@@ -62,4 +62,3 @@ pub(crate) fn learn(a: &LearnArgs) -> Result<(), CliError> {
     crate::note_written(&a.out, &format!(" ({})", spec.name));
     Ok(())
 }
-

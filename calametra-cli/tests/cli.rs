@@ -430,7 +430,9 @@ fn compare_finds_models_by_format_and_names_the_registered_ones() {
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("widget.json: field `format`: `mycompany.spec.widget`")
-            && out.contains("registered: calametra.spec.dfu, calametra.spec.learned, calametra.spec.trigger6"),
+            && out.contains(
+                "registered: calametra.spec.dfu, calametra.spec.learned, calametra.spec.trigger6"
+            ),
         "{out}"
     );
     // A DFU spec is found by its format; it has no whole-capture comparison, so no pictures.
@@ -447,7 +449,7 @@ fn compare_finds_models_by_format_and_names_the_registered_ones() {
     assert_eq!(code, 2, "{out}");
     assert!(
         out.contains(
-            "--frames needs a model that compares whole captures (calametra.spec.trigger6)"
+            "--frames needs a model that compares whole captures (calametra.spec.learned, calametra.spec.trigger6)"
         ),
         "{out}"
     );

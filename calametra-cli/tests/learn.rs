@@ -110,7 +110,8 @@ fn the_real_capture_learned_then_compared_leaves_nothing_unexplained_and_relearn
         s(&a),
         "--no-hotplug",
     ]);
-    assert_eq!(code, 2, "{out}");
+    // A learned model scripts its own events: --no-hotplug changes nothing for it.
+    assert_eq!(code, 0, "{out}");
 }
 
 /// usbmon text of a control read of a device descriptor (vid 1234, pid 0001) from `dev`.

@@ -1821,8 +1821,29 @@ pub fn main() {
     let mut defined = Vec::new();
     let first = defs.first().copied();
     let all_paths: Vec<String> = defs.iter().map(|d| d.path()).collect();
+    // `--exact path::scenario::<trial>` (what nextest sends, one trial a process) runs a trial
+    // of one scenario: the others' trials are not made, so their sites are not discovered
+    // (a baseline run each) in every process. A trial named by no scenario's path makes all, as
+    // before, so its absence is reported as libtest reports it.
+    let exact_of = match (&args.filter, args.exact, only.is_some()) {
+        (Some(f), true, false)
+            if defs
+                .iter()
+                .any(|d| f.starts_with(&format!("{}::", d.path()))) =>
+        {
+            Some(f.clone())
+        }
+        _ => None,
+    };
     for def in defs {
         if only.as_ref().is_some_and(|o| *o != def.path()) {
+            continue;
+        }
+        if exact_of
+            .as_ref()
+            .is_some_and(|f| !f.starts_with(&format!("{}::", def.path())))
+        {
+            defined.push(def.path());
             continue;
         }
         defined.push(def.path());

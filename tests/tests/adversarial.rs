@@ -231,7 +231,11 @@ fn a_replay_file_replays_in_its_own_scenario_only_and_checks_its_spec() {
     ));
     let text = std::fs::read_to_string(&trace).unwrap();
     let summary: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-    assert_eq!(summary["data"]["hash"].as_str(), Some(case_hash.as_str()), "{summary}");
+    assert_eq!(
+        summary["data"]["hash"].as_str(),
+        Some(case_hash.as_str()),
+        "{summary}"
+    );
     assert_eq!(
         summary["data"]["spec_sha256"].as_str().map(|s| &s[..8]),
         Some("6e615c0d"),

@@ -469,3 +469,59 @@ fn tshark_decodes_exported_runs_with_no_malformed_packet_and_shows_the_faults_st
         );
     }
 }
+
+/// Issue 36's loop, with the recorder standing in for hardware: the DFU updater's run through
+/// `record::Recorder` (over the simulator's interface, at virtual times) is a pcapng that
+/// `learn` turns into a spec; the same updater on the learned model, recorded the same way,
+/// makes the same transfers (endpoint, setup, OUT data, status, length and IN data, in order).
+#[test]
+fn a_recorded_run_is_learned_and_the_same_driver_makes_the_same_transfers_on_the_learned_model() {
+    use calametra_capture::learn::{learn, Input, Selection};
+    use calametra_models::learned::Learned;
+    let (_, bytes) = recorded(dfu_recorded);
+    let input = Input::parse("dfu-updater.pcapng", &bytes).expect("the recording reads");
+    let (learned, report) = learn(&[input], &Selection::Only).expect("learns");
+    let json = learned.to_json();
+    let spec = calametra::spec::Spec::parse("specs/dfu-learned.json", &json).expect("parses");
+    println!("{report}");
+
+    let recording = Recording::in_memory();
+    let rec = recording.clone();
+    let spec2 = spec.clone();
+    let r = run(config(FaultPlan::default()), &move |sim: &mut Sim| {
+        let dev = sim.attach(Learned::from_spec(&spec2));
+        let iface = Recorder::with_clock(dev.interface(), &rec, virtual_clock as fn() -> Duration);
+        let image = new_image();
+        sim.spawn("updater", async move {
+            let _ = update(&iface, &image, &Options::default()).await;
+        });
+    });
+    assert!(r.failure.is_none(), "{:?}", r.failure);
+    let replayed = recording.bytes().expect("in memory");
+    let no_time = |cap: &Capture| -> BTreeMap<u8, Vec<Seen>> {
+        let mut m = from_capture(cap);
+        for list in m.values_mut() {
+            for s in list.iter_mut() {
+                s.6 = 0;
+            }
+        }
+        m
+    };
+    let first = no_time(&Capture::parse("first.pcapng", &bytes).unwrap());
+    let second = no_time(&Capture::parse("second.pcapng", &replayed).unwrap());
+    let n: usize = first.values().map(Vec::len).sum();
+    assert!(n > 100, "{n} transfers");
+    assert_eq!(
+        first, second,
+        "the updater on the learned model makes the recorded run's transfers"
+    );
+    // Learning the same recording again gives the same bytes.
+    let again = learn(
+        &[Input::parse("dfu-updater.pcapng", &bytes).unwrap()],
+        &Selection::Only,
+    )
+    .unwrap()
+    .0
+    .to_json();
+    assert!(again == json, "learning twice gives the same bytes");
+}

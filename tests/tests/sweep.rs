@@ -245,6 +245,7 @@ fn a_skipped_scenario_leaves_its_share_of_a_time_budget_to_the_others() {
 
 #[cfg(unix)]
 #[test]
+#[allow(clippy::disallowed_methods)] // waits on the wall clock for the sweep to get going
 fn a_sweep_stopped_by_sigterm_keeps_its_finds_and_writes_a_partial_summary() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("partial.json");

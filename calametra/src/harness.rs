@@ -697,8 +697,8 @@ impl Scenario {
         }
         if !unsaved.is_empty() {
             return Err(format!(
-                "the sweep ({} runs) could not save {} (its case is printed on the screen below; fix the directory and sweep again):\n{}\n{}",
-                tally.runs,
+                "the sweep ({}) could not save {} (its case is printed on the screen below; fix the directory and sweep again):\n{}\n{}",
+                report::count(tally.runs as usize, "run"),
                 report::count(unsaved.len(), "find"),
                 unsaved.join("\n"),
                 screens.join("\n")
@@ -712,8 +712,8 @@ impl Scenario {
                 .any(|g| g.failure.starts_with(&format!("invariant `{inv}` broke")))
             {
                 return Err(format!(
-                    "the sweep ({} runs) did not break invariant `{inv}`",
-                    tally.runs
+                    "the sweep ({}) did not break invariant `{inv}`",
+                    report::count(tally.runs as usize, "run")
                 )
                 .into());
             }
@@ -722,9 +722,9 @@ impl Scenario {
             return Ok(());
         }
         Err(format!(
-            "the sweep met {} in {} runs:\n{}",
+            "the sweep met {} in {}:\n{}",
             report::count(unexpected, "failure signature"),
-            tally.runs,
+            report::count(tally.runs as usize, "run"),
             screens.join("\n")
         )
         .into())
@@ -796,7 +796,7 @@ impl Scenario {
         let regression = match &h.saved {
             Ok(Saved::Written(p)) | Ok(Saved::Unchanged(p)) => Ok(p.display().to_string()),
             Ok(Saved::KeptBetter { path, kept }) => Ok(format!(
-                "{} (it keeps a better case of this signature, {} found by {}; this run's {} are not saved)",
+                "{} (it keeps a better case of this signature, {} found by {}; this run's case of {} is not saved)",
                 path.display(),
                 report::count(count_events(&kept.events), "event"),
                 kept.found_by,
@@ -965,10 +965,10 @@ impl Scenario {
         let found = explore::find(&probes, &self.base, runner, &wanted).map_err(no_verdict)?;
         let Some((probe, r)) = found else {
             return Err(format!(
-                "exploration ran out of budget ({} runs: {} fault sites and {} seeds) without breaking invariant `{invariant}`; widen it with CALAMETRA_SCHEDULES=N",
-                probes.len(),
-                sites.len(),
-                probes.len() - sites.len()
+                "exploration ran out of budget ({}: {} and {}) without breaking invariant `{invariant}`; widen it with CALAMETRA_SCHEDULES=N",
+                report::count(probes.len(), "run"),
+                report::count(sites.len(), "fault site"),
+                report::count(probes.len() - sites.len(), "seed")
             ));
         };
         let Some(f) = &r.failure else { return Ok(()) };
@@ -1523,9 +1523,10 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
         let cases = regress::list(old).map(|l| l.cases).unwrap_or_default();
         if !cases.is_empty() && old != new {
             let msg = format!(
-                "{} saved case(s) in {} are in the layout of an earlier Calametra version; saved cases now live per test target: move them to {} (for example `mkdir -p {} && git mv {}/*.json {}/`)",
-                cases.len(),
+                "{} in {} {} in the layout of an earlier Calametra version; saved cases now live per test target: move them to {} (for example `mkdir -p {} && git mv {}/*.json {}/`)",
+                report::count(cases.len(), "saved case"),
                 old.display(),
+                if cases.len() == 1 { "is" } else { "are" },
                 new.display(),
                 new.display(),
                 old.display(),
@@ -1846,7 +1847,10 @@ pub fn main() {
     }
     let json = matches!(args.format, Some(libtest_mimic::FormatSetting::Json));
     if guests > 0 && !args.ignored && !args.include_ignored && !args.list {
-        eprintln!("calametra: {guests} guest scenario(s) ignored: {GUEST_IGNORED}");
+        eprintln!(
+            "calametra: {} ignored: {GUEST_IGNORED}",
+            report::count(guests, "guest scenario")
+        );
     }
     let conclusion = libtest_mimic::run(&args, trials);
     if let Some(s) = report::summary() {

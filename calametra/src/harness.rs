@@ -1495,10 +1495,24 @@ fn write_states(path: &Path, scenarios: &[String]) -> Result<(), String> {
     regress::write_atomic(path, out.as_bytes()).map_err(|e| e.to_string())
 }
 
+/// The first words of a trial's message when a run gave no verdict; grep a CI log for them.
+pub const NO_VERDICT: &str = "calametra: NO VERDICT";
+
 /// A run that gave no verdict (DESIGN 9: `emulator_blocked`) is neither a pass nor a failure
-/// of the scenario; the trial reports it as not run to its end.
+/// of the scenario, but libtest knows only passed, failed and ignored, and an ignored trial
+/// would let CI pass without a verdict: the trial fails, and its message opens with a line of
+/// its own, `calametra: NO VERDICT (emulator_blocked): <reason>` (`calametra: NO VERDICT:
+/// <reason>` for another run that could not end), which no driver failure starts with. That
+/// first line is what libtest prints under the trial's name and nextest puts in JUnit's
+/// `<failure message>` (README, "No verdict").
 fn no_verdict(reason: String) -> String {
-    format!("no verdict: {reason}")
+    let head = match reason.strip_prefix("emulator_blocked: ") {
+        Some(why) => format!("{NO_VERDICT} (emulator_blocked): {why}"),
+        None => format!("{NO_VERDICT}: {reason}"),
+    };
+    format!(
+        "{head}\nThis is no verdict on the driver: the run did not reach its end, so it neither passed nor failed; libtest can only show the trial FAILED (README, \"No verdict\")."
+    )
 }
 
 /// Why a guest scenario's trials are ignored by default, and how to run them.

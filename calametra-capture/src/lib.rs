@@ -10,8 +10,12 @@
 //! Every malformed input is an [`Error::File`] naming the file, the byte offset (or line) and
 //! what was expected; nothing here panics on input bytes, and nothing here reads the clock.
 //!
+//! [`learn`] reads one device's traffic into a learned spec (`calametra.spec.learned`) that the
+//! replay model of `calametra-models` answers from.
+//!
 //! [`compare`] replays a capture against a model (a `calametra_core::usb::Device` behind a
-//! `calametra_core::host::DeviceHost`) and classifies every transfer. The crate was split out
+//! `calametra_core::host::DeviceHost`) and classifies every transfer; [`by_spec`] compares a
+//! capture with the model a spec names, found in the model registry. The crate was split out
 //! of `calametra-core` so that the simulator does not carry the capture readers (and `flate2`);
 //! the `calametra compare` command of `calametra-cli` is built on it.
 //!
@@ -33,8 +37,10 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+pub mod by_spec;
 pub mod compare;
 pub mod control;
+pub mod learn;
 pub mod pcap;
 pub mod pcapng;
 pub mod usbmon_bin;

@@ -1,5 +1,5 @@
 //! The `calametra` command-line tool: `replay`, `diff`, `determinism`, `show`, `review`,
-//! `sweep-report`, `export`, `compare`, `qemu` and `completions`; `calametra --help` and
+//! `sweep-report`, `export`, `compare`, `learn`, `qemu` and `completions`; `calametra --help` and
 //! `calametra help <COMMAND>` say what each takes.
 //!
 //! Arguments are parsed by clap from the OS's strings: a file argument may be any path, and an
@@ -9,6 +9,7 @@
 
 mod determinism;
 mod export;
+mod learn;
 mod models;
 mod pictures;
 mod review;
@@ -81,12 +82,19 @@ enum Command {
     Export(ExportArgs),
     /// Replay a real capture against a model
     ///
-    /// Its control transfers (and for a Trigger 6 its bulk and interrupt transfers too, each
-    /// flipped frame as a PNG in --frames DIR); exit 1 on any unexplained difference, and exit 1
-    /// when nothing was compared (an empty or header-only capture, comments alone, a --device
-    /// with no transfers). The capture must be a regular file; its first bytes are checked
-    /// before the rest is read.
+    /// Its control transfers (and for a Trigger 6 or a learned spec its bulk and interrupt
+    /// transfers too; for a Trigger 6 each flipped frame as a PNG in --frames DIR); exit 1 on
+    /// any unexplained difference, and exit 1 when nothing was compared (an empty or
+    /// header-only capture, comments alone, a --device with no transfers). The capture must be
+    /// a regular file; its first bytes are checked before the rest is read.
     Compare(CompareArgs),
+    /// Learn a device from captures into a learned spec (calametra.spec.learned)
+    ///
+    /// Descriptors, control transfers by setup and OUT data, OUT transfers and the IN replies
+    /// that followed them, unsolicited IN packets, per-key latency, and each capture's name and
+    /// SHA-256. The same captures give the same bytes. Exit 1 for a capture with no device,
+    /// several devices and no --device/--id (the devices are listed), or nothing to learn.
+    Learn(learn::LearnArgs),
     /// Serve a model to a Linux guest under QEMU
     Qemu(QemuArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
@@ -275,6 +283,17 @@ pub(crate) struct CompareArgs {
     /// symlink in DIR is refused (exit 1 after the comparison), never replaced.
     #[arg(long, value_name = "DIR")]
     pub(crate) frames: Option<PathBuf>,
+    /// Compare inside this package's test binary (with --test), with the models registered
+    /// there: a model of your own crate, which this tool does not link.
+    #[arg(long, value_name = "P", requires = "test", conflicts_with = "frames")]
+    pub(crate) package: Option<String>,
+    /// The test target of --package: a `calametra::main!()` binary (harness = false) that
+    /// links calametra-capture and the model.
+    #[arg(long, value_name = "T", requires = "package")]
+    pub(crate) test: Option<String>,
+    /// The cargo for --package (default: $CARGO, else `cargo`).
+    #[arg(long, value_name = "CARGO")]
+    pub(crate) cargo: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -321,6 +340,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::SweepReport(a) => sweep_report(&a),
         Command::Export(a) => export_cmd(&a),
         Command::Compare(a) => models::compare(&a),
+        Command::Learn(a) => learn::learn(&a),
         Command::Qemu(a) => models::qemu(&a),
         Command::Completions { shell } => {
             let mut script = Vec::new();

@@ -1,20 +1,21 @@
-//! The commands that need the shipped models, the capture readers and the QEMU bridge
-//! (`compare`, `qemu`).
+//! The commands that need the models, the capture readers and the QEMU bridge (`compare`,
+//! `qemu`). Models are found by their spec's `format` in the registry
+//! ([`calametra_core::registry`]); this file names none of them.
 
 use crate::{CliError, CompareArgs, QemuArgs};
-use calametra_capture::compare::{compare_with, NoExplanations, Options};
-use calametra_capture::Capture;
-use calametra_core::host::DeviceHost;
+use calametra_capture::by_spec::{compare_spec, compares_whole_captures, Compared, SpecOptions};
 use calametra_core::input::{open_regular, MAX_DOCUMENT_BYTES, MAX_TRACE_BYTES};
 use calametra_core::sim::RunConfig;
 use calametra_core::spec::Spec;
-use calametra_core::usb::Device;
 use std::io::Read;
+// The shipped models register themselves by spec format; linking their crate is all this
+// tool does to find them.
+use calametra_models as _;
 use std::path::Path;
 
 /// Whether a capture's first bytes can begin a capture: gzip, pcapng, pcap (either byte order,
 /// micro- or nanoseconds) or usbmon text (no NUL or other control bytes but tab, CR and LF).
-fn capture_magic_ok(head: &[u8]) -> bool {
+pub(crate) fn capture_magic_ok(head: &[u8]) -> bool {
     const MAGIC: [[u8; 4]; 5] = [
         [0x0a, 0x0d, 0x0d, 0x0a],
         [0xd4, 0xc3, 0xb2, 0xa1],
@@ -63,29 +64,6 @@ pub(crate) fn read_bounded(
     Ok(bytes)
 }
 
-/// The model a spec describes, by its `format`.
-pub fn model_for(spec: &Spec) -> Result<Box<dyn Device>, String> {
-    match spec.str("format").map_err(|e| e.to_string())? {
-        "calametra.spec.trigger6" => calametra_models::trigger6::Trigger6::try_from_spec(spec)
-            .map(|m| Box::new(m) as Box<dyn Device>)
-            .map_err(|e| e.to_string()),
-        "calametra.spec.dfu" => calametra_models::dfu::Dfu::try_from_spec(spec)
-            .map(|m| Box::new(m) as Box<dyn Device>)
-            .map_err(|e| e.to_string()),
-        other => Err(format!(
-            "{}: field `format`: `{other}` is not a model this tool knows; expected calametra.spec.trigger6 or calametra.spec.dfu",
-            spec.path().display()
-        )),
-    }
-}
-
-fn host_for(spec: &Spec, config: &RunConfig) -> Result<DeviceHost, String> {
-    Ok(DeviceHost::new(
-        calametra_qemu::Boxed(model_for(spec)?),
-        config,
-    ))
-}
-
 /// `calametra compare --capture FILE --spec SPEC [--device BUS:ADDR] [--frames DIR]
 /// [--no-hotplug]`.
 pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
@@ -104,124 +82,161 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
             ))
         }
     };
+    if let (Some(package), Some(test)) = (&a.package, &a.test) {
+        return compare_in_test_binary(a, package, test);
+    }
     let spec_bytes = read_bounded(spec, MAX_DOCUMENT_BYTES, "spec", None)?;
     let spec = Spec::parse(spec, &spec_bytes).map_err(|e| CliError(e.to_string(), 1))?;
     let cap_bytes = read_bounded(cap, MAX_TRACE_BYTES, "capture", Some(capture_magic_ok))?;
-    let capture = Capture::parse(cap, &cap_bytes).map_err(|e| CliError(e.to_string(), 1))?;
-    drop(cap_bytes);
-    if capture.events.is_empty() {
+    // Pictures come only from a model's own whole-capture comparison (the Trigger 6's flips).
+    let whole = compares_whole_captures(&spec).map_err(|e| CliError(e, 1))?;
+    if a.frames.is_some() && (!whole || device.is_some()) {
+        let whole: Vec<&str> = calametra_core::registry::models()
+            .iter()
+            .filter(|m| m.compare_capture.is_some())
+            .map(|m| m.format)
+            .collect();
         return Err(CliError(
             format!(
-                "{}: nothing was compared: the capture holds no usbmon events (empty, a header alone, or comments alone)",
-                cap.display()
+                "--frames needs a model that compares whole captures ({}) and no --device",
+                whole.join(", ")
             ),
-            1,
-        ));
-    }
-    let trigger6 = spec.str("format").ok() == Some("calametra.spec.trigger6");
-    if trigger6 && device.is_none() {
-        // The Trigger 6 comparison replays the whole capture (control, bulk, interrupt),
-        // scripts the capture's monitor hot-plug in and names what it explains
-        // (`--no-hotplug` shows those differences, explained); `--frames DIR` writes each
-        // frame a flip showed as a PNG.
-        use calametra_models::trigger6::capture::{
-            compare_capture_with, CompareOptions, ShownFrame,
-        };
-        use calametra_models::trigger6::scanout::Scanout;
-        // The frames are written here, through the tool's one output writer (a symlink among
-        // DIR's files is refused, never replaced), rather than by the comparison.
-        let options = CompareOptions {
-            replay_hotplug: !a.no_hotplug,
-            frames_dir: None,
-        };
-        if let Some(dir) = &a.frames {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                CliError(
-                    format!("{}: cannot create the directory: {e}", dir.display()),
-                    1,
-                )
-            })?;
-        }
-        type Written = Vec<Result<std::path::PathBuf, String>>;
-        let written: std::rc::Rc<std::cell::RefCell<Written>> = Default::default();
-        let on_frame = {
-            let written = written.clone();
-            let dir = a.frames.clone();
-            move |_: &ShownFrame, scanout: &Scanout| {
-                let Some(dir) = &dir else { return };
-                let mut w = written.borrow_mut();
-                let path = dir.join(format!("{:02}-{}", w.len() + 1, scanout.file_name()));
-                w.push(
-                    crate::write_output(&path, &scanout.png())
-                        .map(|()| path)
-                        .map_err(|e| e.0),
-                );
-            }
-        };
-        let mut c = compare_capture_with(&capture, &spec, &options, on_frame)
-            .map_err(|e| CliError(e, 1))?;
-        let written = std::mem::take(&mut *written.borrow_mut());
-        for (frame, w) in c.frames.iter_mut().zip(&written) {
-            frame.png = w.as_ref().ok().cloned();
-        }
-        print!("{}", crate::clean(&c.to_string()));
-        if let Some(Err(e)) = written.iter().find(|w| w.is_err()) {
-            return Err(CliError(format!("a frame's PNG: {e}"), 1));
-        }
-        if c.report.summary().total == 0 {
-            return Err(CliError(
-                format!(
-                    "{}: nothing was compared: the capture holds no transfers of the device",
-                    cap.display()
-                ),
-                1,
-            ));
-        }
-        return if c.is_clean() {
-            Ok(())
-        } else {
-            Err(CliError(
-                "the model differs from the capture (unexplained differences above)".into(),
-                1,
-            ))
-        };
-    }
-    if a.frames.is_some() {
-        return Err(CliError(
-            "--frames needs a Trigger 6 spec (calametra.spec.trigger6) and no --device".into(),
             2,
         ));
     }
-    let mut host = host_for(
-        &spec,
-        &RunConfig {
-            keep_trace: true,
-            ..RunConfig::default()
-        },
-    )
-    .map_err(|e| CliError(e, 1))?;
-    let options = Options {
+    // With `--frames DIR` each picture the comparison hands over is written there, through
+    // the tool's one output writer (a symlink among DIR's files is refused, never replaced).
+    if let Some(dir) = &a.frames {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            CliError(
+                format!("{}: cannot create the directory: {e}", dir.display()),
+                1,
+            )
+        })?;
+    }
+    let errors: std::rc::Rc<std::cell::RefCell<Vec<String>>> = Default::default();
+    let sink = a.frames.clone().map(|dir| {
+        let errors = errors.clone();
+        Box::new(move |name: &str, png: &[u8]| {
+            let path = dir.join(name);
+            crate::write_output(&path, png).map(|()| path).map_err(|e| {
+                errors.borrow_mut().push(e.0.clone());
+                e.0
+            })
+        }) as calametra_core::registry::PictureSink
+    });
+    let options = SpecOptions {
         device,
-        ..Options::default()
+        no_hotplug: a.no_hotplug,
     };
-    let report = compare_with(
-        &capture.control_transfers(),
-        &mut host,
-        &options,
-        &mut NoExplanations,
-    );
-    print!("{}", crate::clean(&report.render()));
-    if report.summary().total == 0 {
-        let why = match &a.device {
-            Some(d) => format!("no control transfer in the capture is of --device {d}"),
-            None => "the capture holds no control transfers".to_string(),
+    let c = compare_spec(cap, &cap_bytes, &spec, &options, sink).map_err(|e| CliError(e, 1))?;
+    drop(cap_bytes);
+    print!("{}", crate::clean(&c.render()));
+    if let Some(e) = errors.borrow().first() {
+        return Err(CliError(format!("a frame's PNG: {e}"), 1));
+    }
+    if c.compared() == 0 {
+        let why = match (&c, &a.device) {
+            (Compared::Whole(_), _) => "the capture holds no transfers of the device".to_string(),
+            (_, Some(d)) => format!("no control transfer in the capture is of --device {d}"),
+            (_, None) => "the capture holds no control transfers".to_string(),
         };
         return Err(CliError(
             format!("{}: nothing was compared: {why}", cap.display()),
             1,
         ));
     }
-    if report.summary().is_clean() {
+    if c.is_clean() {
+        Ok(())
+    } else {
+        Err(CliError(
+            "the model differs from the capture (unexplained differences above)".into(),
+            1,
+        ))
+    }
+}
+
+/// `compare --package P --test T`: the comparison runs inside that test binary, whose harness
+/// finds the spec's model among the models registered there (`calametra::tool`: the
+/// `CALAMETRA_COMPARE_*` variables) and writes the result as JSON; this prints it and exits as
+/// the comparison in this tool does.
+fn compare_in_test_binary(a: &CompareArgs, package: &str, test: &str) -> Result<(), CliError> {
+    for (option, v) in [("--package", package), ("--test", test)] {
+        if v.is_empty()
+            || v.starts_with('-')
+            || !v
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(CliError(
+                format!("{option} `{v}`: not a Cargo name (letters, digits, `-`, `_`)"),
+                2,
+            ));
+        }
+    }
+    let abs = |p: &Path, what: &str| {
+        std::fs::canonicalize(p)
+            .map_err(|e| CliError(format!("{}: cannot open the {what}: {e}", p.display()), 1))
+    };
+    let (capture, spec) = (abs(&a.capture, "capture")?, abs(&a.spec, "spec")?);
+    let tmp =
+        tempfile::tempdir().map_err(|e| CliError(format!("a temporary directory: {e}"), 1))?;
+    let out = tmp.path().join("compare.json");
+    let cargo = crate::cargo_or_default(&a.cargo);
+    let trial = "calametra::compare";
+    println!("$ {cargo} test -p {package} --test {test} -- --exact {trial}");
+    let mut c = std::process::Command::new(&cargo);
+    c.args([
+        "test", "-p", package, "--test", test, "--", "--exact", trial,
+    ])
+    .env("CALAMETRA_COMPARE_OUT", &out)
+    .env("CALAMETRA_COMPARE_CAPTURE", &capture)
+    .env("CALAMETRA_COMPARE_SPEC", &spec)
+    .env(
+        "CALAMETRA_COMPARE_DEVICE",
+        a.device.as_deref().unwrap_or(""),
+    )
+    .env(
+        "CALAMETRA_COMPARE_NO_HOTPLUG",
+        if a.no_hotplug { "1" } else { "0" },
+    );
+    let status = c
+        .status()
+        .map_err(|e| CliError(format!("cannot run `{cargo}`: {e}"), 1))?;
+    let text = std::fs::read_to_string(&out).map_err(|_| {
+        CliError(
+            format!(
+                "{package}'s test `{test}` wrote no comparison ({status}): it must be a `calametra::main!()` test target (harness = false) that links calametra-capture (`use calametra_capture as _;`) and the model"
+            ),
+            1,
+        )
+    })?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| CliError(format!("the comparison {test} wrote: {e}"), 1))?;
+    if let Some(e) = v["error"].as_str() {
+        return Err(CliError(e.to_string(), 1));
+    }
+    let (Some(report), Some(compared), Some(clean)) = (
+        v["text"].as_str(),
+        v["compared"].as_u64(),
+        v["clean"].as_bool(),
+    ) else {
+        return Err(CliError(
+            format!("the comparison {test} wrote has no `text`, `compared` and `clean`: {text}"),
+            1,
+        ));
+    };
+    print!("{}", crate::clean(report));
+    if compared == 0 {
+        return Err(CliError(
+            format!(
+                "{}: nothing was compared: no transfer of the device in the capture",
+                a.capture.display()
+            ),
+            1,
+        ));
+    }
+    if clean {
         Ok(())
     } else {
         Err(CliError(
@@ -235,7 +250,8 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
 pub fn qemu(a: &QemuArgs) -> Result<(), CliError> {
     use calametra_qemu::{Boxed, GuestImage, Probe, QemuConfig};
     let spec = Spec::load(&a.spec).map_err(|e| CliError(e.to_string(), 1))?;
-    let model = model_for(&spec).map_err(|e| CliError(e, 1))?;
+    let def = calametra_core::registry::for_spec(&spec).map_err(|e| CliError(e, 1))?;
+    let model = (def.build)(&spec).map_err(|e| CliError(e, 1))?;
     let probe = match (&a.script, a.probe.as_deref()) {
         (Some(f), _) => Probe::script(
             std::fs::read_to_string(f)
@@ -266,15 +282,9 @@ pub fn qemu(a: &QemuArgs) -> Result<(), CliError> {
         )
     })?;
     let mut config = QemuConfig::new(guest);
-    if spec.str("format").ok() == Some("calametra.spec.dfu") {
-        // A DFU device re-enumerates when it detaches, and its poll timeouts are timers.
-        use calametra_models::dfu::marks;
-        config.bridge.reenumerate_marks = vec![
-            marks::WILL_DETACH_TO_DFU.to_string(),
-            marks::WILL_DETACH_TO_APP.to_string(),
-        ];
-        config.bridge.warp_after_request = true;
-    }
+    // What the model says a guest run needs of it (a DFU device re-enumerates when it
+    // detaches, and its poll timeouts are timers).
+    config.bridge.apply(&def.qemu);
     let run = calametra_qemu::run(Boxed(model), &RunConfig::default(), &probe, &config)
         .map_err(|e| CliError(e.to_string(), 1))?;
     println!("{}", run.summary());

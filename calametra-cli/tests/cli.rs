@@ -404,3 +404,159 @@ fn show_prints_a_replay_command_for_the_file_shown() {
         "{out}"
     );
 }
+
+#[test]
+fn compare_finds_models_by_format_and_names_the_registered_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("one.usbmon");
+    std::fs::write(
+        &cap,
+        "ffff1 100 S Ci:1:002:0 s 80 06 0100 0000 0012 18 <\nffff1 110 C Ci:1:002:0 -32 0\n",
+    )
+    .unwrap();
+    let spec = dir.path().join("widget.json");
+    std::fs::write(
+        &spec,
+        r#"{"format": "mycompany.spec.widget", "version": 1, "source": "a test"}"#,
+    )
+    .unwrap();
+    let (code, out) = tool(&[
+        "compare",
+        "--capture",
+        cap.to_str().unwrap(),
+        "--spec",
+        spec.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("widget.json: field `format`: `mycompany.spec.widget`")
+            && out.contains("registered: calametra.spec.dfu, calametra.spec.learned, calametra.spec.trigger6"),
+        "{out}"
+    );
+    // A DFU spec is found by its format; it has no whole-capture comparison, so no pictures.
+    let dfu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/dfu11-tolerant.json");
+    let (code, out) = tool(&[
+        "compare",
+        "--capture",
+        cap.to_str().unwrap(),
+        "--spec",
+        dfu.to_str().unwrap(),
+        "--frames",
+        dir.path().join("frames").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(
+            "--frames needs a model that compares whole captures (calametra.spec.trigger6)"
+        ),
+        "{out}"
+    );
+    // Without --frames it replays the control transfers against the DFU model, which has a
+    // device descriptor where this capture stalled.
+    let (code, out) = tool(&[
+        "compare",
+        "--capture",
+        cap.to_str().unwrap(),
+        "--spec",
+        dfu.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "get_descriptor(device)     capture stalls; model answered 18 bytes [UNEXPLAINED]"
+        ),
+        "{out}"
+    );
+}
+
+/// A stand-in for cargo that writes, where `CALAMETRA_COMPARE_OUT` says, what a test binary's
+/// harness writes for `compare --package P --test T` (`json`, in which `SPEC` becomes the
+/// spec path it was given), or nothing when `json` is empty.
+fn fake_compare_cargo(dir: &Path, json: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join("fake-cargo");
+    let body = if json.is_empty() {
+        "#!/bin/sh\nexit 0\n".to_string()
+    } else {
+        format!(
+            "#!/bin/sh\nprintf '%s' '{}' | sed \"s|SPEC|$CALAMETRA_COMPARE_SPEC|\" > \"$CALAMETRA_COMPARE_OUT\"\n",
+            json
+        )
+    };
+    std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+#[test]
+fn compare_in_a_test_binary_prints_its_result_and_exits_as_compare_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("c.usbmon");
+    std::fs::write(&cap, "").unwrap();
+    let spec = dir.path().join("widget.json");
+    std::fs::write(&spec, "{}").unwrap();
+    let run = |json: &str, extra: &[&str]| {
+        let cargo = fake_compare_cargo(dir.path(), json);
+        let mut args = vec![
+            "compare",
+            "--capture",
+            cap.to_str().unwrap(),
+            "--spec",
+            spec.to_str().unwrap(),
+            "--package",
+            "my-driver",
+            "--test",
+            "models",
+            "--cargo",
+            cargo.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        tool(&args)
+    };
+    // The spec goes to the test binary by its absolute path; its report is printed.
+    let (code, out) = run(
+        r#"{"text": "compared SPEC\n", "compared": 3, "clean": true}"#,
+        &[],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("test -p my-driver --test models -- --exact calametra::compare"),
+        "{out}"
+    );
+    let abs = std::fs::canonicalize(&spec).unwrap();
+    assert!(
+        out.contains(&format!("compared {}", abs.display())),
+        "{out}"
+    );
+    let (code, out) = run(r#"{"text": "x\n", "compared": 3, "clean": false}"#, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("the model differs from the capture"), "{out}");
+    let (code, out) = run(r#"{"text": "", "compared": 0, "clean": true}"#, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("nothing was compared"), "{out}");
+    let (code, out) = run(r#"{"error": "widget.json: field `format`: unknown"}"#, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("field `format`: unknown"), "{out}");
+    // A binary that wrote nothing (not a calametra::main!() target) is named, with the fix.
+    let (code, out) = run("", &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("calametra::main!()") && out.contains("calametra_capture"),
+        "{out}"
+    );
+    // --frames is for the tool's own models; a bad name is a usage error.
+    let (code, out) = run("", &["--frames", "x"]);
+    assert_eq!(code, 2, "{out}");
+    let (code, out) = tool(&[
+        "compare",
+        "--capture",
+        cap.to_str().unwrap(),
+        "--spec",
+        spec.to_str().unwrap(),
+        "--package",
+        "-x",
+        "--test",
+        "t",
+    ]);
+    assert_eq!(code, 2, "{out}");
+}

@@ -164,6 +164,13 @@ impl<'a> DevCtx<'a> {
         self.core.trace.emit(now, kind, self.name, true, fill);
     }
 
+    /// Completes the transfer in progress `ns` of virtual time later than the bus alone would
+    /// (a device that takes time to answer: a learned model's latency). Calls add up; outside
+    /// a transfer (a timer) it does nothing.
+    pub fn delay_reply(&mut self, ns: Nanos) {
+        self.effects.delay = self.effects.delay.saturating_add(ns);
+    }
+
     /// Disconnects this device from the bus after the current call returns.
     pub fn disconnect(&mut self) {
         self.effects.disconnect = true;

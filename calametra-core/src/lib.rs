@@ -1,6 +1,7 @@
 //! The deterministic core of Calametra.
 //!
-//! The modules follow the data: a [`spec`] becomes a model; the model is a [`device::Device`]
+//! The modules follow the data: a [`spec`] becomes a model (found by its format in the
+//! [`registry`]); the model is a [`device::Device`]
 //! (the USB vocabulary is in [`usb`]) on the bus of the [`world`] (the bus's queue, transfer
 //! table and completion in `bus`); a driver's transfers, through its [`interface::Interface`],
 //! cross the bus on the virtual [`clock`], run by the single-threaded executor ([`exec`], the
@@ -30,7 +31,9 @@ pub mod hex;
 pub mod host;
 pub mod input;
 pub mod interface;
+pub mod names;
 pub mod picture;
+pub mod registry;
 pub mod regress;
 pub mod scripted;
 pub mod shrink;

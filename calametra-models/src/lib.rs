@@ -8,7 +8,8 @@
 
 #![warn(missing_docs)]
 
-mod chapter9;
+pub mod chapter9;
 pub mod dfu;
 pub mod firmware;
+pub mod learned;
 pub mod trigger6;

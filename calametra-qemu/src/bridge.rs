@@ -83,6 +83,17 @@ impl Default for BridgeOptions {
     }
 }
 
+impl BridgeOptions {
+    /// Takes what a registered model says a guest run needs
+    /// ([`calametra_core::registry::QemuHints`]): its re-enumeration marks (added) and whether
+    /// to warp after each request (set when the model asks for it).
+    pub fn apply(&mut self, hints: &calametra_core::registry::QemuHints) {
+        self.reenumerate_marks
+            .extend(hints.reenumerate_marks.iter().map(|m| m.to_string()));
+        self.warp_after_request |= hints.warp_after_request;
+    }
+}
+
 /// Why the bridge cannot serve the device at all.
 #[derive(Debug)]
 pub enum BridgeError {

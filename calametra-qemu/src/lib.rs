@@ -65,43 +65,6 @@ pub use guest_run::{GuestRun, Via};
 pub use launcher::{run, run_with_host, Outcome, QemuConfig, QemuError, QemuRun, Timings};
 pub use scenario::Guest;
 
-use calametra_core::usb::{DevCtx, Device, Reply, Setup};
-use std::any::Any;
-
-/// A boxed device served as a device (the command line builds models from specs at run time).
-pub struct Boxed(pub Box<dyn Device>);
-
-impl Boxed {
-    /// The model inside, when it is a `D`.
-    pub fn get<D: Device>(&self) -> Option<&D> {
-        let any: &dyn Any = &*self.0;
-        any.downcast_ref::<D>()
-    }
-}
-
-impl Device for Boxed {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn control(&mut self, cx: &mut DevCtx<'_>, setup: &Setup, data: &[u8]) -> Reply {
-        self.0.control(cx, setup, data)
-    }
-    fn out(&mut self, cx: &mut DevCtx<'_>, ep: u8, data: &[u8]) -> Reply {
-        self.0.out(cx, ep, data)
-    }
-    fn poll_in(&mut self, cx: &mut DevCtx<'_>, ep: u8, max_len: usize) -> Reply {
-        self.0.poll_in(cx, ep, max_len)
-    }
-    fn on_timer(&mut self, cx: &mut DevCtx<'_>, token: u64) {
-        self.0.on_timer(cx, token)
-    }
-    fn on_reset(&mut self, cx: &mut DevCtx<'_>) {
-        self.0.on_reset(cx)
-    }
-    fn on_disconnect(&mut self, cx: &mut DevCtx<'_>) {
-        self.0.on_disconnect(cx)
-    }
-    fn request_name(&self, setup: &Setup) -> Option<&str> {
-        self.0.request_name(setup)
-    }
-}
+/// A boxed device served as a device (the command line builds models from specs at run time);
+/// it lives with the model registry, [`calametra_core::registry::Boxed`].
+pub use calametra_core::registry::Boxed;

@@ -76,6 +76,25 @@ impl Guest {
         self.model = Some(Box::new(model));
     }
 
+    /// Attaches the model registered for the spec's `format`
+    /// ([`calametra_core::registry::build`]) and takes its QEMU hints (its re-enumeration
+    /// marks, as [`Guest::reenumerate_on`]). Panics, naming the spec and the field, when the
+    /// format is not registered in this binary or the spec is not the model's (as
+    /// `Dfu::from_spec` does).
+    pub fn attach_registered(&mut self) {
+        let spec = self.spec();
+        let def = match calametra_core::registry::for_spec(spec) {
+            Ok(def) => def,
+            Err(e) => panic!("calametra: {e}"),
+        };
+        match (def.build)(spec) {
+            Ok(model) => self.model = Some(model),
+            Err(e) => panic!("calametra: {e}"),
+        }
+        self.reenumerate_marks
+            .extend(def.qemu.reenumerate_marks.iter().map(|m| m.to_string()));
+    }
+
     /// What the guest runs once its USB modules are loaded.
     pub fn probe(&mut self, probe: Probe) {
         self.probe = Some(probe);
@@ -254,5 +273,46 @@ impl Runner for GuestRunner {
         crate::snapshot::build_id(&self.lock)
             .map(Some)
             .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use calametra_core::registry::QemuHints;
+    use calametra_models::dfu::{marks, Dfu};
+
+    fn dfu_spec() -> Arc<Spec> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/dfu11-tolerant.json");
+        Arc::new(Spec::load(&path).unwrap())
+    }
+
+    #[test]
+    fn a_registered_model_is_attached_with_its_reenumeration_marks() {
+        let mut g = Guest::new(Some(dfu_spec()));
+        g.attach_registered();
+        let model = g.model.take().expect("attached");
+        let any: &dyn std::any::Any = &*model;
+        assert!(any.downcast_ref::<Dfu>().is_some());
+        assert_eq!(
+            g.reenumerate_marks,
+            [marks::WILL_DETACH_TO_DFU, marks::WILL_DETACH_TO_APP]
+        );
+    }
+
+    #[test]
+    fn hints_reach_both_transports_options() {
+        let hints = QemuHints {
+            reenumerate_marks: &["Detached"],
+            warp_after_request: true,
+        };
+        let mut bridge = crate::BridgeOptions::default();
+        bridge.apply(&hints);
+        assert_eq!(bridge.reenumerate_marks, ["Detached"]);
+        assert!(bridge.warp_after_request);
+        let mut lock = crate::lockstep::LockstepOptions::default();
+        lock.apply(&hints);
+        lock.apply(&QemuHints::NONE);
+        assert_eq!(lock.reenumerate_marks, ["Detached"]);
     }
 }

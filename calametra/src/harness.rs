@@ -32,6 +32,7 @@
 //! | `CALAMETRA_VERBOSE` | prints the screen of a failure an `expect` scenario found | set or not |
 //! | `CALAMETRA_SWEEP`, `CALAMETRA_SWEEP_PARTITION`, `CALAMETRA_SWEEP_THREADS`, `CALAMETRA_SWEEP_SUMMARY` | a sweep instead of the trials | a duration or runs; `k/n`; 1 to 1024; a path |
 //! | `CALAMETRA_SWEEP_GUIDE`, `CALAMETRA_SWEEP_CORPUS` | a guided sweep, its corpus kept in the directory | `1` or `0`; a path |
+//! | `CALAMETRA_COMPARE_OUT` and its companions | a comparison of a capture with a model registered in this binary instead of the trials ([`crate::tool`]) | paths |
 //!
 //! Traces go under `calametra/traces/` of the target directory the binary was built in: an
 //! absolute `CARGO_TARGET_DIR`, else the binary's own (a relative `CARGO_TARGET_DIR` is relative
@@ -783,7 +784,15 @@ impl Scenario {
         );
         let (sig, shrunk, fin) = (&h.signature, &h.shrunk, &h.fin);
         let hash = fin.hash.to_string();
-        let trace = self.traces_dir().join(format!("{}.jsonl", h.case.id));
+        // Named by the case and this run's own hash: every failing trial of a signature wrote
+        // `<id>.jsonl` in turn, so it held another run than the saved case. A case's trace is
+        // `<id>-<its trace hash's first 12 hex digits>.jsonl`.
+        let short = hash.strip_prefix("sha256:").unwrap_or(&hash);
+        let trace = self.traces_dir().join(format!(
+            "{}-{}.jsonl",
+            h.case.id,
+            &short[..short.len().min(12)]
+        ));
         let trace = self
             .write_trace(
                 &trace,
@@ -939,6 +948,8 @@ impl Scenario {
             self.write_trace_out(&r)?;
             match &r.failure {
                 None => Ok(()),
+                // The known bug of an `expect` scenario: its `finds::` trial pins it.
+                Some(f) if self.def.expect.is_some_and(|e| f.invariant() == Some(e)) => Ok(()),
                 Some(f) => Err(self.report(runner, &self.trial(&p.trial_suffix()), Some(p), &r, f)),
             }
         })
@@ -959,16 +970,19 @@ impl Scenario {
         invariant: &str,
         sites: &[Probe],
     ) -> Result<(), String> {
-        let mut probes = sites.to_vec();
+        // The default run first: when it already breaks the invariant, it is what found it
+        // (not the first seed that happens to run it again).
+        let mut probes = vec![Probe::Baseline];
+        probes.extend(sites.iter().cloned());
         probes.extend(self.seed_probes());
         let wanted = |f: &Failure| f.invariant() == Some(invariant);
         let found = explore::find(&probes, &self.base, runner, &wanted).map_err(no_verdict)?;
         let Some((probe, r)) = found else {
             return Err(format!(
-                "exploration ran out of budget ({}: {} and {}) without breaking invariant `{invariant}`; widen it with CALAMETRA_SCHEDULES=N",
+                "exploration ran out of budget ({}: the baseline, {} and {}) without breaking invariant `{invariant}`; widen it with CALAMETRA_SCHEDULES=N",
                 report::count(probes.len(), "run"),
                 report::count(sites.len(), "fault site"),
-                report::count(probes.len() - sites.len(), "seed")
+                report::count(probes.len() - sites.len() - 1, "seed")
             ));
         };
         let Some(f) = &r.failure else { return Ok(()) };
@@ -1616,12 +1630,15 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
         let s2 = s.clone();
         trials.push(test_trial(s.trial("marks"), move || s2.marks_floor(floor)));
     }
+    // An `expect` scenario pins its known bug with `finds::` and keeps its site and seed
+    // trials too: one that breaks the expected invariant passes (the known bug), any other
+    // failure fails, so pinning a bug costs no coverage.
     if let Some(inv) = s.def.expect {
         let s2 = s.clone();
+        let sites2 = sites.clone();
         trials.push(test_trial(s.trial(&format!("finds::{inv}")), move || {
-            s2.finds(inv, &sites)
+            s2.finds(inv, &sites2)
         }));
-        return trials;
     }
     // A seed asked for by its exact name that the listing does not hold (a sweep's find, a
     // seed from another base) is made for it.
@@ -1750,6 +1767,10 @@ fn replay_elsewhere(
 /// The harness's main: builds the trials of every scenario in this binary and runs them with
 /// libtest-mimic's command line (`--list`, `--exact`, filters, `--ignored`, nextest).
 pub fn main() {
+    // A job of the `calametra` command (`compare --package P --test T`) instead of the trials.
+    if let Some(code) = crate::tool::run_if_asked() {
+        std::process::exit(code);
+    }
     let mut args = Arguments::from_args();
     let env = match Env::read() {
         Ok(e) => e,

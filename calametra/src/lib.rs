@@ -65,6 +65,10 @@
 //! for every outcome the driver handles. The baseline trial draws from seed 0's streams (not
 //! the first option or 0), with no faults and no externals.
 //!
+//! A published library whose IO trait demands `Send` futures takes the simulated interface's
+//! futures wrapped in [`SimSend`] (checked at run time to stay on the simulation's thread), so
+//! the user's crate needs no `unsafe`.
+//!
 //! The crate re-exports the simulator core ([`calametra_core`]) and adds the libtest-mimic
 //! [`harness`]. It links no device model, no QEMU bridge and no command-line tool: the models
 //! are `calametra-models`, the bridge `calametra-qemu`, and the `calametra` command (replay,
@@ -83,7 +87,11 @@ pub use calametra_macros::scenario;
 
 pub mod harness;
 pub mod report;
+pub mod send;
 pub mod sweep;
+pub mod tool;
+
+pub use send::SimSend;
 
 /// Everything a scenario usually needs.
 pub mod prelude {

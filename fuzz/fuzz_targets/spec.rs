@@ -1,6 +1,6 @@
-//! Spec JSON as a user writes it: `Spec::parse`, then every model's `try_from_spec`; a model
-//! that builds is enumerated like a freshly plugged device. Malformed specs are errors naming
-//! file and field, never panics.
+//! Spec JSON as a user writes it: `Spec::parse`, then every model's `try_from_spec` (the
+//! learned replay model's too); a model that builds is enumerated like a freshly plugged
+//! device. Malformed specs are errors naming file and field, never panics.
 #![no_main]
 
 use calametra_core::spec::Spec;

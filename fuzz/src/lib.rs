@@ -112,6 +112,9 @@ pub fn models_from(spec: &Spec) -> Vec<Boxed> {
     if let Ok(m) = Dfu::try_from_spec(spec) {
         v.push(Boxed(Box::new(m)));
     }
+    if let Ok(m) = calametra_models::learned::Learned::try_from_spec(spec) {
+        v.push(Boxed(Box::new(m)));
+    }
     v
 }
 

@@ -221,10 +221,17 @@ fn a_replay_file_replays_in_its_own_scenario_only_and_checks_its_spec() {
     );
 
     // The trace of the failure records the spec too, and is checked the same way.
+    // Named by the case and its trace hash, so it is the saved case's run and no other.
     let id = case.file_stem().unwrap().to_str().unwrap();
-    let trace = exe_target_dir().join(format!("calametra/traces/adversary/with_spec/{id}.jsonl"));
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&case).unwrap()).unwrap();
+    let case_hash = saved["trace_hash"].as_str().unwrap().to_string();
+    let hex12 = &case_hash.strip_prefix("sha256:").unwrap()[..12];
+    let trace = exe_target_dir().join(format!(
+        "calametra/traces/adversary/with_spec/{id}-{hex12}.jsonl"
+    ));
     let text = std::fs::read_to_string(&trace).unwrap();
     let summary: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["data"]["hash"].as_str(), Some(case_hash.as_str()), "{summary}");
     assert_eq!(
         summary["data"]["spec_sha256"].as_str().map(|s| &s[..8]),
         Some("6e615c0d"),

@@ -14,66 +14,68 @@ use calametra_core::spec::Spec;
 use calametra_core::usb::{ControlType, DevCtx, Device, Recipient, Reply, Setup};
 use calametra_core::Error;
 
-/// Names of the coverage marks the model records with `DevCtx::mark`.
-pub mod marks {
-    /// DFU_DETACH accepted in appIDLE.
-    pub const DETACH: &str = "Detach";
-    /// A WillDetach device re-enumerated in DFU mode after DFU_DETACH.
-    pub const WILL_DETACH_TO_DFU: &str = "WillDetachToDfu";
-    /// A USB reset in appDETACH took the device to DFU mode.
-    pub const DETACH_RESET: &str = "DetachReset";
-    /// The detach timer ran out; back to appIDLE.
-    pub const DETACH_TIMEOUT: &str = "DetachTimeout";
-    /// The first block of a download was accepted.
-    pub const DOWNLOAD_START: &str = "DownloadStart";
-    /// DFU_DNLOAD arrived while the device was busy in dfuDNBUSY.
-    pub const DNLOAD_DURING_DNBUSY: &str = "DnloadDuringDnbusy";
-    /// DFU_GETSTATUS arrived before the bwPollTimeout of dfuDNBUSY had passed.
-    pub const GETSTATUS_DURING_DNBUSY: &str = "GetstatusDuringDnbusy";
-    /// Another request arrived in dfuDNBUSY.
-    pub const REQUEST_DURING_DNBUSY: &str = "RequestDuringDnbusy";
-    /// A DFU_DNLOAD whose wBlockNum was not the next in sequence.
-    pub const BLOCK_OUT_OF_SEQUENCE: &str = "BlockOutOfSequence";
-    /// A block that does not fit the staging bank.
-    pub const FLASH_FULL: &str = "FlashFull";
-    /// A DFU_DNLOAD whose data stage did not carry wLength bytes, or more than wTransferSize.
-    pub const BAD_BLOCK_LENGTH: &str = "BadBlockLength";
-    /// The end of the image arrived and the device agreed it was complete.
-    pub const END_OF_IMAGE: &str = "EndOfImage";
-    /// The end of the image arrived but the image failed the completeness check.
-    pub const MANIFEST_REFUSED: &str = "ManifestRefused";
-    /// Manifestation finished: a new image is valid.
-    pub const MANIFESTED: &str = "Manifested";
-    /// A request arrived during dfuMANIFEST, aborting manifestation.
-    pub const REQUEST_DURING_MANIFEST: &str = "RequestDuringManifest";
-    /// A non-tolerant device reached dfuMANIFEST-WAIT-RESET.
-    pub const MANIFEST_WAIT_RESET: &str = "ManifestWaitReset";
-    /// A request arrived in dfuMANIFEST-WAIT-RESET (ignored with a stall).
-    pub const REQUEST_DURING_WAIT_RESET: &str = "RequestDuringWaitReset";
-    /// A WillDetach device left dfuMANIFEST-WAIT-RESET by itself for the new firmware.
-    pub const WILL_DETACH_TO_APP: &str = "WillDetachToApp";
-    /// A USB reset in dfuMANIFEST-WAIT-RESET started the new firmware.
-    pub const RESET_AFTER_MANIFEST: &str = "ResetAfterManifest";
-    /// An upload ended on a short frame.
-    pub const UPLOAD_SHORT_FRAME: &str = "UploadShortFrame";
-    /// DFU_ABORT ended a download.
-    pub const ABORT_DOWNLOAD: &str = "AbortDownload";
-    /// DFU_ABORT ended an upload.
-    pub const ABORT_UPLOAD: &str = "AbortUpload";
-    /// The device stalled a request and entered dfuERROR.
-    pub const STALL_TO_ERROR: &str = "StallToError";
-    /// DFU_CLRSTATUS cleared dfuERROR.
-    pub const ERROR_CLEARED: &str = "ErrorCleared";
-    /// A state change was refused by a fault at its transition site.
-    pub const TRANSITION_REFUSED: &str = "TransitionRefused";
-    /// A USB reset in a DFU-mode state.
-    pub const RESET_IN_DFU_MODE: &str = "ResetInDfuMode";
-    /// Power came back after the device was unplugged.
-    pub const POWER_ON_RESET: &str = "PowerOnReset";
-    /// The device lost power in the middle of a download.
-    pub const POWER_LOSS_DURING_DOWNLOAD: &str = "PowerLossDuringDownload";
-    /// The device lost power during manifestation.
-    pub const POWER_LOSS_DURING_MANIFEST: &str = "PowerLossDuringManifest";
+calametra_core::names! {
+    /// Names of the coverage marks the model records with `DevCtx::mark`.
+    pub mod marks {
+        /// DFU_DETACH accepted in appIDLE.
+        DETACH = "Detach";
+        /// A WillDetach device re-enumerated in DFU mode after DFU_DETACH.
+        WILL_DETACH_TO_DFU = "WillDetachToDfu";
+        /// A USB reset in appDETACH took the device to DFU mode.
+        DETACH_RESET = "DetachReset";
+        /// The detach timer ran out; back to appIDLE.
+        DETACH_TIMEOUT = "DetachTimeout";
+        /// The first block of a download was accepted.
+        DOWNLOAD_START = "DownloadStart";
+        /// DFU_DNLOAD arrived while the device was busy in dfuDNBUSY.
+        DNLOAD_DURING_DNBUSY = "DnloadDuringDnbusy";
+        /// DFU_GETSTATUS arrived before the bwPollTimeout of dfuDNBUSY had passed.
+        GETSTATUS_DURING_DNBUSY = "GetstatusDuringDnbusy";
+        /// Another request arrived in dfuDNBUSY.
+        REQUEST_DURING_DNBUSY = "RequestDuringDnbusy";
+        /// A DFU_DNLOAD whose wBlockNum was not the next in sequence.
+        BLOCK_OUT_OF_SEQUENCE = "BlockOutOfSequence";
+        /// A block that does not fit the staging bank.
+        FLASH_FULL = "FlashFull";
+        /// A DFU_DNLOAD whose data stage did not carry wLength bytes, or more than wTransferSize.
+        BAD_BLOCK_LENGTH = "BadBlockLength";
+        /// The end of the image arrived and the device agreed it was complete.
+        END_OF_IMAGE = "EndOfImage";
+        /// The end of the image arrived but the image failed the completeness check.
+        MANIFEST_REFUSED = "ManifestRefused";
+        /// Manifestation finished: a new image is valid.
+        MANIFESTED = "Manifested";
+        /// A request arrived during dfuMANIFEST, aborting manifestation.
+        REQUEST_DURING_MANIFEST = "RequestDuringManifest";
+        /// A non-tolerant device reached dfuMANIFEST-WAIT-RESET.
+        MANIFEST_WAIT_RESET = "ManifestWaitReset";
+        /// A request arrived in dfuMANIFEST-WAIT-RESET (ignored with a stall).
+        REQUEST_DURING_WAIT_RESET = "RequestDuringWaitReset";
+        /// A WillDetach device left dfuMANIFEST-WAIT-RESET by itself for the new firmware.
+        WILL_DETACH_TO_APP = "WillDetachToApp";
+        /// A USB reset in dfuMANIFEST-WAIT-RESET started the new firmware.
+        RESET_AFTER_MANIFEST = "ResetAfterManifest";
+        /// An upload ended on a short frame.
+        UPLOAD_SHORT_FRAME = "UploadShortFrame";
+        /// DFU_ABORT ended a download.
+        ABORT_DOWNLOAD = "AbortDownload";
+        /// DFU_ABORT ended an upload.
+        ABORT_UPLOAD = "AbortUpload";
+        /// The device stalled a request and entered dfuERROR.
+        STALL_TO_ERROR = "StallToError";
+        /// DFU_CLRSTATUS cleared dfuERROR.
+        ERROR_CLEARED = "ErrorCleared";
+        /// A state change was refused by a fault at its transition site.
+        TRANSITION_REFUSED = "TransitionRefused";
+        /// A USB reset in a DFU-mode state.
+        RESET_IN_DFU_MODE = "ResetInDfuMode";
+        /// Power came back after the device was unplugged.
+        POWER_ON_RESET = "PowerOnReset";
+        /// The device lost power in the middle of a download.
+        POWER_LOSS_DURING_DOWNLOAD = "PowerLossDuringDownload";
+        /// The device lost power during manifestation.
+        POWER_LOSS_DURING_MANIFEST = "PowerLossDuringManifest";
+    }
 }
 
 /// A narrow test-only lie, used by the sabotage tests of the invariants. Never set it otherwise.

@@ -48,3 +48,15 @@ pub use invariants::{
 };
 pub use spec::{Attributes, DescriptorSet, DfuSpec, ImageCheck};
 pub use state::{Cause, Request, State, Status, Transition};
+
+// Found by `calametra compare`, `calametra qemu` and any tool that builds a model from a
+// `calametra.spec.dfu` spec. A WillDetach device re-enumerates by itself, and its
+// bwPollTimeouts are timers a guest polls through.
+calametra_core::register_model!(
+    "calametra.spec.dfu",
+    Dfu::try_from_spec,
+    qemu = calametra_core::registry::QemuHints {
+        reenumerate_marks: &[marks::WILL_DETACH_TO_DFU, marks::WILL_DETACH_TO_APP],
+        warp_after_request: true,
+    },
+);

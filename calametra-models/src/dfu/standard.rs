@@ -8,18 +8,11 @@
 
 use super::device::Dfu;
 use super::spec::DFU_FUNCTIONAL;
-use crate::chapter9;
+use crate::chapter9::{
+    self, string_descriptor, CLEAR_FEATURE, GET_CONFIGURATION, GET_DESCRIPTOR, GET_INTERFACE,
+    GET_STATUS, SET_ADDRESS, SET_CONFIGURATION, SET_FEATURE, SET_INTERFACE,
+};
 use calametra_core::usb::{DevCtx, Reply, Setup};
-
-const GET_STATUS: u8 = 0;
-const CLEAR_FEATURE: u8 = 1;
-const SET_FEATURE: u8 = 3;
-const SET_ADDRESS: u8 = 5;
-const GET_DESCRIPTOR: u8 = 6;
-const GET_CONFIGURATION: u8 = 8;
-const SET_CONFIGURATION: u8 = 9;
-const GET_INTERFACE: u8 = 10;
-const SET_INTERFACE: u8 = 11;
 
 impl Dfu {
     /// A standard request.
@@ -106,16 +99,4 @@ impl Dfu {
         bytes.truncate(setup.length as usize);
         Reply::Data(bytes)
     }
-}
-
-/// A string descriptor: bLength, type 3, UTF-16LE text.
-fn string_descriptor(text: &str) -> Vec<u8> {
-    let units: Vec<u16> = text.encode_utf16().collect();
-    let mut v = Vec::with_capacity(2 + units.len() * 2);
-    v.push((2 + units.len() * 2) as u8);
-    v.push(3);
-    for u in units {
-        v.extend_from_slice(&u.to_le_bytes());
-    }
-    v
 }

@@ -572,3 +572,44 @@ pub fn compare_capture_with(
         host,
     })
 }
+
+/// The Trigger 6's whole-capture comparison as the model registry calls it
+/// ([`calametra_core::registry::CompareCaptureFn`], what `calametra compare` runs for a
+/// `calametra.spec.trigger6` spec): parses the capture, runs [`compare_capture_with`] and
+/// hands each frame a flip showed to `pictures` as `NN-<scanout file name>` (NN counting from
+/// 01 in the order shown) and its PNG; the report names the path each was written to.
+pub fn compare_registered(
+    capture_path: &std::path::Path,
+    capture: &[u8],
+    spec: &Spec,
+    options: &calametra_core::registry::CaptureOptions,
+    pictures: Option<calametra_core::registry::PictureSink>,
+) -> Result<calametra_core::registry::CaptureReport, String> {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let capture = Capture::parse(capture_path, capture).map_err(|e| e.to_string())?;
+    let written: Rc<RefCell<Vec<Option<PathBuf>>>> = Default::default();
+    let on_frame = {
+        let written = written.clone();
+        let mut sink = pictures;
+        move |_: &ShownFrame, scanout: &Scanout| {
+            let Some(sink) = sink.as_mut() else { return };
+            let name = format!("{:02}-{}", written.borrow().len() + 1, scanout.file_name());
+            let path = sink(&name, &scanout.png()).ok();
+            written.borrow_mut().push(path);
+        }
+    };
+    let options = CompareOptions {
+        replay_hotplug: options.replay_hotplug,
+        frames_dir: None,
+    };
+    let mut c = compare_capture_with(&capture, spec, &options, on_frame)?;
+    for (frame, path) in c.frames.iter_mut().zip(written.borrow().iter()) {
+        frame.png = path.clone();
+    }
+    Ok(calametra_core::registry::CaptureReport {
+        text: c.to_string(),
+        compared: c.report.summary().total,
+        clean: c.is_clean(),
+    })
+}

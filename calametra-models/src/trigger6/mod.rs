@@ -35,32 +35,38 @@ pub use model::{DmaStats, FlipInfo, FlipRecord, FlipState, Frame, Sabotage, Trig
 pub use scanout::Scanout;
 pub use timing::Timing;
 
-/// Coverage marks the model records (`DevCtx::mark`).
-pub mod marks {
-    /// The monitor was unplugged while the last status reply for its output said connected:
-    /// whoever holds that reply holds a stale one.
-    pub const STALE_STATUS_AFTER_DISCONNECT: &str = "StaleStatusAfterDisconnect";
-    /// A flip and a modeset of the same output overlapped (a flip pending or shown between a
-    /// `set_mode` and its `finalise`).
-    pub const FLIP_DURING_MODESET: &str = "FlipDuringModeset";
-    /// A display payload arrived in more than one fragment or bulk transfer.
-    pub const FRAGMENTED_FRAME: &str = "FragmentedFrame";
-    /// Every mark, in a fixed order.
-    pub const ALL: [&str; 3] = [
-        STALE_STATUS_AFTER_DISCONNECT,
-        FLIP_DURING_MODESET,
-        FRAGMENTED_FRAME,
-    ];
+// Found by `calametra compare`, `calametra qemu` and any tool that builds a model from a
+// `calametra.spec.trigger6` spec; it replays whole captures itself (bulk, interrupt, frames).
+calametra_core::register_model!(
+    "calametra.spec.trigger6",
+    Trigger6::try_from_spec,
+    compare_capture = capture::compare_registered,
+);
+
+calametra_core::names! {
+    /// Coverage marks the model records (`DevCtx::mark`).
+    pub mod marks {
+        /// The monitor was unplugged while the last status reply for its output said
+        /// connected: whoever holds that reply holds a stale one.
+        STALE_STATUS_AFTER_DISCONNECT = "StaleStatusAfterDisconnect";
+        /// A flip and a modeset of the same output overlapped (a flip pending or shown between
+        /// a `set_mode` and its `finalise`).
+        FLIP_DURING_MODESET = "FlipDuringModeset";
+        /// A display payload arrived in more than one fragment or bulk transfer.
+        FRAGMENTED_FRAME = "FragmentedFrame";
+    }
 }
 
-/// The invariant names, as scenarios declare them.
-pub mod names {
-    /// [`Trigger6::flip_state_matches_ram`](super::Trigger6::flip_state_matches_ram).
-    pub const FLIP_STATE_MATCHES_RAM: &str = "flip_state_matches_ram";
-    /// [`Trigger6::status_matches_connection`](super::Trigger6::status_matches_connection).
-    pub const STATUS_MATCHES_CONNECTION: &str = "status_matches_connection";
-    /// [`Trigger6::modeset_has_valid_timing`](super::Trigger6::modeset_has_valid_timing).
-    pub const MODESET_HAS_VALID_TIMING: &str = "modeset_has_valid_timing";
-    /// [`Trigger6::ram_writes_in_bounds`](super::Trigger6::ram_writes_in_bounds).
-    pub const RAM_WRITES_IN_BOUNDS: &str = "ram_writes_in_bounds";
+calametra_core::names! {
+    /// The invariant names, as scenarios declare them.
+    pub mod names {
+        /// [`Trigger6::flip_state_matches_ram`](super::Trigger6::flip_state_matches_ram).
+        FLIP_STATE_MATCHES_RAM = "flip_state_matches_ram";
+        /// [`Trigger6::status_matches_connection`](super::Trigger6::status_matches_connection).
+        STATUS_MATCHES_CONNECTION = "status_matches_connection";
+        /// [`Trigger6::modeset_has_valid_timing`](super::Trigger6::modeset_has_valid_timing).
+        MODESET_HAS_VALID_TIMING = "modeset_has_valid_timing";
+        /// [`Trigger6::ram_writes_in_bounds`](super::Trigger6::ram_writes_in_bounds).
+        RAM_WRITES_IN_BOUNDS = "ram_writes_in_bounds";
+    }
 }

@@ -116,6 +116,16 @@ pub struct LockstepOptions {
     pub defer_over_ns: Nanos,
 }
 
+impl LockstepOptions {
+    /// Takes what a registered model says a guest run needs
+    /// ([`calametra_core::registry::QemuHints`]): its re-enumeration marks, added. (A lockstep
+    /// run needs no warp: the guest's clock drives the model's.)
+    pub fn apply(&mut self, hints: &calametra_core::registry::QemuHints) {
+        self.reenumerate_marks
+            .extend(hints.reenumerate_marks.iter().map(|m| m.to_string()));
+    }
+}
+
 impl Default for LockstepOptions {
     fn default() -> Self {
         LockstepOptions {

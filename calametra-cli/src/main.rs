@@ -597,13 +597,19 @@ fn replay(a: &ReplayArgs) -> Result<(), CliError> {
     if let Some(at) = &a.at {
         return state_at(&file, &cargo, at, a.scanout.as_deref());
     }
+    let what = match calametra_core::choices::count_events(&events) {
+        0 => story(&events),
+        n => format!(
+            "{}: {}",
+            calametra::report::count(n, "event"),
+            story(&events)
+        ),
+    };
     println!(
         "{}",
         clean(&format!(
-            "replaying {} ({} events: {}), expecting {hash}",
-            file.display(),
-            events.len(),
-            story(&events)
+            "replaying {} ({what}), expecting {hash}",
+            file.display()
         ))
     );
     let tmp = tempfile::tempdir().map_err(|e| fail(format!("a temporary directory: {e}")))?;

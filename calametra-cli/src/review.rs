@@ -462,7 +462,11 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
         println!("{:<18} {}\n{:<18} {first}", r.state, shown(&r.file), "");
     }
     let summary: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
-    println!("{} saved case file(s): {}", rows.len(), summary.join(", "));
+    println!(
+        "{}: {}",
+        calametra::report::count(rows.len(), "saved case file"),
+        summary.join(", ")
+    );
     if prune.is_empty() {
         return Ok(());
     }

@@ -131,7 +131,7 @@ fn calametra_envelope_field_by_field_with_time_deltas_and_the_window() {
         .unwrap()
         .1;
     assert!(
-        window.contains("up to 2 deterministic record(s) past the divergence"),
+        window.contains("up to 2 deterministic records past the divergence"),
         "{out}"
     );
     assert!(

@@ -480,10 +480,10 @@ impl Analysis<'_> {
         for (tag, t, d) in [("A", a, &self.da), ("B", b, &self.db)] {
             let _ = writeln!(
                 s,
-                "{tag}: {} ({} envelope, {} records: {} deterministic, {} not)",
+                "{tag}: {} ({} envelope, {}: {} deterministic, {} not)",
                 t.path.display(),
                 t.envelope.name(),
-                t.records.len(),
+                crate::sweep::count(t.records.len() as u64, "record"),
                 d.len(),
                 t.records.len() - d.len()
             );
@@ -546,10 +546,7 @@ impl Analysis<'_> {
             let _ = writeln!(
                 s,
                 "context ({} both runs share, A's lines):",
-                match i - 1 - start {
-                    1 => "1 record".to_string(),
-                    n => format!("{n} records"),
-                }
+                crate::sweep::count((i - 1 - start) as u64, "record")
             );
             for &p in &self.da[start..i - 1] {
                 let _ = writeln!(s, "    {}", a.records[p].line);
@@ -672,7 +669,10 @@ impl Analysis<'_> {
         let reach = if n == 0 {
             "up to the divergence".to_string()
         } else {
-            format!("up to {n} deterministic record(s) past the divergence")
+            format!(
+                "up to {} past the divergence",
+                crate::sweep::count(n as u64, "deterministic record")
+            )
         };
         let _ = writeln!(
             s,

@@ -350,8 +350,8 @@ impl Summary {
     }
 }
 
-/// `n` and a noun in correct English: `1 run`, `3 runs`.
-fn count(n: u64, noun: &str) -> String {
+/// `n` and a noun in correct English: `1 run`, `3 runs` (every count the core prints).
+pub(crate) fn count(n: u64, noun: &str) -> String {
     if n == 1 {
         format!("1 {noun}")
     } else {

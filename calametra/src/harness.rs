@@ -698,8 +698,8 @@ impl Scenario {
         }
         if !unsaved.is_empty() {
             return Err(format!(
-                "the sweep ({} runs) could not save {} (its case is printed on the screen below; fix the directory and sweep again):\n{}\n{}",
-                tally.runs,
+                "the sweep ({}) could not save {} (its case is printed on the screen below; fix the directory and sweep again):\n{}\n{}",
+                report::count(tally.runs as usize, "run"),
                 report::count(unsaved.len(), "find"),
                 unsaved.join("\n"),
                 screens.join("\n")
@@ -713,8 +713,8 @@ impl Scenario {
                 .any(|g| g.failure.starts_with(&format!("invariant `{inv}` broke")))
             {
                 return Err(format!(
-                    "the sweep ({} runs) did not break invariant `{inv}`",
-                    tally.runs
+                    "the sweep ({}) did not break invariant `{inv}`",
+                    report::count(tally.runs as usize, "run")
                 )
                 .into());
             }
@@ -723,9 +723,9 @@ impl Scenario {
             return Ok(());
         }
         Err(format!(
-            "the sweep met {} in {} runs:\n{}",
+            "the sweep met {} in {}:\n{}",
             report::count(unexpected, "failure signature"),
-            tally.runs,
+            report::count(tally.runs as usize, "run"),
             screens.join("\n")
         )
         .into())
@@ -805,7 +805,7 @@ impl Scenario {
         let regression = match &h.saved {
             Ok(Saved::Written(p)) | Ok(Saved::Unchanged(p)) => Ok(p.display().to_string()),
             Ok(Saved::KeptBetter { path, kept }) => Ok(format!(
-                "{} (it keeps a better case of this signature, {} found by {}; this run's {} are not saved)",
+                "{} (it keeps a better case of this signature, {} found by {}; this run's case of {} is not saved)",
                 path.display(),
                 report::count(count_events(&kept.events), "event"),
                 kept.found_by,
@@ -979,10 +979,10 @@ impl Scenario {
         let found = explore::find(&probes, &self.base, runner, &wanted).map_err(no_verdict)?;
         let Some((probe, r)) = found else {
             return Err(format!(
-                "exploration ran out of budget ({} runs: the baseline, {} fault sites and {} seeds) without breaking invariant `{invariant}`; widen it with CALAMETRA_SCHEDULES=N",
-                probes.len(),
-                sites.len(),
-                probes.len() - sites.len() - 1
+                "exploration ran out of budget ({}: the baseline, {} and {}) without breaking invariant `{invariant}`; widen it with CALAMETRA_SCHEDULES=N",
+                report::count(probes.len(), "run"),
+                report::count(sites.len(), "fault site"),
+                report::count(probes.len() - sites.len() - 1, "seed")
             ));
         };
         let Some(f) = &r.failure else { return Ok(()) };
@@ -1509,10 +1509,24 @@ fn write_states(path: &Path, scenarios: &[String]) -> Result<(), String> {
     regress::write_atomic(path, out.as_bytes()).map_err(|e| e.to_string())
 }
 
+/// The first words of a trial's message when a run gave no verdict; grep a CI log for them.
+pub const NO_VERDICT: &str = "calametra: NO VERDICT";
+
 /// A run that gave no verdict (DESIGN 9: `emulator_blocked`) is neither a pass nor a failure
-/// of the scenario; the trial reports it as not run to its end.
+/// of the scenario, but libtest knows only passed, failed and ignored, and an ignored trial
+/// would let CI pass without a verdict: the trial fails, and its message opens with a line of
+/// its own, `calametra: NO VERDICT (emulator_blocked): <reason>` (`calametra: NO VERDICT:
+/// <reason>` for another run that could not end), which no driver failure starts with. That
+/// first line is what libtest prints under the trial's name and nextest puts in JUnit's
+/// `<failure message>` (README, "No verdict").
 fn no_verdict(reason: String) -> String {
-    format!("no verdict: {reason}")
+    let head = match reason.strip_prefix("emulator_blocked: ") {
+        Some(why) => format!("{NO_VERDICT} (emulator_blocked): {why}"),
+        None => format!("{NO_VERDICT}: {reason}"),
+    };
+    format!(
+        "{head}\nThis is no verdict on the driver: the run did not reach its end, so it neither passed nor failed; libtest can only show the trial FAILED (README, \"No verdict\")."
+    )
 }
 
 /// Why a guest scenario's trials are ignored by default, and how to run them.
@@ -1537,9 +1551,10 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
         let cases = regress::list(old).map(|l| l.cases).unwrap_or_default();
         if !cases.is_empty() && old != new {
             let msg = format!(
-                "{} saved case(s) in {} are in the layout of an earlier Calametra version; saved cases now live per test target: move them to {} (for example `mkdir -p {} && git mv {}/*.json {}/`)",
-                cases.len(),
+                "{} in {} {} in the layout of an earlier Calametra version; saved cases now live per test target: move them to {} (for example `mkdir -p {} && git mv {}/*.json {}/`)",
+                report::count(cases.len(), "saved case"),
                 old.display(),
+                if cases.len() == 1 { "is" } else { "are" },
                 new.display(),
                 new.display(),
                 old.display(),
@@ -1888,7 +1903,10 @@ pub fn main() {
     }
     let json = matches!(args.format, Some(libtest_mimic::FormatSetting::Json));
     if guests > 0 && !args.ignored && !args.include_ignored && !args.list {
-        eprintln!("calametra: {guests} guest scenario(s) ignored: {GUEST_IGNORED}");
+        eprintln!(
+            "calametra: {} ignored: {GUEST_IGNORED}",
+            report::count(guests, "guest scenario")
+        );
     }
     let conclusion = libtest_mimic::run(&args, trials);
     if let Some(s) = report::summary() {

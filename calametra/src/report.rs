@@ -1,7 +1,7 @@
 //! What people see of a failure: the one-screen report, the trace file beside it, and the
 //! per-binary summary of failure signatures. Quiet on success, complete on failure.
 
-use calametra_core::choices::{story, Event};
+use calametra_core::choices::{count_events, story, Event};
 use calametra_core::trace::{parse_kept, Record};
 pub use calametra_core::tracefile::{read_aloud, write_trace};
 use std::collections::BTreeMap;
@@ -55,7 +55,7 @@ impl Screen<'_> {
         if let Some(l) = &self.seed_line {
             s.push_str(&format!("{l}\n"));
         }
-        let noun = if self.events.len() == 1 {
+        let noun = if count_events(self.events) == 1 {
             "event"
         } else {
             "events"

@@ -386,7 +386,7 @@ fn a_renamed_request_makes_a_case_stale_a_fixed_bug_makes_one_fixed_and_review_p
     .collect();
     assert_eq!(rows, want, "{out}");
     assert!(
-        out.contains("3 saved case file(s): 1 fixed, 1 foreign, 1 stale"),
+        out.contains("3 saved case files: 1 fixed, 1 foreign, 1 stale"),
         "{out}"
     );
     assert!(out.contains("ignored 2 files, not saved cases"), "{out}");
@@ -829,7 +829,7 @@ fn review_prune_deletes_only_saved_cases_never_through_a_symlink_keeps_a_bin_tar
         .env("CALAMETRA_SWEEP", "1s");
     let (ok, out) = run(&mut c);
     assert!(ok, "{out}");
-    assert!(out.contains("2 saved case file(s): 2 fails"), "{out}");
+    assert!(out.contains("2 saved case files: 2 fails"), "{out}");
     assert!(
         out.contains("cargo run -q -p calametra-tests --bin planted"),
         "{out}"

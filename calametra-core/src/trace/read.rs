@@ -281,8 +281,8 @@ pub fn render_divergence(a: &[Record], d: &Divergence, context: usize) -> String
     ));
     if start < d.index {
         s.push_str(&format!(
-            "context ({} records both runs share):\n",
-            d.index - start
+            "context ({} both runs share):\n",
+            crate::sweep::count((d.index - start) as u64, "record")
         ));
         for r in &da[start..d.index] {
             s.push_str("    ");

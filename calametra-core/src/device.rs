@@ -83,6 +83,14 @@ pub trait Device: Any {
         None
     }
 
+    /// The device's descriptors (device, configurations, strings), as a host caches them at
+    /// enumeration: what [`calametra_usb::UsbInterface::descriptors`] gives a driver and the
+    /// simulated host lists ([`crate::discovery::SimHost`]). Read without a context: no
+    /// trace record, no fault site. `None` by default.
+    fn descriptors(&self) -> Option<calametra_usb::Descriptors> {
+        None
+    }
+
     /// The model's state for people, as (name, value) pairs in a fixed order: what a state
     /// dump (`calametra replay FILE --at STEP`, [`crate::state`]) shows of it. Empty by
     /// default (then a [`crate::describe_model!`] registration is used, if any).

@@ -2,15 +2,24 @@
 //! ([`crate::world::DeviceHandle::interface`]), implementing [`calametra_usb::UsbInterface`].
 //! Each call returns a transfer's future, which submits the transfer to the world at its first
 //! poll and completes on the virtual clock; a future dropped before completion cancels its
-//! transfer. Nothing here reads the wall clock.
+//! transfer. Queued transfers ([`calametra_usb::Endpoint`]) are submitted when the driver
+//! submits them, several in flight on one endpoint, their ids kept per endpoint in the
+//! interface ([`Queues`]). `clear_halt` and `set_alt_setting` are the standard control requests
+//! they are on the wire (sites `ctrl.clear_feature#n`, `ctrl.set_interface#n`), answered by the
+//! model; the bus keeps the halt (`world::DeviceSlot::halted`). Nothing here reads the wall
+//! clock.
 
 use crate::bus::{out_len, XKind};
 use crate::clock::{nanos, Nanos};
 use crate::context::current;
 use crate::device::Device;
 use crate::world::{DeviceHandle, World};
-use calametra_usb::{ControlIn, ControlOut, Setup, TransferError, UsbInterface};
+use calametra_usb::{
+    Buffer, Completion, ControlIn, ControlOut, Descriptors, Setup, TransferError, TransferType,
+    UsbInterface,
+};
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -24,21 +33,41 @@ impl<D: Device> DeviceHandle<D> {
     pub fn interface(&self) -> Interface {
         let world = current();
         let generation = world.borrow().devices[self.id].generation;
-        Interface {
-            world,
-            dev: self.id,
-            generation,
-        }
+        Interface::new(world, self.id, generation)
     }
 }
 
-/// The simulator's interface to a device: the `nusb`-shaped API a driver receives.
-#[derive(Clone)]
+/// The simulator's interface to a device: the `nusb`-shaped API a driver receives. A clone
+/// shares the device, not the endpoints opened for queued transfers (as nusb, where an
+/// endpoint is opened once).
 pub struct Interface {
     world: Rc<RefCell<World>>,
     dev: usize,
     generation: u32,
+    queues: Queues,
 }
+
+impl Clone for Interface {
+    fn clone(&self) -> Self {
+        Interface::new(self.world.clone(), self.dev, self.generation)
+    }
+}
+
+/// The endpoints opened for queued transfers: each endpoint's address and its transfers' ids
+/// in submission order. Empty (no allocation) until an endpoint is opened.
+#[derive(Default)]
+struct Queues(RefCell<Vec<(u8, VecDeque<u64>)>>);
+
+impl Queues {
+    fn with<R>(&self, ep: u8, f: impl FnOnce(&mut VecDeque<u64>) -> R) -> Option<R> {
+        let mut q = self.0.borrow_mut();
+        q.iter_mut().find(|(e, _)| *e == ep).map(|(_, ids)| f(ids))
+    }
+}
+
+/// Linux's timeout for the control requests usbfs sends itself (`USB_CTRL_SET_TIMEOUT`,
+/// `CLEAR_FEATURE` and `SET_INTERFACE`): 5 s.
+const USBFS_CONTROL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a transfer's future gives for the bytes of a transfer that succeeded: the bytes (an
 /// IN transfer, a raw control transfer), nothing (a control OUT) or the count accepted (a bulk
@@ -130,6 +159,15 @@ impl<O> Drop for Transfer<'_, O> {
 }
 
 impl Interface {
+    pub(crate) fn new(world: Rc<RefCell<World>>, dev: usize, generation: u32) -> Interface {
+        Interface {
+            world,
+            dev,
+            generation,
+            queues: Queues::default(),
+        }
+    }
+
     /// An OUT payload's buffer: a spare one of the world's transfer table when the world is
     /// free to lend one (no allocation a control OUT once it has spares), or a new one.
     fn out_data(&self, data: &[u8]) -> Vec<u8> {
@@ -203,7 +241,83 @@ impl Interface {
         ep: u8,
         data: Vec<u8>,
     ) -> impl Future<Output = Result<usize, TransferError>> + '_ {
-        self.transfer(XKind::Out { ep, data }, None)
+        self.transfer(
+            XKind::Out {
+                ep,
+                data,
+                intr: false,
+            },
+            None,
+        )
+    }
+
+    /// An interrupt OUT transfer; returns the bytes accepted (site `intr.out#n`).
+    pub fn interrupt_out(
+        &self,
+        ep: u8,
+        data: Vec<u8>,
+    ) -> impl Future<Output = Result<usize, TransferError>> + '_ {
+        self.transfer(
+            XKind::Out {
+                ep,
+                data,
+                intr: true,
+            },
+            None,
+        )
+    }
+
+    /// A standard request with no data stage, sent as usbfs sends its own (5 s timeout).
+    fn standard_request(
+        &self,
+        request_type: u8,
+        request: u8,
+        value: u16,
+        index: u16,
+    ) -> impl Future<Output = Result<(), TransferError>> + '_ {
+        let setup = Setup {
+            request_type,
+            request,
+            value,
+            index,
+            length: 0,
+        };
+        Transfer::<()> {
+            iface: self,
+            kind: Some(XKind::Control {
+                setup,
+                data: Vec::new(),
+            }),
+            timeout: Some(USBFS_CONTROL_TIMEOUT),
+            submitted: None,
+            done: false,
+            outcome: PhantomData,
+        }
+    }
+
+    /// Clears endpoint `ep`'s halt: `CLEAR_FEATURE(ENDPOINT_HALT)` to the endpoint (site
+    /// `ctrl.clear_feature#n`); once the model acknowledges it the bus stops stalling the
+    /// endpoint.
+    pub fn clear_halt(&self, ep: u8) -> impl Future<Output = Result<(), TransferError>> + '_ {
+        self.standard_request(0x02, 1, 0, u16::from(ep))
+    }
+
+    /// Selects alternate setting `alt` of interface 0: `SET_INTERFACE` (site
+    /// `ctrl.set_interface#n`), which the model accepts or stalls; accepted, it clears every
+    /// halt.
+    pub fn set_alt_setting(&self, alt: u8) -> impl Future<Output = Result<(), TransferError>> + '_ {
+        self.standard_request(0x01, 11, u16::from(alt), 0)
+    }
+
+    /// The model's descriptors ([`Device::descriptors`]); `Disconnected` once the device is
+    /// gone, `Fault` when the model has none.
+    pub fn descriptors(&self) -> Result<Descriptors, TransferError> {
+        let w = self.world.borrow();
+        let slot = &w.devices[self.dev];
+        if !slot.attached || slot.generation != self.generation {
+            return Err(TransferError::Disconnected);
+        }
+        slot.dev.descriptors().ok_or(TransferError::Fault)
     }
 
     /// A bulk IN transfer of up to `len` bytes.
@@ -295,6 +409,108 @@ impl UsbInterface for Interface {
     }
     fn reset(&self) -> impl Future<Output = Result<(), TransferError>> {
         Interface::reset(self)
+    }
+    fn interrupt_out(
+        &self,
+        ep: u8,
+        data: Vec<u8>,
+    ) -> impl Future<Output = Result<usize, TransferError>> {
+        Interface::interrupt_out(self, ep, data)
+    }
+    fn clear_halt(&self, ep: u8) -> impl Future<Output = Result<(), TransferError>> {
+        Interface::clear_halt(self, ep)
+    }
+    fn set_alt_setting(&self, alt: u8) -> impl Future<Output = Result<(), TransferError>> {
+        Interface::set_alt_setting(self, alt)
+    }
+    fn descriptors(&self) -> Result<Descriptors, TransferError> {
+        Interface::descriptors(self)
+    }
+
+    /// Opens `ep` for queued transfers; `Fault` if it is open already (nusb: busy).
+    fn queue_open(&self, ep: u8, _ty: TransferType) -> Result<(), TransferError> {
+        let mut q = self.queues.0.borrow_mut();
+        if q.iter().any(|(e, _)| *e == ep) {
+            return Err(TransferError::Fault);
+        }
+        q.push((ep, VecDeque::new()));
+        Ok(())
+    }
+
+    /// Submits the transfer now (its arrival queued on the bus, its site crossed).
+    fn queue_submit(&self, ep: u8, ty: TransferType, buf: Buffer) {
+        let intr = ty == TransferType::Interrupt;
+        let kind = if ep & calametra_usb::DIR_IN != 0 {
+            XKind::In {
+                ep,
+                len: buf.requested_len(),
+                intr,
+            }
+        } else {
+            XKind::Out {
+                ep,
+                data: buf.into_vec(),
+                intr,
+            }
+        };
+        let xid = self
+            .world
+            .borrow_mut()
+            .submit(self.dev, self.generation, kind);
+        self.queues.with(ep, |ids| ids.push_back(xid));
+    }
+
+    fn queue_poll(&self, ep: u8, cx: &mut Context<'_>) -> Poll<Completion> {
+        let Some(Some(xid)) = self.queues.with(ep, |ids| ids.front().copied()) else {
+            return Poll::Ready(Completion::failed(TransferError::Fault));
+        };
+        let r = self.world.borrow_mut().poll_xfer(xid, None, cx.waker());
+        let Poll::Ready(r) = r else {
+            return Poll::Pending;
+        };
+        self.queues.with(ep, |ids| ids.pop_front());
+        Poll::Ready(match r {
+            Ok(v) if ep & calametra_usb::DIR_IN != 0 => Completion {
+                actual_len: v.len(),
+                buffer: v,
+                status: Ok(()),
+            },
+            Ok(v) => Completion {
+                actual_len: out_len(&v),
+                buffer: Vec::new(),
+                status: Ok(()),
+            },
+            Err(e) => Completion::failed(e),
+        })
+    }
+
+    /// Each transfer not yet done completes `Cancelled` (a trace record each), in order.
+    fn queue_cancel_all(&self, ep: u8) {
+        let ids: Vec<u64> = self
+            .queues
+            .with(ep, |ids| ids.iter().copied().collect())
+            .unwrap_or_default();
+        if let Ok(mut w) = self.world.try_borrow_mut() {
+            for xid in ids {
+                w.cancel_keep(xid);
+            }
+        }
+    }
+
+    /// Cancels what is in flight and forgets the endpoint.
+    fn queue_close(&self, ep: u8) {
+        let ids = {
+            let mut q = self.queues.0.borrow_mut();
+            match q.iter().position(|(e, _)| *e == ep) {
+                Some(i) => q.remove(i).1,
+                None => return,
+            }
+        };
+        if let Ok(mut w) = self.world.try_borrow_mut() {
+            for xid in ids {
+                w.cancel(xid);
+            }
+        }
     }
 }
 

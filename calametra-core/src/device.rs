@@ -279,6 +279,12 @@ impl Device for Loopback {
                 }
                 Reply::Data(d)
             }
+            // CLEAR_FEATURE(ENDPOINT_HALT) on its endpoints, and its one alternate setting.
+            (0x02, 1) if setup.value == 0 && matches!(setup.index, 0x01 | 0x81 | 0x82) => {
+                Reply::Ack
+            }
+            (0x01, 11) if setup.value == 0 && setup.index == 0 => Reply::Ack,
+            (0x01, 11) if setup.index == 0 => Reply::Stall,
             _ => {
                 cx.model_gap(
                     &format!("control {:02x}/{:02x}", setup.request_type, setup.request),
@@ -317,9 +323,9 @@ impl Device for Loopback {
     }
 
     fn request_name(&self, setup: &Setup) -> Option<&str> {
-        match setup.request {
-            0x01 => Some("store"),
-            0x02 => Some("load"),
+        match (setup.control_type(), setup.request) {
+            (Some(ControlType::Vendor), 0x01) => Some("store"),
+            (Some(ControlType::Vendor), 0x02) => Some("load"),
             _ => None,
         }
     }

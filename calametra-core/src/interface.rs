@@ -456,7 +456,7 @@ impl UsbInterface for Interface {
         let xid = self
             .world
             .borrow_mut()
-            .submit(self.dev, self.generation, kind);
+            .submit_queued(self.dev, self.generation, kind);
         self.queues.with(ep, |ids| ids.push_back(xid));
     }
 
@@ -567,5 +567,162 @@ mod tests {
             .filter(|l| l.contains("\"kind\":\"transfer\""))
             .count();
         assert_eq!(transfers, 4, "the dropped future submitted nothing");
+    }
+
+    /// A run's transfer records, as `site status` pairs (`bulk.in#2 stall`).
+    fn transfers(lines: &[String]) -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| l.contains("\"kind\":\"transfer\""))
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).expect("a json record");
+                format!(
+                    "{} {}",
+                    v["data"]["site"].as_str().unwrap_or("?"),
+                    v["data"]["status"].as_str().unwrap_or("?")
+                )
+            })
+            .collect()
+    }
+
+    /// A stall halts a bulk endpoint: the next transfer on it stalls without reaching the
+    /// device, until `clear_halt` (which can itself stall: a fault site), after which the
+    /// endpoint works again; the interrupt OUT and the alternate settings go through the model
+    /// (setting 1 refused).
+    #[test]
+    fn a_stalled_endpoint_stays_halted_until_its_halt_is_cleared() {
+        use crate::fault::Fault;
+        use calametra_usb::UsbInterface;
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let seen2 = seen.clone();
+        let mut faults = FaultPlan::single("bulk.in#1", Fault::Stall);
+        faults
+            .faults
+            .insert("ctrl.clear_feature#1".into(), Fault::Stall);
+        let r = run(
+            RunConfig {
+                keep_trace: true,
+                faults,
+                ..RunConfig::default()
+            },
+            &move |sim| {
+                let dev = sim.attach(Loopback::default());
+                let iface = dev.interface();
+                let seen = seen2.clone();
+                sim.spawn("driver", async move {
+                    let log = |s: String| seen.borrow_mut().push(s);
+                    log(format!("{:?}", iface.bulk_out(0x01, vec![1, 2]).await));
+                    log(format!("{:?}", iface.bulk_in(0x81, 8).await));
+                    log(format!("{:?}", iface.bulk_in(0x81, 8).await));
+                    log(format!("{:?}", iface.clear_halt(0x81).await));
+                    log(format!("{:?}", iface.bulk_in(0x81, 8).await));
+                    log(format!(
+                        "{:?}",
+                        UsbInterface::clear_halt(&iface, 0x81).await
+                    ));
+                    log(format!("{:?}", iface.bulk_in(0x81, 8).await));
+                    log(format!("{:?}", iface.interrupt_out(0x01, vec![3]).await));
+                    log(format!("{:?}", iface.set_alt_setting(1).await));
+                    log(format!("{:?}", iface.set_alt_setting(0).await));
+                    log(format!("{:?}", iface.descriptors()));
+                });
+            },
+        );
+        assert!(r.failure.is_none(), "{:?}", r.failure);
+        assert_eq!(
+            *seen.borrow(),
+            [
+                "Ok(2)",
+                "Err(Stall)",
+                "Err(Stall)",
+                "Err(Stall)",
+                "Err(Stall)",
+                "Ok(())",
+                "Ok([1, 2])",
+                "Ok(1)",
+                "Err(Stall)",
+                "Ok(())",
+                "Err(Fault)",
+            ]
+        );
+        assert_eq!(
+            transfers(&r.lines),
+            [
+                "bulk.out#1 ok",
+                "bulk.in#1 stall",
+                "bulk.in#2 stall",
+                "ctrl.clear_feature#1 stall",
+                "bulk.in#3 stall",
+                "ctrl.clear_feature#2 ok",
+                "bulk.in#4 ok",
+                "intr.out#1 ok",
+                "ctrl.set_interface#1 stall",
+                "ctrl.set_interface#2 ok",
+            ]
+        );
+    }
+
+    /// Four bulk IN transfers in flight on one endpoint complete in submission order, each
+    /// with its data, even when the schedule lets a younger one arrive first; `cancel_all`
+    /// completes the rest `Cancelled` (still taken in order), and dropping the endpoint
+    /// cancels what it left in flight.
+    #[test]
+    fn queued_transfers_complete_in_order_and_cancel() {
+        use calametra_usb::{Buffer, TransferType, UsbInterface};
+        for seed in 0..8u64 {
+            let seen = Rc::new(RefCell::new(Vec::new()));
+            let seen2 = seen.clone();
+            let r = run(
+                RunConfig {
+                    keep_trace: true,
+                    source: crate::choices::Source::Seeded(seed),
+                    ..RunConfig::default()
+                },
+                &move |sim| {
+                    let dev = sim.attach(Loopback::default());
+                    let iface = dev.interface();
+                    let seen = seen2.clone();
+                    sim.spawn("driver", async move {
+                        let mut ep = iface.endpoint(0x81, TransferType::Bulk).expect("opens");
+                        assert!(iface.endpoint(0x81, TransferType::Bulk).is_err(), "busy");
+                        for _ in 0..4 {
+                            ep.submit(Buffer::new(4));
+                        }
+                        for b in 0..3u8 {
+                            iface.bulk_out(0x01, vec![b; 2]).await.expect("sent");
+                        }
+                        for _ in 0..3 {
+                            let c = ep.next_complete().await;
+                            seen.borrow_mut()
+                                .push(format!("{:?} {:?}", c.status, c.buffer));
+                        }
+                        ep.cancel_all();
+                        let c = ep.next_complete().await;
+                        seen.borrow_mut()
+                            .push(format!("{:?} {}", c.status, ep.pending()));
+                        ep.submit(Buffer::new(4));
+                        drop(ep);
+                        iface.sleep(Duration::from_millis(1)).await;
+                    });
+                },
+            );
+            assert!(r.failure.is_none(), "{:?}", r.failure);
+            assert_eq!(
+                *seen.borrow(),
+                [
+                    "Ok(()) [0, 0]",
+                    "Ok(()) [1, 1]",
+                    "Ok(()) [2, 2]",
+                    "Err(Cancelled) 0",
+                ],
+                "seed {seed}"
+            );
+            let t = transfers(&r.lines);
+            assert_eq!(
+                t.iter().filter(|l| l.ends_with("cancelled")).count(),
+                2,
+                "{t:?}"
+            );
+        }
     }
 }

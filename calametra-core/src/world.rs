@@ -478,6 +478,21 @@ impl World {
             Some(f) if first_arrival => f.on_arrival(),
             _ => Arrival::Deliver,
         };
+        // A queued transfer waits for the older ones on its endpoint (they arrive late when
+        // delayed, or the schedule picked it first among transfers due at once).
+        if x.queued
+            && !gone
+            && arrival == Arrival::Deliver
+            && self.core.transfers.older_unserved(xid, dev, halt)
+        {
+            let x = self.core.transfers.get_mut(xid)?;
+            if !matches!(x.state, XState::Waiting) {
+                x.state = XState::Waiting;
+                self.core.transfers.note_waiting();
+            }
+            return Some((dev, first_arrival));
+        }
+        let x = self.core.transfers.get_mut(xid)?;
         // Bent OUT data is a copy (the trace records what the driver sent); unbent data is
         // lent to the device from the transfer itself, taken out for the call and put back
         // (taken in the same lookup when it is delivered).
@@ -656,7 +671,12 @@ impl World {
 
     #[inline(never)]
     pub(crate) fn submit(&mut self, dev: usize, generation: u32, kind: XKind) -> u64 {
-        self.submit_waking(dev, generation, kind, None, false)
+        self.submit_waking(dev, generation, kind, None, false, false)
+    }
+
+    /// Submits a transfer of a queued endpoint (served after the older ones on its endpoint).
+    pub(crate) fn submit_queued(&mut self, dev: usize, generation: u32, kind: XKind) -> u64 {
+        self.submit_waking(dev, generation, kind, None, false, true)
     }
 
     /// Submits a transfer and polls it once, as its future's first poll does (submit, then
@@ -678,7 +698,7 @@ impl World {
         }
         let wake = self.tasks.wakeup(waker);
         let timer = deadline.map(|d| (d, wake.clone()));
-        let xid = self.submit_waking(dev, generation, kind, Some(wake), timer.is_some());
+        let xid = self.submit_waking(dev, generation, kind, Some(wake), timer.is_some(), false);
         if let Some((d, w)) = timer {
             self.core.push(d, Ev::Wake(w));
         }
@@ -694,6 +714,7 @@ impl World {
         kind: XKind,
         waker: Option<Wakeup>,
         deadline_set: bool,
+        queued: bool,
     ) -> u64 {
         // The site's base is found by its parts where they are (`ctrl.` and the request's
         // name, or a literal), put together only when new; its name `<base>#<n>` only where
@@ -756,6 +777,7 @@ impl World {
             waker,
             state: XState::InFlight,
             deadline_set,
+            queued,
         });
         let at = self.core.now.saturating_add(latency);
         self.core.push(at, Ev::Arrive(xid));

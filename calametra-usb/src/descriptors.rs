@@ -119,7 +119,9 @@ mod tests {
     /// serial and each setting's endpoints read; a truncated configuration stops the walk.
     #[test]
     fn descriptors_give_ids_strings_and_an_alt_settings_endpoints() {
-        let mut device = vec![18, 1, 0, 2, 0, 0, 0, 64, 0x09, 0x12, 0x01, 0x00, 0, 1, 1, 2, 3, 1];
+        let mut device = vec![
+            18, 1, 0, 2, 0, 0, 0, 64, 0x09, 0x12, 0x01, 0x00, 0, 1, 1, 2, 3, 1,
+        ];
         device.truncate(18);
         let config = vec![
             9, 2, 39, 0, 1, 1, 0, 0x80, 50, // configuration

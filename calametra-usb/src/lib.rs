@@ -518,7 +518,10 @@ mod tests {
     #[test]
     fn a_raw_request_type_builds_the_request() {
         let r = ControlIn::from_request_type(0xa1, 3, 0, 2, 6).unwrap();
-        assert_eq!((r.control_type, r.recipient), (ControlType::Class, Recipient::Interface));
+        assert_eq!(
+            (r.control_type, r.recipient),
+            (ControlType::Class, Recipient::Interface)
+        );
         assert_eq!(r.setup().request_type, 0xa1);
         let o = ControlOut::from_request_type(0x41, 1, 5, 0, &[1, 2]).unwrap();
         assert_eq!(o.setup().to_bytes(), [0x41, 1, 5, 0, 0, 0, 2, 0]);

@@ -11,10 +11,21 @@ use std::rc::Rc;
 
 #[derive(Clone)]
 pub(crate) enum XKind {
-    Control { setup: Setup, data: Vec<u8> },
+    Control {
+        setup: Setup,
+        data: Vec<u8>,
+    },
     /// A bulk OUT (`intr` false) or interrupt OUT transfer.
-    Out { ep: u8, data: Vec<u8>, intr: bool },
-    In { ep: u8, len: usize, intr: bool },
+    Out {
+        ep: u8,
+        data: Vec<u8>,
+        intr: bool,
+    },
+    In {
+        ep: u8,
+        len: usize,
+        intr: bool,
+    },
 }
 
 impl XKind {
@@ -63,6 +74,10 @@ pub(crate) struct Xfer {
     pub(crate) waker: Option<Wakeup>,
     pub(crate) state: XState,
     pub(crate) deadline_set: bool,
+    /// Submitted on a queued endpoint (`calametra_usb::Endpoint`): served by its device
+    /// only after every older queued transfer on the same endpoint, as a host controller
+    /// serves an endpoint's queue ([`XferTable::older_unserved`]).
+    pub(crate) queued: bool,
 }
 
 /// Bits of a transfer id that name its slot in the [`XferTable`]; the bits above count
@@ -178,6 +193,7 @@ impl XferTable {
                     waker,
                     state,
                     deadline_set,
+                    queued,
                 } = x;
                 let to = &mut slot.x;
                 to.dev = dev;
@@ -189,6 +205,7 @@ impl XferTable {
                 to.waker = waker;
                 to.state = state;
                 to.deadline_set = deadline_set;
+                to.queued = queued;
                 id
             }
             None => {
@@ -273,6 +290,23 @@ impl XferTable {
             XState::Done(r) => Ok(r),
             _ => Err(None),
         }
+    }
+
+    /// Whether a queued transfer older than `id` on the same device and endpoint (`halt`, its
+    /// [`XKind::halt_bit`]) has not been served yet: still crossing the bus, waiting for its
+    /// device, or swallowed. Only queued transfers are looked at.
+    pub(crate) fn older_unserved(&self, id: u64, dev: usize, halt: u32) -> bool {
+        self.slots.iter().any(|s| {
+            s.id != FREE
+                && s.id < id
+                && s.x.queued
+                && s.x.dev == dev
+                && s.x.kind.halt_bit() == halt
+                && matches!(
+                    s.x.state,
+                    XState::InFlight | XState::Waiting | XState::Swallowed
+                )
+        })
     }
 
     /// Notes that a transfer started waiting for its device.
@@ -379,6 +413,7 @@ mod tests {
             waker: None,
             state,
             deadline_set: false,
+            queued: false,
         }
     }
 

@@ -1,6 +1,8 @@
 //! The driver-facing USB types of Calametra: the [`UsbInterface`] trait a production driver is
 //! generic over, and the types its signature uses ([`ControlIn`], [`ControlOut`],
-//! [`ControlType`], [`Recipient`], [`Setup`], [`TransferError`]).
+//! [`ControlType`], [`Recipient`], [`Setup`], [`TransferError`]); queued endpoints in nusb's
+//! shape (`queue`: [`Endpoint`], [`Buffer`], [`Completion`]), cached descriptors
+//! (`descriptors`) and the host side of discovery (`host`: [`UsbHost`]).
 //!
 //! A driver written against [`UsbInterface`] runs unchanged on hardware and under Calametra's
 //! simulator (`calametra_core::interface::Interface`, in the crate's tests). This crate is what the

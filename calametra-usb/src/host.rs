@@ -2,7 +2,7 @@
 //! or serial ([`UsbHost::open`], [`UsbHost::open_matching`]) and watching devices come and go
 //! ([`UsbHost::watch_devices`], [`HotplugEvent`]), as `nusb::list_devices`,
 //! `DeviceInfo::open` and `nusb::watch_devices` do. Implemented by the simulator's host
-//! (`calametra_core::host::SimHost`) and, with the feature `nusb`, by
+//! (`calametra_core::discovery::SimHost`) and, with the feature `nusb`, by
 //! [`crate::nusb::NusbHost`], so a driver's own discovery and reopen-after-replug code runs in
 //! scenarios. Nothing here blocks.
 

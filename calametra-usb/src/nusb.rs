@@ -447,6 +447,14 @@ impl UsbInterface for NusbInterface {
     fn queue_open(&self, ep: u8, ty: TransferType) -> Result<(), TransferError> {
         let i = &self.inner.iface;
         let is_in = ep & crate::DIR_IN != 0;
+        // An endpoint the one-shot calls opened is closed first (nusb opens one once; dropped,
+        // it cancels what a given-up read left in flight).
+        match (ty, is_in) {
+            (TransferType::Bulk, true) => drop(self.inner.bulk_in.borrow_mut().remove(&ep)),
+            (TransferType::Bulk, false) => drop(self.inner.bulk_out.borrow_mut().remove(&ep)),
+            (TransferType::Interrupt, true) => drop(self.inner.intr_in.borrow_mut().remove(&ep)),
+            (TransferType::Interrupt, false) => drop(self.inner.intr_out.borrow_mut().remove(&ep)),
+        }
         let e = match (ty, is_in) {
             (TransferType::Bulk, true) => i.endpoint::<Bulk, In>(ep).map(AnyEndpoint::BulkIn),
             (TransferType::Bulk, false) => i.endpoint::<Bulk, Out>(ep).map(AnyEndpoint::BulkOut),

@@ -130,3 +130,61 @@ impl UsbHost for SimHost {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Loopback;
+    use crate::{run, RunConfig};
+
+    /// The host lists the attached devices, opens one by id, refuses an id whose device was
+    /// unplugged (the replugged device has a new id), and a watch sees the unplug and the
+    /// replug in order.
+    #[test]
+    fn the_simulated_host_lists_opens_and_watches_a_replug() {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let seen2 = seen.clone();
+        let r = run(RunConfig::default(), &move |sim| {
+            let dev = sim.attach(Loopback::default());
+            let seen = seen2.clone();
+            sim.spawn("driver", async move {
+                let host = SimHost::current();
+                let mut watch = host.watch_devices().expect("a watch");
+                let list = host.list_devices().await.expect("a list");
+                let id = list[0].id;
+                seen.borrow_mut().push(format!("{} listed", list.len()));
+                seen.borrow_mut()
+                    .push(format!("open: {:?}", host.open(id, 0).await.map(|_| ())));
+                {
+                    let world = crate::context::current();
+                    let mut w = world.borrow_mut();
+                    w.disconnect(dev);
+                    w.reconnect(dev);
+                }
+                let gone = watch.next_event().await;
+                let back = watch.next_event().await;
+                seen.borrow_mut().push(format!(
+                    "{:?} {}",
+                    gone == HotplugEvent::Disconnected(id),
+                    matches!(&back, HotplugEvent::Connected(i) if i.id != id)
+                ));
+                seen.borrow_mut()
+                    .push(format!("old id: {:?}", host.open(id, 0).await.map(|_| ())));
+                let new = host.list_devices().await.expect("a list")[0].id;
+                seen.borrow_mut()
+                    .push(format!("new id: {:?}", host.open(new, 0).await.map(|_| ())));
+            });
+        });
+        assert!(r.failure.is_none(), "{:?}", r.failure);
+        assert_eq!(
+            *seen.borrow(),
+            [
+                "1 listed",
+                "open: Ok(())",
+                "true true",
+                "old id: Err(Disconnected)",
+                "new id: Ok(())",
+            ]
+        );
+    }
+}

@@ -20,7 +20,7 @@ mod sites;
 mod xfers;
 
 pub(crate) use sites::{SiteId, SiteTable};
-pub(crate) use xfers::{XKind, XState, Xfer, XferTable};
+pub(crate) use xfers::{endpoint_bit, XKind, XState, Xfer, XferTable};
 
 /// Modelled bus timing: how long a transfer takes to cross, in virtual nanoseconds.
 #[derive(Clone, Copy, Debug)]
@@ -559,7 +559,7 @@ pub(crate) fn complete(
                     d.payload("out", data);
                 }
             }
-            XKind::Out { ep, data } => {
+            XKind::Out { ep, data, .. } => {
                 d.u64("ep", *ep as u64).payload("out", data);
             }
             XKind::In { ep, len, .. } => {

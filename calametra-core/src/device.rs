@@ -83,6 +83,14 @@ pub trait Device: Any {
         None
     }
 
+    /// The device's descriptors (device, configurations, strings), as a host caches them at
+    /// enumeration: what [`calametra_usb::UsbInterface::descriptors`] gives a driver and the
+    /// simulated host lists ([`crate::discovery::SimHost`]). Read without a context: no
+    /// trace record, no fault site. `None` by default.
+    fn descriptors(&self) -> Option<calametra_usb::Descriptors> {
+        None
+    }
+
     /// The model's state for people, as (name, value) pairs in a fixed order: what a state
     /// dump (`calametra replay FILE --at STEP`, [`crate::state`]) shows of it. Empty by
     /// default (then a [`crate::describe_model!`] registration is used, if any).
@@ -278,6 +286,12 @@ impl Device for Loopback {
                 }
                 Reply::Data(d)
             }
+            // CLEAR_FEATURE(ENDPOINT_HALT) on its endpoints, and its one alternate setting.
+            (0x02, 1) if setup.value == 0 && matches!(setup.index, 0x01 | 0x81 | 0x82) => {
+                Reply::Ack
+            }
+            (0x01, 11) if setup.value == 0 && setup.index == 0 => Reply::Ack,
+            (0x01, 11) if setup.index == 0 => Reply::Stall,
             _ => {
                 cx.model_gap(
                     &format!("control {:02x}/{:02x}", setup.request_type, setup.request),
@@ -316,9 +330,9 @@ impl Device for Loopback {
     }
 
     fn request_name(&self, setup: &Setup) -> Option<&str> {
-        match setup.request {
-            0x01 => Some("store"),
-            0x02 => Some("load"),
+        match (setup.control_type(), setup.request) {
+            (Some(ControlType::Vendor), 0x01) => Some("store"),
+            (Some(ControlType::Vendor), 0x02) => Some("load"),
             _ => None,
         }
     }

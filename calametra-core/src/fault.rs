@@ -251,7 +251,7 @@ pub enum SiteFamily {
     /// Control transfers (`ctrl.get_status#3`).
     #[serde(rename = "ctrl")]
     Ctrl,
-    /// Bulk OUT transfers (`bulk.out#5`).
+    /// Bulk OUT transfers (`bulk.out#5`), and interrupt OUT ones (`intr.out#1`).
     #[serde(rename = "bulk.out")]
     BulkOut,
     /// Bulk IN transfers (`bulk.in#2`).
@@ -282,7 +282,9 @@ impl SiteFamily {
             SiteKind::Transfer { .. } => {
                 if name.starts_with("ctrl.") {
                     SiteFamily::Ctrl
-                } else if name.starts_with("bulk.out") {
+                } else if name.starts_with("bulk.out") || name.starts_with("intr.out") {
+                    // Interrupt OUT (`intr.out#n`) shares the OUT family: a new family would
+                    // shift every swarm's draws.
                     SiteFamily::BulkOut
                 } else if name.starts_with("bulk.in") {
                     SiteFamily::BulkIn

@@ -159,6 +159,7 @@ impl DeviceHost {
         self.run_to_completion(XKind::Out {
             ep,
             data: data.to_vec(),
+            intr: false,
         })
         .unwrap_or(Err(TransferError::Timeout))
         .map(|v| crate::bus::out_len(&v))

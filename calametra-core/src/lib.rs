@@ -22,6 +22,7 @@ pub mod choices;
 pub mod clock;
 pub mod context;
 pub mod device;
+pub mod discovery;
 pub mod divergence;
 pub mod error;
 pub mod exec;

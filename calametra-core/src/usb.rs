@@ -6,7 +6,10 @@
 //! here; nothing inside the crate imports through this module.
 
 pub use crate::device::{DevCtx, Device, Loopback, Reply};
+pub use crate::discovery::{SimHost, SimWatch};
 pub use crate::interface::Interface;
 pub use calametra_usb::{
-    ControlIn, ControlOut, ControlType, Recipient, Setup, TransferError, UsbInterface, DIR_IN,
+    Buffer, Completion, ControlIn, ControlOut, ControlType, Descriptors, DeviceId, DeviceInfo,
+    Endpoint, EndpointInfo, EndpointKind, HotplugEvent, HotplugWatch, Recipient, Setup,
+    TransferError, TransferType, UsbHost, UsbInterface, DIR_IN,
 };

@@ -6,7 +6,7 @@
 //! reads the wall clock or iterates a std hash container. A finished run's world is kept for
 //! the thread's next run (`take_spare`, `give_back`): reset in place, buffers kept, no state.
 
-use crate::bus::{complete, Core, Ev, XKind, XState, Xfer};
+use crate::bus::{complete, endpoint_bit, Core, Ev, XKind, XState, Xfer};
 use crate::choices::Decider;
 use crate::clock::Nanos;
 use crate::device::{DevCtx, Device, Effects, Reply};
@@ -28,6 +28,21 @@ pub(crate) struct DeviceSlot {
     pub(crate) dev: Box<dyn Device>,
     pub(crate) attached: bool,
     pub(crate) generation: u32,
+    /// The device's halted bulk and interrupt endpoints (`XKind::halt_bit`): a stall on one
+    /// halts it, and every transfer on it stalls without reaching the device until the host
+    /// clears the halt (`CLEAR_FEATURE(ENDPOINT_HALT)` or `SET_INTERFACE` acknowledged) or
+    /// the device is reset or replugged, as USB 2.0 §9.4.5 has it.
+    pub(crate) halted: u32,
+}
+
+/// The halt a standard control request acknowledged by the device clears: one endpoint's bit
+/// (`CLEAR_FEATURE(ENDPOINT_HALT)`), every bit (`SET_INTERFACE`), or none.
+fn halt_cleared_by(setup: &calametra_usb::Setup) -> u32 {
+    match (setup.request_type, setup.request) {
+        (0x02, 1) if setup.value == 0 => endpoint_bit(setup.index as u8),
+        (0x01, 11) => u32::MAX,
+        _ => 0,
+    }
 }
 
 /// Appends `<type>_<request>` in lowercase hex (`c0_0a`): a request no name is known for.
@@ -70,6 +85,8 @@ pub struct World {
     pub(crate) core: Core,
     pub(crate) devices: Vec<DeviceSlot>,
     pub(crate) tasks: Tasks,
+    /// Hotplug events for watches ([`crate::discovery`]).
+    pub(crate) hotplug: crate::discovery::Hotplug,
 }
 
 thread_local! {
@@ -122,8 +139,10 @@ pub(crate) fn give_back(world: Rc<RefCell<World>>) {
         core: _,
         devices,
         tasks,
+        hotplug,
     } = &mut *w;
     devices.clear();
+    hotplug.clear();
     // Its names, wakers and buffers stay in the table, for the next run (see `Tasks::close`).
     tasks.close();
     drop(w);
@@ -198,6 +217,7 @@ impl World {
             core,
             devices: Vec::new(),
             tasks: Tasks::new(),
+            hotplug: Default::default(),
         }
     }
 
@@ -273,6 +293,7 @@ impl World {
             return;
         }
         self.devices[id].attached = true;
+        self.devices[id].halted = 0;
         let now = self.core.now;
         let name = self.devices[id].name.clone();
         self.core.trace.emit(now, "transition", &name, true, |d| {
@@ -284,6 +305,10 @@ impl World {
         self.core
             .cover_transition(&name, "usb", "detached", "attached");
         self.call(id, |dev, cx| dev.on_reset(cx));
+        if self.hotplug.watching {
+            let info = crate::discovery::device_info(self, id);
+            self.hotplug_event(calametra_usb::HotplugEvent::Connected(info));
+        }
     }
 
     /// Records a coverage mark.
@@ -330,7 +355,12 @@ impl World {
             return;
         }
         self.devices[id].attached = false;
+        if self.hotplug.watching {
+            let gone = crate::discovery::device_id(id, self.devices[id].generation);
+            self.hotplug_event(calametra_usb::HotplugEvent::Disconnected(gone));
+        }
         self.devices[id].generation += 1;
+        self.devices[id].halted = 0;
         let now = self.core.now;
         let name = self.devices[id].name.clone();
         self.core.trace.emit(now, "transition", &name, true, |d| {
@@ -352,6 +382,14 @@ impl World {
             self.complete(x, Err(TransferError::Disconnected));
         }
         self.call(id, |dev, cx| dev.on_disconnect(cx));
+    }
+
+    /// Keeps a hotplug event for the watches and wakes those waiting.
+    fn hotplug_event(&mut self, e: calametra_usb::HotplugEvent) {
+        self.hotplug.events.push(e);
+        for w in std::mem::take(&mut self.hotplug.waiting) {
+            self.tasks.wake(w);
+        }
     }
 
     /// Completes a transfer ([`complete`]: its trace record) and wakes the task awaiting it.
@@ -433,10 +471,28 @@ impl World {
         let first_arrival = matches!(x.state, XState::InFlight);
         let slot = &self.devices[dev];
         let gone = !slot.attached || slot.generation != x.generation;
+        let halt = x.kind.halt_bit();
         let arrival = match &fault {
+            // A halted endpoint stalls every transfer without the device seeing it.
+            _ if slot.halted & halt != 0 => Arrival::Stall,
             Some(f) if first_arrival => f.on_arrival(),
             _ => Arrival::Deliver,
         };
+        // A queued transfer waits for the older ones on its endpoint (they arrive late when
+        // delayed, or the schedule picked it first among transfers due at once).
+        if x.queued
+            && !gone
+            && arrival == Arrival::Deliver
+            && self.core.transfers.older_unserved(xid, dev, halt)
+        {
+            let x = self.core.transfers.get_mut(xid)?;
+            if !matches!(x.state, XState::Waiting) {
+                x.state = XState::Waiting;
+                self.core.transfers.note_waiting();
+            }
+            return Some((dev, first_arrival));
+        }
+        let x = self.core.transfers.get_mut(xid)?;
         // Bent OUT data is a copy (the trace records what the driver sent); unbent data is
         // lent to the device from the transfer itself, taken out for the call and put back
         // (taken in the same lookup when it is delivered).
@@ -451,6 +507,7 @@ impl World {
         }
         match arrival {
             Arrival::Stall => {
+                self.devices[dev].halted |= halt;
                 self.complete(xid, Err(TransferError::Stall));
                 return Some((dev, true));
             }
@@ -495,7 +552,7 @@ impl World {
                 }
                 (r, e)
             }
-            XKind::Out { ep, data } => {
+            XKind::Out { ep, data, .. } => {
                 let out = bent(data);
                 let data = out.as_ref().unwrap_or(data);
                 let n = data.len();
@@ -518,9 +575,6 @@ impl World {
                 (r, e)
             }
         };
-        if let Some(x) = self.core.transfers.get_mut(xid) {
-            x.kind = kind;
-        }
         let result = match reply {
             _ if effects.stall => Some(Err(TransferError::Stall)),
             Reply::Data(d) => Some(Ok(d)),
@@ -528,6 +582,16 @@ impl World {
             Reply::Stall => Some(Err(TransferError::Stall)),
             Reply::Nak => None,
         };
+        match (&result, &kind) {
+            (Some(Err(TransferError::Stall)), _) => self.devices[dev].halted |= halt,
+            (Some(Ok(_)), XKind::Control { setup, .. }) if self.devices[dev].halted != 0 => {
+                self.devices[dev].halted &= !halt_cleared_by(setup);
+            }
+            _ => {}
+        }
+        if let Some(x) = self.core.transfers.get_mut(xid) {
+            x.kind = kind;
+        }
         let done = match result {
             Some(r) => {
                 let delay = effects.delay;
@@ -600,13 +664,19 @@ impl World {
             dev,
             attached: true,
             generation: 0,
+            halted: 0,
         });
         self.devices.len() - 1
     }
 
     #[inline(never)]
     pub(crate) fn submit(&mut self, dev: usize, generation: u32, kind: XKind) -> u64 {
-        self.submit_waking(dev, generation, kind, None, false)
+        self.submit_waking(dev, generation, kind, None, false, false)
+    }
+
+    /// Submits a transfer of a queued endpoint (served after the older ones on its endpoint).
+    pub(crate) fn submit_queued(&mut self, dev: usize, generation: u32, kind: XKind) -> u64 {
+        self.submit_waking(dev, generation, kind, None, false, true)
     }
 
     /// Submits a transfer and polls it once, as its future's first poll does (submit, then
@@ -628,7 +698,7 @@ impl World {
         }
         let wake = self.tasks.wakeup(waker);
         let timer = deadline.map(|d| (d, wake.clone()));
-        let xid = self.submit_waking(dev, generation, kind, Some(wake), timer.is_some());
+        let xid = self.submit_waking(dev, generation, kind, Some(wake), timer.is_some(), false);
         if let Some((d, w)) = timer {
             self.core.push(d, Ev::Wake(w));
         }
@@ -644,6 +714,7 @@ impl World {
         kind: XKind,
         waker: Option<Wakeup>,
         deadline_set: bool,
+        queued: bool,
     ) -> u64 {
         // The site's base is found by its parts where they are (`ctrl.` and the request's
         // name, or a literal), put together only when new; its name `<base>#<n>` only where
@@ -671,11 +742,12 @@ impl World {
                 let site = self.core.cross(base, &site_kind);
                 (site, site_kind, data.len(), true)
             }
-            XKind::Out { data, .. } => {
+            XKind::Out { data, intr, .. } => {
                 let site_kind = SiteKind::Transfer {
                     len: data.len() as u32,
                 };
-                let base = self.core.site_table.intern_str("bulk.out");
+                let name = if *intr { "intr.out" } else { "bulk.out" };
+                let base = self.core.site_table.intern_str(name);
                 let site = self.core.cross(base, &site_kind);
                 (site, site_kind, data.len(), false)
             }
@@ -705,6 +777,7 @@ impl World {
             waker,
             state: XState::InFlight,
             deadline_set,
+            queued,
         });
         let at = self.core.now.saturating_add(latency);
         self.core.push(at, Ev::Arrive(xid));
@@ -783,6 +856,7 @@ impl World {
         for x in ids {
             self.complete(x, Err(TransferError::Cancelled));
         }
+        self.devices[id].halted = 0;
         let now = self.core.now;
         let name = self.devices[id].name.clone();
         self.core.trace.emit(now, "transition", &name, true, |d| {
@@ -798,6 +872,16 @@ impl World {
             self.disconnect_id(id);
         }
         self.settle(id);
+    }
+
+    /// A queued transfer cancelled by the host (`Endpoint::cancel_all`): completed
+    /// `Cancelled` if not done yet, and kept for its completion to be taken.
+    pub(crate) fn cancel_keep(&mut self, xid: u64) {
+        if let Some(x) = self.core.transfers.get(xid) {
+            if !matches!(x.state, XState::Done(_)) {
+                self.complete(xid, Err(TransferError::Cancelled));
+            }
+        }
     }
 
     /// A future dropped before completion: the host cancels the transfer.

@@ -1,6 +1,8 @@
 //! The driver-facing USB types of Calametra: the [`UsbInterface`] trait a production driver is
 //! generic over, and the types its signature uses ([`ControlIn`], [`ControlOut`],
-//! [`ControlType`], [`Recipient`], [`Setup`], [`TransferError`]).
+//! [`ControlType`], [`Recipient`], [`Setup`], [`TransferError`]); queued endpoints in nusb's
+//! shape (`queue`: [`Endpoint`], [`Buffer`], [`Completion`]), cached descriptors
+//! (`descriptors`) and the host side of discovery (`host`: [`UsbHost`]).
 //!
 //! A driver written against [`UsbInterface`] runs unchanged on hardware and under Calametra's
 //! simulator (`calametra_core::interface::Interface`, in the crate's tests). This crate is what the
@@ -30,7 +32,16 @@
 #![warn(missing_docs)]
 
 use std::future::Future;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+mod descriptors;
+mod host;
+mod queue;
+
+pub use descriptors::{Descriptors, EndpointInfo, EndpointKind};
+pub use host::{DeviceId, DeviceInfo, HotplugEvent, HotplugWatch, UsbHost};
+pub use queue::{Buffer, Completion, Endpoint, NextComplete, Timeout, TransferType};
 
 #[cfg(feature = "nusb")]
 pub mod nusb;
@@ -202,7 +213,53 @@ pub struct ControlIn {
     pub length: u16,
 }
 
+/// Splits a raw `bmRequestType` into direction, type and recipient; the reserved type (3)
+/// is an error naming the byte.
+fn split_request_type(request_type: u8) -> Result<(bool, ControlType, Recipient), String> {
+    let s = Setup {
+        request_type,
+        request: 0,
+        value: 0,
+        index: 0,
+        length: 0,
+    };
+    let ty = s.control_type().ok_or_else(|| {
+        format!("bmRequestType {request_type:#04x}: type bits 6..5 are 3 (reserved), expected 0, 1 or 2")
+    })?;
+    if request_type & 0x1c != 0 {
+        return Err(format!(
+            "bmRequestType {request_type:#04x}: recipient bits 4..0 above 3 are reserved"
+        ));
+    }
+    Ok((s.is_in(), ty, s.recipient()))
+}
+
 impl ControlIn {
+    /// A control IN request from a raw `bmRequestType` (as C and Python USB libraries pass
+    /// it); an error names the byte when it is an OUT request or has reserved bits.
+    pub fn from_request_type(
+        request_type: u8,
+        request: u8,
+        value: u16,
+        index: u16,
+        length: u16,
+    ) -> Result<ControlIn, String> {
+        let (is_in, control_type, recipient) = split_request_type(request_type)?;
+        if !is_in {
+            return Err(format!(
+                "bmRequestType {request_type:#04x} is host-to-device: a control IN needs bit 7 set"
+            ));
+        }
+        Ok(ControlIn {
+            control_type,
+            recipient,
+            request,
+            value,
+            index,
+            length,
+        })
+    }
+
     /// The setup packet.
     pub fn setup(&self) -> Setup {
         Setup {
@@ -232,7 +289,32 @@ pub struct ControlOut<'a> {
     pub data: &'a [u8],
 }
 
-impl ControlOut<'_> {
+impl<'a> ControlOut<'a> {
+    /// A control OUT request from a raw `bmRequestType`; an error names the byte when it is an
+    /// IN request or has reserved bits.
+    pub fn from_request_type(
+        request_type: u8,
+        request: u8,
+        value: u16,
+        index: u16,
+        data: &'a [u8],
+    ) -> Result<ControlOut<'a>, String> {
+        let (is_in, control_type, recipient) = split_request_type(request_type)?;
+        if is_in {
+            return Err(format!(
+                "bmRequestType {request_type:#04x} is device-to-host: a control OUT needs bit 7 clear"
+            ));
+        }
+        Ok(ControlOut {
+            control_type,
+            recipient,
+            request,
+            value,
+            index,
+            data,
+        })
+    }
+
     /// The setup packet (`wLength` = data length).
     pub fn setup(&self) -> Setup {
         Setup {
@@ -316,6 +398,97 @@ pub trait UsbInterface {
     fn reset(&self) -> impl Future<Output = Result<(), TransferError>> {
         async { Err(TransferError::Fault) }
     }
+
+    // Below: operations with defaults, so an implementation written before them still
+    // compiles. A default that cannot do the operation reports `Fault` (not supported).
+
+    /// A control OUT transfer that gives the bytes of its data stage sent. The default sends
+    /// it with [`UsbInterface::control_out`] and counts the whole data stage.
+    fn control_out_len(
+        &self,
+        req: ControlOut<'_>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<usize, TransferError>> {
+        let n = req.data.len();
+        let f = self.control_out(req, timeout);
+        async move { f.await.map(|()| n) }
+    }
+
+    /// An interrupt OUT transfer on endpoint `ep`; returns the bytes the device took.
+    fn interrupt_out(
+        &self,
+        ep: u8,
+        data: Vec<u8>,
+    ) -> impl Future<Output = Result<usize, TransferError>> {
+        let _ = (ep, data);
+        async { Err(TransferError::Fault) }
+    }
+
+    /// Clears endpoint `ep`'s halt (`CLEAR_FEATURE(ENDPOINT_HALT)`, nusb's
+    /// `Endpoint::clear_halt`): after a `Stall` on a bulk or interrupt endpoint every transfer
+    /// on it stalls until this is done.
+    fn clear_halt(&self, ep: u8) -> impl Future<Output = Result<(), TransferError>> {
+        let _ = ep;
+        async { Err(TransferError::Fault) }
+    }
+
+    /// Selects alternate setting `alt` of the claimed interface (`SET_INTERFACE`, nusb's
+    /// `Interface::set_alt_setting`); a setting the device refuses fails `Stall`.
+    fn set_alt_setting(&self, alt: u8) -> impl Future<Output = Result<(), TransferError>> {
+        let _ = alt;
+        async { Err(TransferError::Fault) }
+    }
+
+    /// The device's cached descriptors (device, configurations, strings).
+    fn descriptors(&self) -> Result<Descriptors, TransferError> {
+        Err(TransferError::Fault)
+    }
+
+    /// `fut`'s output, or `Timeout` if `d` passes first on the platform's clock (then `fut` is
+    /// dropped: a transfer is cancelled). Any transfer gets a timeout this way.
+    fn timeout<F: Future>(&self, d: Duration, fut: F) -> Timeout<F, impl Future<Output = ()>> {
+        Timeout::new(fut, self.sleep(d))
+    }
+
+    /// Opens endpoint `ep` (its address: bit 7 for IN) for several transfers in flight, as
+    /// nusb's `Interface::endpoint`. Fails when the implementation cannot queue on it.
+    fn endpoint(&self, ep: u8, ty: TransferType) -> Result<Endpoint<'_, Self>, TransferError>
+    where
+        Self: Sized,
+    {
+        self.queue_open(ep, ty)?;
+        Ok(Endpoint::new(self, ep, ty))
+    }
+
+    // The queue's hooks, called by [`Endpoint`] (drivers call the endpoint, not these).
+    // The defaults queue nothing: `queue_open` fails `Fault`.
+
+    /// Prepares endpoint `ep` for queued transfers (nothing is in flight on it).
+    fn queue_open(&self, ep: u8, ty: TransferType) -> Result<(), TransferError> {
+        let _ = (ep, ty);
+        Err(TransferError::Fault)
+    }
+
+    /// Submits a transfer on `ep` behind those in flight there.
+    fn queue_submit(&self, ep: u8, ty: TransferType, buf: Buffer) {
+        let _ = (ep, ty, buf);
+    }
+
+    /// Polls the oldest transfer submitted on `ep` (called only while one is pending).
+    fn queue_poll(&self, ep: u8, cx: &mut Context<'_>) -> Poll<Completion> {
+        let _ = (ep, cx);
+        Poll::Ready(Completion::failed(TransferError::Fault))
+    }
+
+    /// Cancels every transfer in flight on `ep`; their completions stay to be polled.
+    fn queue_cancel_all(&self, ep: u8) {
+        let _ = ep;
+    }
+
+    /// The endpoint is dropped: cancels what is in flight on `ep` and forgets its completions.
+    fn queue_close(&self, ep: u8) {
+        let _ = ep;
+    }
 }
 
 #[cfg(test)]
@@ -340,5 +513,25 @@ mod tests {
         assert_eq!(s.control_type(), Some(ControlType::Vendor));
         let g = Setup::from_bytes(&[0x80, 6, 0, 1, 0, 0, 18, 0]).unwrap();
         assert_eq!(g.standard_name(), Some("get_descriptor"));
+    }
+
+    /// A raw `bmRequestType` splits into the request's fields and builds the same setup
+    /// packet; a wrong direction or a reserved type is an error naming the byte.
+    #[test]
+    fn a_raw_request_type_builds_the_request() {
+        let r = ControlIn::from_request_type(0xa1, 3, 0, 2, 6).unwrap();
+        assert_eq!(
+            (r.control_type, r.recipient),
+            (ControlType::Class, Recipient::Interface)
+        );
+        assert_eq!(r.setup().request_type, 0xa1);
+        let o = ControlOut::from_request_type(0x41, 1, 5, 0, &[1, 2]).unwrap();
+        assert_eq!(o.setup().to_bytes(), [0x41, 1, 5, 0, 0, 0, 2, 0]);
+        let e = ControlIn::from_request_type(0x21, 3, 0, 0, 6).unwrap_err();
+        assert!(e.contains("0x21") && e.contains("bit 7"), "{e}");
+        let e = ControlOut::from_request_type(0x60, 3, 0, 0, &[]).unwrap_err();
+        assert!(e.contains("0x60") && e.contains("reserved"), "{e}");
+        assert!(ControlOut::from_request_type(0xc0, 3, 0, 0, &[]).is_err());
+        assert!(ControlIn::from_request_type(0x85, 3, 0, 0, 1).is_err());
     }
 }

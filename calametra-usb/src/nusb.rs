@@ -9,7 +9,18 @@
 //! A transfer whose future is dropped (the driver gave up waiting) does not lose the endpoint:
 //! an IN transfer stays submitted and the next read on that endpoint takes its completion, so a
 //! packet that arrives between two reads is not lost; an OUT transfer is cancelled and the next
-//! write waits for the cancellation before submitting. One transfer at a time per endpoint.
+//! write waits for the cancellation before submitting. The one-shot calls (`bulk_in`, ...)
+//! make one transfer at a time per endpoint; an endpoint opened for queued transfers
+//! ([`UsbInterface::endpoint`]) is a `nusb::Endpoint` of its own, several transfers in flight
+//! (`submit`, `poll_next_complete`, `cancel_all`; dropped, it cancels what is in flight), and
+//! the one-shot calls cannot use it meanwhile (nusb: busy).
+//!
+//! The rest maps one to one: `clear_halt` is `Endpoint::clear_halt` (usbfs
+//! `USBDEVFS_CLEAR_HALT`), `set_alt_setting` is `Interface::set_alt_setting`, `descriptors`
+//! reads `Device::device_descriptor` and `Device::configurations` (and the strings
+//! `DeviceInfo` had, when opened through [`NusbInterface::open`] or [`NusbHost`]).
+//! [`NusbHost`] is [`crate::UsbHost`] over `nusb::list_devices`, `DeviceInfo::open` and
+//! `nusb::watch_devices`.
 //!
 //! ```no_run
 //! use calametra_usb::nusb::{block_on, NusbInterface};
@@ -29,12 +40,15 @@
     reason = "a real bus: sleeps are wall-clock timers on their own threads (never simulated)"
 )]
 
-use crate::{ControlIn, ControlOut, ControlType, Recipient, TransferError, UsbInterface};
+use crate::{
+    Completion, ControlIn, ControlOut, ControlType, Descriptors, DeviceId, DeviceInfo,
+    HotplugEvent, HotplugWatch, Recipient, TransferError, TransferType, UsbHost, UsbInterface,
+};
 use ::nusb::transfer::{self as nt, Buffer, Bulk, In, Interrupt, Out};
 use ::nusb::MaybeFuture;
 use std::cell::RefCell;
-use std::collections::BTreeMap;
-use std::future::{Future, IntoFuture};
+use std::collections::{BTreeMap, VecDeque};
+use std::future::{poll_fn, Future, IntoFuture};
 use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
@@ -49,6 +63,31 @@ struct Inner {
     bulk_out: Slot<Bulk, Out>,
     bulk_in: Slot<Bulk, In>,
     intr_in: Slot<Interrupt, In>,
+    intr_out: Slot<Interrupt, Out>,
+    /// Endpoints opened for queued transfers, with each pending IN transfer's requested length.
+    queues: RefCell<BTreeMap<u8, (AnyEndpoint, VecDeque<usize>)>>,
+    /// The device's strings as `DeviceInfo` gave them (index, text).
+    strings: Vec<(u8, String)>,
+}
+
+/// A `nusb::Endpoint` of any type and direction, for queued transfers.
+enum AnyEndpoint {
+    BulkIn(::nusb::Endpoint<Bulk, In>),
+    BulkOut(::nusb::Endpoint<Bulk, Out>),
+    IntrIn(::nusb::Endpoint<Interrupt, In>),
+    IntrOut(::nusb::Endpoint<Interrupt, Out>),
+}
+
+/// Calls `$f` on the endpoint inside an [`AnyEndpoint`], whatever its type.
+macro_rules! on_endpoint {
+    ($e:expr, $x:ident => $f:expr) => {
+        match $e {
+            AnyEndpoint::BulkIn($x) => $f,
+            AnyEndpoint::BulkOut($x) => $f,
+            AnyEndpoint::IntrIn($x) => $f,
+            AnyEndpoint::IntrOut($x) => $f,
+        }
+    };
 }
 
 /// A claimed interface of a real device. Clones share the interface and its endpoints.
@@ -61,6 +100,16 @@ pub struct NusbInterface {
 impl NusbInterface {
     /// Wraps an interface already claimed from `device`.
     pub fn new(device: ::nusb::Device, iface: ::nusb::Interface) -> Self {
+        Self::with_strings(device, iface, Vec::new())
+    }
+
+    /// [`NusbInterface::new`] with the device's strings (index, text) for
+    /// [`UsbInterface::descriptors`].
+    pub fn with_strings(
+        device: ::nusb::Device,
+        iface: ::nusb::Interface,
+        strings: Vec<(u8, String)>,
+    ) -> Self {
         NusbInterface {
             inner: Rc::new(Inner {
                 device,
@@ -68,6 +117,9 @@ impl NusbInterface {
                 bulk_out: RefCell::new(BTreeMap::new()),
                 bulk_in: RefCell::new(BTreeMap::new()),
                 intr_in: RefCell::new(BTreeMap::new()),
+                intr_out: RefCell::new(BTreeMap::new()),
+                queues: RefCell::new(BTreeMap::new()),
+                strings,
             }),
             time_scale: 1,
         }
@@ -88,7 +140,18 @@ impl NusbInterface {
             .detach_and_claim_interface(interface)
             .wait()
             .map_err(|e| format!("claiming interface {interface}: {e}"))?;
-        Ok(NusbInterface::new(device, iface))
+        let strings = info_strings(&device, &info);
+        Ok(NusbInterface::with_strings(device, iface, strings))
+    }
+
+    /// The transfer type of endpoint `ep` in the interface's current alternate setting.
+    fn endpoint_type(&self, ep: u8) -> Option<::nusb::descriptors::TransferType> {
+        self.inner
+            .iface
+            .descriptor()?
+            .endpoints()
+            .find(|e| e.address() == ep)
+            .map(|e| e.transfer_type())
     }
 
     /// The device, for what [`UsbInterface`] does not cover (descriptors, configurations).
@@ -110,6 +173,30 @@ impl NusbInterface {
 
     fn scaled(&self, d: Duration) -> Duration {
         d.saturating_mul(self.time_scale)
+    }
+}
+
+/// The strings `DeviceInfo` read (manufacturer, product, serial) at their descriptor indices.
+fn info_strings(device: &::nusb::Device, info: &::nusb::DeviceInfo) -> Vec<(u8, String)> {
+    let d = device.device_descriptor();
+    [
+        (d.manufacturer_string_index(), info.manufacturer_string()),
+        (d.product_string_index(), info.product_string()),
+        (d.serial_number_string_index(), info.serial_number()),
+    ]
+    .into_iter()
+    .filter_map(|(i, s)| Some((i?.get(), s?.to_string())))
+    .collect()
+}
+
+/// A nusb error of an operation that is not a transfer (`clear_halt`, `set_alt_setting`,
+/// `open`): a refusal (`EPIPE`, a setting not found) is a stall.
+fn map_os_err(e: ::nusb::Error) -> TransferError {
+    match e.kind() {
+        ::nusb::ErrorKind::Disconnected => TransferError::Disconnected,
+        ::nusb::ErrorKind::NotFound => TransferError::Stall,
+        _ if e.os_error() == Some(32) => TransferError::Stall,
+        _ => TransferError::Fault,
     }
 }
 
@@ -197,6 +284,26 @@ fn lend<'a, T: nt::EndpointType, D: nt::EndpointDirection>(
     })
 }
 
+/// One OUT transfer on an endpoint lent from `slot`.
+async fn write_out<T: nt::BulkOrInterrupt>(
+    iface: &::nusb::Interface,
+    slot: &Slot<T, Out>,
+    ep: u8,
+    data: Vec<u8>,
+) -> Result<usize, TransferError> {
+    let mut lent = lend(iface, slot, ep, true)?;
+    let e = lent.get()?;
+    // A write whose caller gave up was cancelled: let the cancellation land first.
+    while e.pending() > 0 {
+        let _ = e.next_complete().await;
+    }
+    e.submit(Buffer::from(data));
+    let c = e.next_complete().await;
+    drop(lent);
+    c.status.map_err(map_err)?;
+    Ok(c.actual_len)
+}
+
 /// Rounds an IN length up to whole packets, as nusb requires.
 fn in_len(len: usize, mps: usize) -> usize {
     let mps = mps.max(1);
@@ -268,17 +375,158 @@ impl UsbInterface for NusbInterface {
     }
 
     async fn bulk_out(&self, ep: u8, data: Vec<u8>) -> Result<usize, TransferError> {
-        let mut lent = lend(&self.inner.iface, &self.inner.bulk_out, ep, true)?;
-        let e = lent.get()?;
-        // A write whose caller gave up was cancelled: let the cancellation land first.
-        while e.pending() > 0 {
-            let _ = e.next_complete().await;
+        write_out(&self.inner.iface, &self.inner.bulk_out, ep, data).await
+    }
+
+    async fn interrupt_out(&self, ep: u8, data: Vec<u8>) -> Result<usize, TransferError> {
+        write_out(&self.inner.iface, &self.inner.intr_out, ep, data).await
+    }
+
+    /// `Endpoint::clear_halt` on `ep` (the queued endpoint when one is open, else the
+    /// endpoint opened for the one-shot calls, by its type in the descriptors).
+    async fn clear_halt(&self, ep: u8) -> Result<(), TransferError> {
+        use ::nusb::descriptors::TransferType as T;
+        let inner = &self.inner;
+        // A queued endpoint is taken out of its map for the call (no borrow held across it).
+        let queued = inner.queues.borrow_mut().remove(&ep);
+        if let Some((mut e, lens)) = queued {
+            let r = match &mut e {
+                AnyEndpoint::BulkIn(x) => x.clear_halt().into_future().await,
+                AnyEndpoint::BulkOut(x) => x.clear_halt().into_future().await,
+                AnyEndpoint::IntrIn(x) => x.clear_halt().into_future().await,
+                AnyEndpoint::IntrOut(x) => x.clear_halt().into_future().await,
+            };
+            inner.queues.borrow_mut().insert(ep, (e, lens));
+            return r.map_err(map_os_err);
         }
-        e.submit(Buffer::from(data));
-        let c = e.next_complete().await;
-        drop(lent);
-        c.status.map_err(map_err)?;
-        Ok(c.actual_len)
+        let is_in = ep & crate::DIR_IN != 0;
+        let r = match (self.endpoint_type(ep), is_in) {
+            (Some(T::Interrupt), true) => {
+                let mut l = lend(&inner.iface, &inner.intr_in, ep, false)?;
+                l.get()?.clear_halt().into_future().await
+            }
+            (Some(T::Interrupt), false) => {
+                let mut l = lend(&inner.iface, &inner.intr_out, ep, false)?;
+                l.get()?.clear_halt().into_future().await
+            }
+            (_, true) => {
+                let mut l = lend(&inner.iface, &inner.bulk_in, ep, false)?;
+                l.get()?.clear_halt().into_future().await
+            }
+            (_, false) => {
+                let mut l = lend(&inner.iface, &inner.bulk_out, ep, false)?;
+                l.get()?.clear_halt().into_future().await
+            }
+        };
+        r.map_err(map_os_err)
+    }
+
+    /// `Interface::set_alt_setting`.
+    async fn set_alt_setting(&self, alt: u8) -> Result<(), TransferError> {
+        self.inner
+            .iface
+            .set_alt_setting(alt)
+            .into_future()
+            .await
+            .map_err(map_os_err)
+    }
+
+    /// `Device::device_descriptor` and `Device::configurations` (cached by nusb at open), and
+    /// the strings `DeviceInfo` had.
+    fn descriptors(&self) -> Result<Descriptors, TransferError> {
+        let d = &self.inner.device;
+        Ok(Descriptors {
+            device: d.device_descriptor().as_bytes().to_vec(),
+            configurations: d.configurations().map(|c| c.as_bytes().to_vec()).collect(),
+            strings: self.inner.strings.clone(),
+        })
+    }
+
+    /// `Interface::endpoint::<Bulk|Interrupt, In|Out>(ep)`: fails `Fault` when the endpoint is
+    /// not in the current alternate setting or is in use.
+    fn queue_open(&self, ep: u8, ty: TransferType) -> Result<(), TransferError> {
+        let i = &self.inner.iface;
+        let is_in = ep & crate::DIR_IN != 0;
+        // An endpoint the one-shot calls opened is closed first (nusb opens one once; dropped,
+        // it cancels what a given-up read left in flight).
+        match (ty, is_in) {
+            (TransferType::Bulk, true) => drop(self.inner.bulk_in.borrow_mut().remove(&ep)),
+            (TransferType::Bulk, false) => drop(self.inner.bulk_out.borrow_mut().remove(&ep)),
+            (TransferType::Interrupt, true) => drop(self.inner.intr_in.borrow_mut().remove(&ep)),
+            (TransferType::Interrupt, false) => drop(self.inner.intr_out.borrow_mut().remove(&ep)),
+        }
+        let e = match (ty, is_in) {
+            (TransferType::Bulk, true) => i.endpoint::<Bulk, In>(ep).map(AnyEndpoint::BulkIn),
+            (TransferType::Bulk, false) => i.endpoint::<Bulk, Out>(ep).map(AnyEndpoint::BulkOut),
+            (TransferType::Interrupt, true) => {
+                i.endpoint::<Interrupt, In>(ep).map(AnyEndpoint::IntrIn)
+            }
+            (TransferType::Interrupt, false) => {
+                i.endpoint::<Interrupt, Out>(ep).map(AnyEndpoint::IntrOut)
+            }
+        }
+        .map_err(|_| TransferError::Fault)?;
+        self.inner
+            .queues
+            .borrow_mut()
+            .insert(ep, (e, VecDeque::new()));
+        Ok(())
+    }
+
+    /// `Endpoint::submit`: an IN buffer rounded up to whole packets (nusb requires it; the
+    /// completion is cut back to the length asked for), an OUT buffer as given.
+    fn queue_submit(&self, ep: u8, _ty: TransferType, buf: crate::Buffer) {
+        let mut q = self.inner.queues.borrow_mut();
+        let Some((e, lens)) = q.get_mut(&ep) else {
+            return;
+        };
+        let len = buf.requested_len();
+        lens.push_back(len);
+        match e {
+            AnyEndpoint::BulkIn(x) => x.submit(Buffer::new(in_len(len, x.max_packet_size()))),
+            AnyEndpoint::IntrIn(x) => x.submit(Buffer::new(in_len(len, x.max_packet_size()))),
+            AnyEndpoint::BulkOut(x) => x.submit(Buffer::from(buf.into_vec())),
+            AnyEndpoint::IntrOut(x) => x.submit(Buffer::from(buf.into_vec())),
+        }
+    }
+
+    /// `Endpoint::poll_next_complete`; the bytes that crossed are kept whatever the status.
+    fn queue_poll(&self, ep: u8, cx: &mut Context<'_>) -> Poll<Completion> {
+        let mut q = self.inner.queues.borrow_mut();
+        let Some((e, lens)) = q.get_mut(&ep) else {
+            return Poll::Ready(Completion::failed(TransferError::Fault));
+        };
+        let is_in = ep & crate::DIR_IN != 0;
+        let c = match on_endpoint!(e, x => x.poll_next_complete(cx)) {
+            Poll::Ready(c) => c,
+            Poll::Pending => return Poll::Pending,
+        };
+        let asked = lens.pop_front().unwrap_or(usize::MAX);
+        let buffer = if is_in {
+            let mut v = c.buffer.into_vec();
+            v.truncate(c.actual_len.min(asked));
+            v
+        } else {
+            Vec::new()
+        };
+        Poll::Ready(Completion {
+            actual_len: if is_in { buffer.len() } else { c.actual_len },
+            buffer,
+            status: c.status.map_err(map_err),
+        })
+    }
+
+    /// `Endpoint::cancel_all`.
+    fn queue_cancel_all(&self, ep: u8) {
+        if let Some((e, _)) = self.inner.queues.borrow_mut().get_mut(&ep) {
+            on_endpoint!(e, x => x.cancel_all());
+        }
+    }
+
+    /// Drops the `nusb::Endpoint` (which cancels what is in flight).
+    fn queue_close(&self, ep: u8) {
+        let e = self.inner.queues.borrow_mut().remove(&ep);
+        drop(e);
     }
 
     async fn bulk_in(&self, ep: u8, len: usize) -> Result<Vec<u8>, TransferError> {
@@ -363,6 +611,113 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
             return v;
         }
         std::thread::park();
+    }
+}
+
+/// [`UsbHost`] over the system's USB devices: `nusb::list_devices`, `DeviceInfo::open` (then
+/// `detach_and_claim_interface`) and `nusb::watch_devices`. A device's [`DeviceId`] is a
+/// number this host gives each `nusb::DeviceId` it meets (shared with its watches).
+#[derive(Clone, Default)]
+pub struct NusbHost {
+    ids: Rc<RefCell<Vec<::nusb::DeviceId>>>,
+}
+
+impl NusbHost {
+    /// A host over the system's bus.
+    pub fn new() -> Self {
+        NusbHost::default()
+    }
+}
+
+/// Our id for a nusb device id (given the first time it is met).
+fn key(ids: &RefCell<Vec<::nusb::DeviceId>>, id: ::nusb::DeviceId) -> DeviceId {
+    let mut ids = ids.borrow_mut();
+    let i = match ids.iter().position(|x| *x == id) {
+        Some(i) => i,
+        None => {
+            ids.push(id);
+            ids.len() - 1
+        }
+    };
+    DeviceId(i as u64)
+}
+
+fn info(ids: &RefCell<Vec<::nusb::DeviceId>>, d: &::nusb::DeviceInfo) -> DeviceInfo {
+    DeviceInfo {
+        id: key(ids, d.id()),
+        vendor_id: d.vendor_id(),
+        product_id: d.product_id(),
+        serial_number: d.serial_number().map(str::to_string),
+        product_string: d.product_string().map(str::to_string),
+    }
+}
+
+/// A hotplug watch: `nusb::hotplug::HotplugWatch`.
+pub struct NusbWatch {
+    watch: ::nusb::hotplug::HotplugWatch,
+    ids: Rc<RefCell<Vec<::nusb::DeviceId>>>,
+}
+
+impl HotplugWatch for NusbWatch {
+    fn next_event(&mut self) -> impl Future<Output = HotplugEvent> {
+        use futures_core::Stream;
+        poll_fn(|cx| loop {
+            match Pin::new(&mut self.watch).poll_next(cx) {
+                Poll::Ready(Some(::nusb::hotplug::HotplugEvent::Connected(d))) => {
+                    return Poll::Ready(HotplugEvent::Connected(info(&self.ids, &d)));
+                }
+                Poll::Ready(Some(::nusb::hotplug::HotplugEvent::Disconnected(id))) => {
+                    return Poll::Ready(HotplugEvent::Disconnected(key(&self.ids, id)));
+                }
+                // The stream never ends (nusb's always gives `Some`): keep polling.
+                Poll::Ready(None) => continue,
+                Poll::Pending => return Poll::Pending,
+            }
+        })
+    }
+}
+
+impl UsbHost for NusbHost {
+    type Interface = NusbInterface;
+    type Watch = NusbWatch;
+
+    async fn list_devices(&self) -> Result<Vec<DeviceInfo>, TransferError> {
+        let list = ::nusb::list_devices()
+            .into_future()
+            .await
+            .map_err(map_os_err)?;
+        Ok(list.map(|d| info(&self.ids, &d)).collect())
+    }
+
+    async fn open(&self, id: DeviceId, interface: u8) -> Result<NusbInterface, TransferError> {
+        let want = self
+            .ids
+            .borrow()
+            .get(id.0 as usize)
+            .copied()
+            .ok_or(TransferError::Disconnected)?;
+        let found = ::nusb::list_devices()
+            .into_future()
+            .await
+            .map_err(map_os_err)?
+            .find(|d| d.id() == want)
+            .ok_or(TransferError::Disconnected)?;
+        let device = found.open().into_future().await.map_err(map_os_err)?;
+        let iface = device
+            .detach_and_claim_interface(interface)
+            .into_future()
+            .await
+            .map_err(map_os_err)?;
+        let strings = info_strings(&device, &found);
+        Ok(NusbInterface::with_strings(device, iface, strings))
+    }
+
+    fn watch_devices(&self) -> Result<NusbWatch, TransferError> {
+        let watch = ::nusb::watch_devices().map_err(map_os_err)?;
+        Ok(NusbWatch {
+            watch,
+            ids: self.ids.clone(),
+        })
     }
 }
 

@@ -608,6 +608,61 @@ impl<I: UsbInterface, C: Clock> UsbInterface for Recorder<I, C> {
         // A bus reset is no URB: usbmon shows none, and neither does the recording.
         self.inner.reset()
     }
+
+    async fn interrupt_out(&self, ep: u8, data: Vec<u8>) -> Result<usize, TransferError> {
+        let p = self.recording.submit(
+            &self.clock,
+            self.at(ep & !DIR_IN),
+            Xfer::Interrupt,
+            None,
+            data.len(),
+            &data,
+        );
+        let r = self.inner.interrupt_out(ep, data).await;
+        let n = r.as_ref().map_or(0, |n| *n);
+        p.complete(&self.clock, &r, n, &[]);
+        r
+    }
+
+    // Forwarded without a recording of their own (issue 37): `clear_halt` and
+    // `set_alt_setting` are control requests the inner interface makes, and queued transfers
+    // go to the inner interface's queue; the recording shows none of them yet.
+
+    fn clear_halt(&self, ep: u8) -> impl Future<Output = Result<(), TransferError>> {
+        self.inner.clear_halt(ep)
+    }
+
+    fn set_alt_setting(&self, alt: u8) -> impl Future<Output = Result<(), TransferError>> {
+        self.inner.set_alt_setting(alt)
+    }
+
+    fn descriptors(&self) -> Result<crate::Descriptors, TransferError> {
+        self.inner.descriptors()
+    }
+
+    fn queue_open(&self, ep: u8, ty: crate::TransferType) -> Result<(), TransferError> {
+        self.inner.queue_open(ep, ty)
+    }
+
+    fn queue_submit(&self, ep: u8, ty: crate::TransferType, buf: crate::Buffer) {
+        self.inner.queue_submit(ep, ty, buf)
+    }
+
+    fn queue_poll(
+        &self,
+        ep: u8,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<crate::Completion> {
+        self.inner.queue_poll(ep, cx)
+    }
+
+    fn queue_cancel_all(&self, ep: u8) {
+        self.inner.queue_cancel_all(ep)
+    }
+
+    fn queue_close(&self, ep: u8) {
+        self.inner.queue_close(ep)
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 
 use calametra::prelude::*;
 
+pub mod streaming;
+
 /// The workspace README's examples, compiled as doctests so they cannot drift from the code.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]

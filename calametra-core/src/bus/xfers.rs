@@ -11,18 +11,47 @@ use std::rc::Rc;
 
 #[derive(Clone)]
 pub(crate) enum XKind {
-    Control { setup: Setup, data: Vec<u8> },
-    Out { ep: u8, data: Vec<u8> },
-    In { ep: u8, len: usize, intr: bool },
+    Control {
+        setup: Setup,
+        data: Vec<u8>,
+    },
+    /// A bulk OUT (`intr` false) or interrupt OUT transfer.
+    Out {
+        ep: u8,
+        data: Vec<u8>,
+        intr: bool,
+    },
+    In {
+        ep: u8,
+        len: usize,
+        intr: bool,
+    },
 }
 
 impl XKind {
+    /// The bit of a bulk or interrupt endpoint in a device's halted set
+    /// (`DeviceSlot::halted`: OUT endpoints in bits 0..15, IN endpoints in bits 16..31); 0 for a
+    /// control transfer (a control stall is a protocol stall: the next setup clears it).
+    #[inline(always)]
+    pub(crate) fn halt_bit(&self) -> u32 {
+        match self {
+            XKind::Control { .. } => 0,
+            XKind::Out { ep, .. } | XKind::In { ep, .. } => endpoint_bit(*ep),
+        }
+    }
+
     /// What a transfer holds while its kind is lent to the device call that answers it.
     pub(crate) const TAKEN: XKind = XKind::In {
         ep: 0,
         len: 0,
         intr: false,
     };
+}
+
+/// Endpoint `ep`'s bit in a device's halted set (see [`XKind::halt_bit`]).
+#[inline(always)]
+pub(crate) fn endpoint_bit(ep: u8) -> u32 {
+    1u32 << ((ep & 0x0f) + if ep & 0x80 != 0 { 16 } else { 0 })
 }
 
 pub(crate) enum XState {
@@ -45,6 +74,10 @@ pub(crate) struct Xfer {
     pub(crate) waker: Option<Wakeup>,
     pub(crate) state: XState,
     pub(crate) deadline_set: bool,
+    /// Submitted on a queued endpoint (`calametra_usb::Endpoint`): served by its device
+    /// only after every older queued transfer on the same endpoint, as a host controller
+    /// serves an endpoint's queue ([`XferTable::older_unserved`]).
+    pub(crate) queued: bool,
 }
 
 /// Bits of a transfer id that name its slot in the [`XferTable`]; the bits above count
@@ -160,6 +193,7 @@ impl XferTable {
                     waker,
                     state,
                     deadline_set,
+                    queued,
                 } = x;
                 let to = &mut slot.x;
                 to.dev = dev;
@@ -171,6 +205,7 @@ impl XferTable {
                 to.waker = waker;
                 to.state = state;
                 to.deadline_set = deadline_set;
+                to.queued = queued;
                 id
             }
             None => {
@@ -255,6 +290,23 @@ impl XferTable {
             XState::Done(r) => Ok(r),
             _ => Err(None),
         }
+    }
+
+    /// Whether a queued transfer older than `id` on the same device and endpoint (`halt`, its
+    /// [`XKind::halt_bit`]) has not been served yet: still crossing the bus, waiting for its
+    /// device, or swallowed. Only queued transfers are looked at.
+    pub(crate) fn older_unserved(&self, id: u64, dev: usize, halt: u32) -> bool {
+        self.slots.iter().any(|s| {
+            s.id != FREE
+                && s.id < id
+                && s.x.queued
+                && s.x.dev == dev
+                && s.x.kind.halt_bit() == halt
+                && matches!(
+                    s.x.state,
+                    XState::InFlight | XState::Waiting | XState::Swallowed
+                )
+        })
     }
 
     /// Notes that a transfer started waiting for its device.
@@ -361,6 +413,7 @@ mod tests {
             waker: None,
             state,
             deadline_set: false,
+            queued: false,
         }
     }
 
@@ -434,11 +487,15 @@ mod tests {
         let again = t.spare_bytes(&[4, 5]);
         assert_eq!((again.as_ptr(), again.as_slice()), (ptr, &[4u8, 5][..]));
         let mut y = xfer(1, XState::InFlight);
-        y.kind = XKind::Out { ep: 1, data: again };
+        y.kind = XKind::Out {
+            ep: 1,
+            data: again,
+            intr: false,
+        };
         let id2 = t.insert(y);
         assert_eq!(id2 & SLOT_MASK, id & SLOT_MASK, "the slot is reused");
         let got = t.get(id2).expect("in");
-        assert!(matches!(&got.kind, XKind::Out { ep: 1, data } if data == &[4, 5]));
+        assert!(matches!(&got.kind, XKind::Out { ep: 1, data, .. } if data == &[4, 5]));
         assert_eq!(got.dev, 1);
         assert!(t.remove(id2));
         assert_eq!(

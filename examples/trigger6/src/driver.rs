@@ -22,8 +22,7 @@ use crate::protocol::{
 };
 use calametra_usb::{ControlIn, ControlOut, ControlType, Recipient, TransferError, UsbInterface};
 use std::cell::RefCell;
-use std::future::{poll_fn, Future};
-use std::pin::pin;
+use std::future::poll_fn;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
@@ -252,27 +251,6 @@ impl Beliefs {
             w.wake();
         }
     }
-}
-
-/// Runs `fut` for at most `d` of the interface's time; `None` when the time ran out first (the
-/// future, and any transfer it had in flight, is dropped).
-pub async fn with_timeout<I: UsbInterface, F: Future>(
-    iface: &I,
-    d: Duration,
-    fut: F,
-) -> Option<F::Output> {
-    let mut fut = pin!(fut);
-    let mut sleep = pin!(iface.sleep(d));
-    poll_fn(|cx| {
-        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
-            return Poll::Ready(Some(v));
-        }
-        if sleep.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(None);
-        }
-        Poll::Pending
-    })
-    .await
 }
 
 /// The driver: an interface and the beliefs. Cheap to clone (the clones share the beliefs), so
@@ -510,7 +488,7 @@ impl<I: UsbInterface> Driver<I> {
                 Poll::Pending
             }
         });
-        with_timeout(&self.iface, d, wait).await.is_some() || done(&self.beliefs.borrow())
+        self.iface.timeout(d, wait).await.is_ok() || done(&self.beliefs.borrow())
     }
 
     /// Polls until the driven output has a monitor, waiting for hotplug notifications in
@@ -613,26 +591,23 @@ impl<I: UsbInterface> Driver<I> {
 
     async fn bulk(&self, data: Vec<u8>) -> Result<(), DriverError> {
         let sent = data.len();
-        let r = with_timeout(
-            &self.iface,
-            BULK_TIMEOUT,
-            self.iface.bulk_out(EP_BULK_OUT, data),
-        )
-        .await;
+        let r = self
+            .iface
+            .timeout(BULK_TIMEOUT, self.iface.bulk_out(EP_BULK_OUT, data))
+            .await;
         let taken = match r {
-            Some(Ok(n)) => n,
-            Some(Err(error)) => {
+            Ok(Ok(n)) => n,
+            // A timeout (`Err(Timeout)`, the transfer cancelled) or the transfer's own error.
+            Ok(Err(error)) | Err(error) => {
+                if error == TransferError::Stall {
+                    // The endpoint stays halted until the host clears it (as xHCI and the
+                    // dock have it): clear it, or every later write stalls too.
+                    let _ = self.iface.clear_halt(EP_BULK_OUT).await;
+                }
                 self.cancel_bulk().await;
                 return Err(DriverError::Transfer {
                     what: "bulk out",
                     error,
-                });
-            }
-            None => {
-                self.cancel_bulk().await;
-                return Err(DriverError::Transfer {
-                    what: "bulk out",
-                    error: TransferError::Timeout,
                 });
             }
         };
@@ -791,18 +766,23 @@ impl<I: UsbInterface> Driver<I> {
     pub async fn irq_loop(self) -> Result<(), DriverError> {
         let mut errors = 0;
         loop {
-            let r = with_timeout(
-                &self.iface,
-                Duration::from_secs(1),
-                self.iface
-                    .interrupt_in(EP_INTERRUPT, protocol::INTERRUPT_LEN),
-            )
-            .await;
+            let r = self
+                .iface
+                .timeout(
+                    Duration::from_secs(1),
+                    self.iface
+                        .interrupt_in(EP_INTERRUPT, protocol::INTERRUPT_LEN),
+                )
+                .await;
             let packet = match r {
-                None => continue,
-                Some(Ok(p)) => p,
-                Some(Err(TransferError::Disconnected)) => return Ok(()),
-                Some(Err(error)) => {
+                Err(_) => continue,
+                Ok(Ok(p)) => p,
+                Ok(Err(TransferError::Disconnected)) => return Ok(()),
+                Ok(Err(error)) => {
+                    if error == TransferError::Stall {
+                        // A halted endpoint stalls every read until it is cleared.
+                        let _ = self.iface.clear_halt(EP_INTERRUPT).await;
+                    }
                     errors += 1;
                     if errors > 8 {
                         return Err(DriverError::Transfer {

@@ -9,9 +9,9 @@
 //! the Linux guest against the model: `cargo build -p calametra-example-trigger6 --features
 //! hardware --bin t6-drive`.
 //!
-//! A transfer whose future is dropped (the driver's `with_timeout` gave up) does not lose the
-//! endpoint (see `calametra_usb::nusb`): an interrupt packet that arrives between two reads is
-//! not lost.
+//! A transfer whose future is dropped (the driver's `UsbInterface::timeout` gave up) does not
+//! lose the endpoint (see `calametra_usb::nusb`): an interrupt packet that arrives between two
+//! reads is not lost.
 
 use crate::driver::{Driver, DriverError, Summary};
 pub use calametra_usb::nusb::{block_on, NusbInterface};

@@ -7,7 +7,6 @@
 //! `unsafe` here (the crate forbids it). Nothing in this module reads the wall clock: time
 //! passes through [`UsbInterface::sleep`].
 
-use crate::request_type;
 use calametra::SimSend;
 use calametra_usb::{ControlIn, ControlOut, TransferError, UsbInterface};
 use dfu_core::asynchronous::DfuAsyncIo;
@@ -114,16 +113,16 @@ impl<I: UsbInterface> DfuAsyncIo for DfuCoreIo<I> {
         buffer: &mut [u8],
     ) -> impl Future<Output = Result<usize, DfuIoError>> + Send {
         SimSend::new(async move {
-            let (control_type, recipient) =
-                request_type::split(request_type).map_err(DfuIoError::RequestType)?;
-            let req = ControlIn {
-                control_type,
-                recipient,
+            // The call says the direction: dfu-core leaves bit 7 clear on its reads (DFU_GETSTATUS
+            // comes as 0x21, not 0xa1), as libusb-based IO layers expect, which set it themselves.
+            let req = ControlIn::from_request_type(
+                request_type | 0x80,
                 request,
                 value,
-                index: self.interface_number,
-                length: buffer.len().min(u16::MAX as usize) as u16,
-            };
+                self.interface_number,
+                buffer.len().min(u16::MAX as usize) as u16,
+            )
+            .map_err(DfuIoError::RequestType)?;
             let data = self.iface.control_in(req, CONTROL_TIMEOUT).await?;
             let n = data.len().min(buffer.len());
             buffer[..n].copy_from_slice(&data[..n]);
@@ -139,20 +138,15 @@ impl<I: UsbInterface> DfuAsyncIo for DfuCoreIo<I> {
         buffer: &[u8],
     ) -> impl Future<Output = Result<usize, DfuIoError>> + Send {
         SimSend::new(async move {
-            let (control_type, recipient) =
-                request_type::split(request_type).map_err(DfuIoError::RequestType)?;
-            let req = ControlOut {
-                control_type,
-                recipient,
+            let req = ControlOut::from_request_type(
+                request_type & 0x7f,
                 request,
                 value,
-                index: self.interface_number,
-                data: buffer,
-            };
-            self.iface.control_out(req, CONTROL_TIMEOUT).await?;
-            // `control_out` gives no count (issue 37). A control OUT's data stage is taken
-            // whole or the transfer fails, so success means every byte.
-            Ok(buffer.len())
+                self.interface_number,
+                buffer,
+            )
+            .map_err(DfuIoError::RequestType)?;
+            Ok(self.iface.control_out_len(req, CONTROL_TIMEOUT).await?)
         })
     }
 

@@ -6,7 +6,6 @@
 //!
 //! - [`io`]: [`io::DfuCoreIo`], dfu-core's IO trait over a `UsbInterface`; its futures are
 //!   `Send`, as dfu-core demands, through [`calametra::SimSend`] (no `unsafe` here);
-//! - [`request_type`]: a raw `bmRequestType` split for `UsbInterface`;
 //! - [`update`]: the user's update (descriptor, detach, dfu-core's download).
 //!
 //! ```
@@ -37,5 +36,4 @@
 #![warn(missing_docs)]
 
 pub mod io;
-pub mod request_type;
 pub mod update;

@@ -53,12 +53,7 @@ impl Input {
     /// Reads and parses a capture file.
     pub fn load(path: impl AsRef<Path>) -> Result<Input, Error> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            action: "read the capture",
-            source,
-        })?;
-        Input::parse(path, &bytes)
+        Input::parse(path, &crate::read_capture_file(path)?)
     }
 
     /// Parses capture bytes; `path` names the file (its last component is recorded).

@@ -174,16 +174,33 @@ pub struct Capture {
     pub events: Vec<Event>,
 }
 
-impl Capture {
-    /// Reads and parses a capture file (pcapng, pcap or usbmon text, optionally gzipped).
-    pub fn load(path: impl AsRef<Path>) -> Result<Capture, Error> {
-        let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+/// A capture file's bytes: a regular file within the trace limit
+/// ([`calametra_core::input::MAX_TRACE_BYTES`]; a FIFO or `/dev/zero` is refused before it is
+/// read). The one reader of capture files for [`Capture::load`] and `learn::Input::load`.
+pub(crate) fn read_capture_file(path: &Path) -> Result<Vec<u8>, Error> {
+    let limit = calametra_core::input::MAX_TRACE_BYTES;
+    let f = calametra_core::input::open_regular(path, limit, "capture").map_err(|message| {
+        Error::Input {
+            path: path.to_path_buf(),
+            message,
+        }
+    })?;
+    let mut bytes = Vec::new();
+    f.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| Error::Io {
             path: path.to_path_buf(),
             action: "read the capture",
             source,
         })?;
-        Capture::parse(path, &bytes)
+    Ok(bytes)
+}
+
+impl Capture {
+    /// Reads and parses a capture file (pcapng, pcap or usbmon text, optionally gzipped).
+    pub fn load(path: impl AsRef<Path>) -> Result<Capture, Error> {
+        let path = path.as_ref();
+        Capture::parse(path, &read_capture_file(path)?)
     }
 
     /// Parses capture bytes; `path` names the file in errors. The format is detected from the

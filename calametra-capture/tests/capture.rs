@@ -486,7 +486,13 @@ fn malformed_captures_are_errors_naming_file_and_offset() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("/nonexistent/capture.pcapng") && e.contains("read the capture"),
+        e.contains("/nonexistent/capture.pcapng") && e.contains("cannot open the capture"),
+        "{e}"
+    );
+    // A device is refused before it is read (it would never end).
+    let e = Capture::load("/dev/zero").unwrap_err().to_string();
+    assert!(
+        e.contains("/dev/zero") && e.contains("character device"),
         "{e}"
     );
 }

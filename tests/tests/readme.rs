@@ -2,7 +2,11 @@
 //!
 //! The test takes from the README every ```toml block that starts with `# Cargo.toml` (the lines
 //! a user adds to their manifest) and every ```rust block that starts with `// tests/<name>.rs`
-//! (a test file), plus the crate-level example of `calametra/src/lib.rs` (as `tests/crate_doc.rs`).
+//! (a test file), every ```json block whose info string names a file (```json specs/lamp.json`:
+//! a spec the README shows, written there), plus the crate-level example of
+//! `calametra/src/lib.rs` (as `tests/crate_doc.rs`). The manifest blocks' `[dev-dependencies]`
+//! lines go into one table, and each `calametra-<crate> = { version = "0.1" }` becomes a path
+//! into this workspace.
 //! It writes a brand-new crate into a temp dir with those manifest lines (`version = "0.1"`
 //! rewritten to a `path =` into this workspace's `calametra/`, since the crate is not fetched
 //! from a registry here) and those files, copies the workspace's `Cargo.lock` so the versions
@@ -87,15 +91,41 @@ impl Example {
     }
 }
 
-/// The README's manifest lines and test files.
-fn readme_examples(readme: &str) -> (String, Vec<Example>) {
-    let mut manifest = String::new();
+/// Manifest blocks as one manifest: every block's `[dev-dependencies]` lines in one table (a
+/// user adds a line to the table they have), then the rest in order.
+fn one_manifest(blocks: &[String]) -> String {
+    let (mut deps, mut rest) = (String::new(), String::new());
+    for b in blocks {
+        let mut in_deps = false;
+        for line in b.lines() {
+            let t = line.trim();
+            if t.starts_with('[') {
+                in_deps = t == "[dev-dependencies]";
+                if in_deps {
+                    continue;
+                }
+            }
+            let out = if in_deps { &mut deps } else { &mut rest };
+            out.push_str(line);
+            out.push('\n');
+        }
+        rest.push('\n');
+    }
+    format!("[dev-dependencies]\n{deps}\n{rest}")
+}
+
+/// The README's manifest lines, test files, and other files (```json specs/x.json blocks:
+/// the path after the language).
+fn readme_examples(readme: &str) -> (String, Vec<Example>, Vec<(String, String)>) {
+    let mut blocks = Vec::new();
     let mut examples = Vec::new();
+    let mut files = Vec::new();
     for (info, body) in fenced_blocks(readme) {
         let first = body.lines().next().unwrap_or("");
-        if info == "toml" && first.trim() == "# Cargo.toml" {
-            manifest.push_str(&body);
-            manifest.push('\n');
+        if let Some(path) = info.strip_prefix("json ") {
+            files.push((path.trim().to_string(), body));
+        } else if info == "toml" && first.trim() == "# Cargo.toml" {
+            blocks.push(body);
         } else if info.starts_with("rust") {
             let name = first
                 .strip_prefix("// tests/")
@@ -108,7 +138,7 @@ fn readme_examples(readme: &str) -> (String, Vec<Example>) {
             }
         }
     }
-    (manifest, examples)
+    (one_manifest(&blocks), examples, files)
 }
 
 /// The crate-level example of `calametra/src/lib.rs`: the first ```no_run block of its `//!`
@@ -138,7 +168,7 @@ fn trial_lines(out: &str) -> Vec<(String, String)> {
 fn readme_examples_pass_in_a_new_crate() {
     let ws = workspace();
     let readme = std::fs::read_to_string(ws.join("README.md")).expect("read README.md");
-    let (manifest, mut examples) = readme_examples(&readme);
+    let (manifest, mut examples, files) = readme_examples(&readme);
     assert!(
         manifest.contains("[dev-dependencies]") && manifest.contains("[[test]]"),
         "the README shows no ```toml block starting `# Cargo.toml` with the dev-dependency and the [[test]] entries:\n{manifest}"
@@ -190,12 +220,25 @@ fn readme_examples_pass_in_a_new_crate() {
          # What `cargo new` writes (edition 2024; the README's doctests build with 2021), and a\n\
          # workspace of its own wherever the temp dir is.\n[workspace]\n\n",
     );
-    toml.push_str(&manifest.replace(dep, &local_dep));
+    // Every `calametra-<crate> = { version = "0.1" }` the README adds is this workspace's.
+    let mut manifest = manifest.replace(dep, &local_dep);
+    for c in ["calametra-models", "calametra-usb", "calametra-capture"] {
+        manifest = manifest.replace(
+            &format!("{c} = {{ version = \"0.1\" }}"),
+            &format!("{c} = {{ path = {:?} }}", ws.join(c).display().to_string()),
+        );
+    }
+    toml.push_str(&manifest);
     toml.push_str("\n[[test]]\nname = \"crate_doc\"\nharness = false\n");
     std::fs::write(krate.join("Cargo.toml"), &toml).unwrap();
     std::fs::write(krate.join("src/lib.rs"), "//! The driver under test.\n").unwrap();
     for e in &examples {
         std::fs::write(krate.join(format!("tests/{}.rs", e.name)), &e.text).unwrap();
+    }
+    for (path, text) in &files {
+        let p = krate.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
     }
     std::fs::copy(ws.join("Cargo.lock"), krate.join("Cargo.lock")).expect("copy Cargo.lock");
 

@@ -1,5 +1,6 @@
 //! The DFU loop closed: the updater's baseline run against the hand-written DFU model is
-//! recorded at the device as a pcap (usbmon link type 220), a model is learned from it
+//! recorded through `calametra-usb`'s recorder as a usbmon pcapng (link type 220), as a user
+//! records a run on hardware; a model is learned from it
 //! (`calametra_capture::learn`), and the updater's scenario runs on the learned model: its
 //! baseline passes, and every `site::` trial either gives the hand-written model's verdict for
 //! the same fault at the same transfer, or fails as a model gap naming the unseen request

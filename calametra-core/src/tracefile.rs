@@ -21,8 +21,8 @@ pub fn cargo_target_dir(exe: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
-/// The last `n` things of a run a person cares about: transfers, externals, faults and the
-/// broken invariant, joined by ` . `.
+/// The last `n` things of a run a person cares about: transfers, externals, faults, USB
+/// resets the host issued and the broken invariant, joined by ` . `.
 pub fn read_aloud(records: &[Record], n: usize) -> String {
     let s = |r: &Record, k: &str| {
         r.data
@@ -45,6 +45,10 @@ pub fn read_aloud(records: &[Record], n: usize) -> String {
                 })
             }
             "external" => Some(s(r, "external").to_uppercase()),
+            // A USB reset the host issued (the bus's `usb` machine): often the cause.
+            "transition" if s(r, "machine") == "usb" && s(r, "to") == "reset" => {
+                Some("USB RESET".to_string())
+            }
             "fault" => Some(format!(
                 "{} at {}",
                 s(r, "fault").to_uppercase(),
@@ -319,6 +323,25 @@ pub fn load_replayable(path: &Path) -> Result<(Vec<Event>, String, Option<Vec<Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_issued_usb_reset_is_read_aloud() {
+        let lines = [
+            r#"{"seq":0,"t_ns":0,"kind":"transfer","actor":"driver","deterministic":true,"data":{"site":"ctrl.get_status#1","status":"ok","in":"01"}}"#,
+            r#"{"seq":1,"t_ns":5,"kind":"transition","actor":"dfu","deterministic":true,"data":{"machine":"usb","from":"attached","to":"reset"}}"#,
+            r#"{"seq":2,"t_ns":9,"kind":"transition","actor":"dfu","deterministic":true,"data":{"machine":"dfu","from":"idle","to":"busy"}}"#,
+            r#"{"seq":3,"t_ns":9,"kind":"invariant","actor":"sim","deterministic":true,"data":{"invariant":"flashed"}}"#,
+        ];
+        let recs: Vec<Record> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| crate::trace::parse_record(l, i + 1).unwrap())
+            .collect();
+        assert_eq!(
+            read_aloud(&recs, 10),
+            "get_status#1 -> 01 . USB RESET . `flashed` BROKE"
+        );
+    }
 
     fn summary_line(events: &str) -> String {
         format!(

@@ -13,6 +13,36 @@
 use super::device::Dfu;
 use super::spec::Attributes;
 use super::state::{Cause, Request, State, Transition};
+use calametra_core::world::DeviceHandle;
+use calametra_core::Sim;
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// Registers the two invariants every DFU scenario keeps on `dev`: `never_bricked` (with `old`,
+/// the image it started with, and `new`, the one the host installs) and
+/// `state_machine_legal`, each checking after every step only the history since its last
+/// check.
+pub fn watch_never_bricked_and_legal(
+    sim: &mut Sim,
+    dev: DeviceHandle<Dfu>,
+    old: Rc<[u8]>,
+    new: &'static [u8],
+) {
+    let images = Cell::new(0);
+    sim.invariant("never_bricked", move |w| {
+        let d = w.model(dev);
+        never_bricked_since(d, &old, new, images.get())?;
+        images.set(d.image_history().len());
+        Ok::<(), String>(())
+    });
+    let checked = Cell::new(0);
+    sim.invariant("state_machine_legal", move |w| {
+        let d = w.model(dev);
+        state_machine_legal_since(d, checked.get())?;
+        checked.set(d.history().len());
+        Ok::<(), String>(())
+    });
+}
 
 /// The device holds either `old` or the complete `new` image as its valid image, and every
 /// image it ever marked valid was one of the two: a partial or corrupt image was never valid.

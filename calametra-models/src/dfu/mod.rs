@@ -44,7 +44,7 @@ pub use device::{marks, Dfu, Sabotage};
 pub use flash::{crc32, seal_image, Flash, ValidImage};
 pub use invariants::{
     installed_as_claimed, never_bricked, never_bricked_since, state_machine_legal,
-    state_machine_legal_since,
+    state_machine_legal_since, watch_never_bricked_and_legal,
 };
 pub use spec::{Attributes, DescriptorSet, DfuSpec, ImageCheck};
 pub use state::{Cause, Request, State, Status, Transition};

@@ -8,9 +8,7 @@
 use calametra::prelude::*;
 use calametra_core::spec::Spec;
 use calametra_example_dfu_core_driver::update::{update, Report};
-use calametra_models::dfu::{
-    installed_as_claimed, never_bricked_since, seal_image, state_machine_legal_since, Dfu,
-};
+use calametra_models::dfu::{installed_as_claimed, seal_image, watch_never_bricked_and_legal, Dfu};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
@@ -99,20 +97,7 @@ fn judged(sim: &mut Sim, path: &str, bytes: &[u8], must_succeed: bool) -> Outcom
             Ok(())
         });
     }
-    let images = Cell::new(0);
-    sim.invariant("never_bricked", move |w| {
-        let d = w.model(dev);
-        never_bricked_since(d, &old, new, images.get())?;
-        images.set(d.image_history().len());
-        Ok::<(), String>(())
-    });
-    let checked = Cell::new(0);
-    sim.invariant("state_machine_legal", move |w| {
-        let d = w.model(dev);
-        state_machine_legal_since(d, checked.get())?;
-        checked.set(d.history().len());
-        Ok::<(), String>(())
-    });
+    watch_never_bricked_and_legal(sim, dev, old, new);
     outcome
 }
 

@@ -15,10 +15,8 @@
 use crate::updater::{update, Options, Report, UpdateError};
 use calametra_core::spec::Spec;
 use calametra_core::Sim;
-use calametra_models::dfu::{
-    installed_as_claimed, never_bricked_since, seal_image, state_machine_legal_since, Dfu,
-};
-use std::cell::{Cell, RefCell};
+use calametra_models::dfu::{installed_as_claimed, seal_image, watch_never_bricked_and_legal, Dfu};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 /// `specs/dfu11-tolerant.json`, embedded: the device [`scenario`] updates.
@@ -112,20 +110,7 @@ pub fn scenario_with_options(sim: &mut Sim, path: &str, spec: &[u8], options: Op
             }
         });
     }
-    let images = Cell::new(0);
-    sim.invariant("never_bricked", move |w| {
-        let d = w.model(dev);
-        never_bricked_since(d, &old, new, images.get())?;
-        images.set(d.image_history().len());
-        Ok::<(), String>(())
-    });
-    let checked = Cell::new(0);
-    sim.invariant("state_machine_legal", move |w| {
-        let d = w.model(dev);
-        state_machine_legal_since(d, checked.get())?;
-        checked.set(d.history().len());
-        Ok::<(), String>(())
-    });
+    watch_never_bricked_and_legal(sim, dev, old, new);
     {
         let outcome = outcome.clone();
         sim.invariant("installed_as_claimed", move |w| match &*outcome.borrow() {

@@ -96,6 +96,25 @@ pub(crate) fn bus_cost(control: bool, bytes: usize) -> Nanos {
         .saturating_add(t.per_byte_ns.saturating_mul(bytes as u64))
 }
 
+/// Adds `key` to `keys` and its index to its look-up `slot` (the keys sharing its setup, or its
+/// endpoint and length) and to `by_name`; `None`, adding nothing, when a key of the slot has
+/// the same data (keys are unique).
+fn add_key(
+    keys: &mut Vec<Key>,
+    slot: &mut Vec<usize>,
+    by_name: &mut BTreeMap<String, usize>,
+    key: Key,
+) -> Option<()> {
+    if slot.iter().any(|&j| keys[j].data == key.data) {
+        return None;
+    }
+    let id = keys.len();
+    slot.push(id);
+    by_name.insert(key.name.clone(), id);
+    keys.push(key);
+    Some(())
+}
+
 impl Facts {
     /// Indexes a learned spec; errors name the spec file and the field.
     pub fn build(spec: &Spec) -> Result<Facts, Error> {
@@ -123,17 +142,7 @@ impl Facts {
             };
             let cost = bus_cost(true, bytes);
             let answers = Answers::Control(k.outcomes.clone());
-            let id = f.keys.len();
-            let slot = f.control.entry(k.setup.to_bytes()).or_default();
-            if slot.iter().any(|&j| f.keys[j].data == k.data) {
-                return Err(spec.error(
-                    &format!("control.{i}"),
-                    "the same setup and data as an earlier key; keys are unique",
-                ));
-            }
-            slot.push(id);
-            by_name.insert(k.name.clone(), id);
-            f.keys.push(Key {
+            let key = Key {
                 name: k.name.clone(),
                 input: Input::Control(k.setup),
                 data: k.data.clone(),
@@ -141,22 +150,19 @@ impl Facts {
                 answers,
                 delay_ns: k.latency_ns.saturating_sub(cost),
                 cost_ns: cost,
-            });
+            };
+            let slot = f.control.entry(k.setup.to_bytes()).or_default();
+            add_key(&mut f.keys, slot, &mut by_name, key).ok_or_else(|| {
+                spec.error(
+                    &format!("control.{i}"),
+                    "the same setup and data as an earlier key; keys are unique",
+                )
+            })?;
         }
         for (i, k) in l.out.iter().enumerate() {
             let cost = bus_cost(false, k.data.len() as usize);
             let answers = Answers::Out(k.outcomes.clone());
-            let id = f.keys.len();
-            let slot = f.out.entry((k.endpoint, k.data.len())).or_default();
-            if slot.iter().any(|&j| f.keys[j].data == k.data) {
-                return Err(spec.error(
-                    &format!("out.{i}"),
-                    "the same endpoint and data as an earlier key; keys are unique",
-                ));
-            }
-            slot.push(id);
-            by_name.insert(k.name.clone(), id);
-            f.keys.push(Key {
+            let key = Key {
                 name: k.name.clone(),
                 input: Input::Out(k.endpoint),
                 data: k.data.clone(),
@@ -164,7 +170,14 @@ impl Facts {
                 answers,
                 delay_ns: k.latency_ns.saturating_sub(cost),
                 cost_ns: cost,
-            });
+            };
+            let slot = f.out.entry((k.endpoint, k.data.len())).or_default();
+            add_key(&mut f.keys, slot, &mut by_name, key).ok_or_else(|| {
+                spec.error(
+                    &format!("out.{i}"),
+                    "the same endpoint and data as an earlier key; keys are unique",
+                )
+            })?;
         }
         for (i, e) in l.events.iter().enumerate() {
             match &e.after {

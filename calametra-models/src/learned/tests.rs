@@ -337,6 +337,12 @@ fn a_bad_learned_spec_names_its_file_and_field() {
             r#"{"data": "00"}]},"#,
             "control.1.outcomes.0",
         ),
+        // A second key with the first's setup and data: keys are unique.
+        (
+            r#""setup": "8006000100001200""#,
+            r#""setup": "c001000000000100""#,
+            "control.2",
+        ),
     ];
     for (from, to, field) in cases {
         assert!(SPEC.contains(from), "{from}");
@@ -350,6 +356,9 @@ fn a_bad_learned_spec_names_its_file_and_field() {
             e.contains("specs/bad.json") && e.contains(&format!("field `{field}`")),
             "{field}: {e}"
         );
+        if field == "control.2" {
+            assert!(e.contains("keys are unique"), "{e}");
+        }
     }
 }
 

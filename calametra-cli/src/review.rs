@@ -61,6 +61,8 @@ struct Row {
     file: PathBuf,
     state: String,
     detail: String,
+    /// The root it was found under: what a pruned file must lie under.
+    root: PathBuf,
 }
 
 /// How a target's harness is run: `cargo test --test T` or `cargo run --bin T`.
@@ -363,8 +365,6 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
     let regs = regressions_root(package)?;
     let mut rows = Vec::new();
     let mut ignored: Vec<PathBuf> = Vec::new();
-    // Each row's root: what a pruned file must lie under.
-    let mut roots: Vec<PathBuf> = Vec::new();
     for p in packages(&cargo, package)? {
         let root = regs
             .clone()
@@ -399,7 +399,6 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
                 .unwrap_or_default();
             let Some(&kind) = p.targets.get(&target) else {
                 for f in files {
-                    roots.push(root.clone());
                     rows.push(Row {
                         file: f,
                         state: "unreferenced".into(),
@@ -407,6 +406,7 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
                             "package `{}` has no test or bin target `{target}` (saved cases live in {layout})",
                             p.name
                         ),
+                        root: root.clone(),
                     });
                 }
                 continue;
@@ -430,11 +430,11 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
                         "its trial did not run (a guest scenario's are ignored by default)".into(),
                     )
                 };
-                roots.push(root.clone());
                 rows.push(Row {
                     file: f,
                     state,
                     detail,
+                    root: root.clone(),
                 });
             }
         }
@@ -470,11 +470,7 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
     if prune.is_empty() {
         return Ok(());
     }
-    let doomed: Vec<(&Row, &PathBuf)> = rows
-        .iter()
-        .zip(&roots)
-        .filter(|(r, _)| prune.contains(&r.state))
-        .collect();
+    let doomed: Vec<&Row> = rows.iter().filter(|r| prune.contains(&r.state)).collect();
     if doomed.is_empty() {
         println!("pruned 0 files: none is {}", join_or(&prune));
         return Ok(());
@@ -483,7 +479,7 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
         "--prune {} deletes:",
         prune.iter().cloned().collect::<Vec<_>>().join(",")
     );
-    for (r, _) in &doomed {
+    for r in &doomed {
         println!("  {} ({})", shown(&r.file), r.state);
     }
     if !a.yes && !confirmed(doomed.len())? {
@@ -496,8 +492,8 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
         ));
     }
     let mut removed = 0;
-    for (r, root) in doomed {
-        if let Err(why) = deletable(root, &r.file) {
+    for r in doomed {
+        if let Err(why) = deletable(&r.root, &r.file) {
             println!("kept {}: {why}", shown(&r.file));
             continue;
         }

@@ -25,14 +25,13 @@
 
 use super::{cargo_or_default, fail, replay_target, usage, CliError, DeterminismArgs};
 use calametra::report::shell_quote;
-use calametra_core::divergence::{analyse, read, Options, TraceRecs};
+use calametra_core::divergence::{analyse, read, Options};
 use calametra_core::regress::write_atomic;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::time::Duration;
 
 /// The format tags of the two files.
 pub const CONFIG_FORMAT: &str = "calametra.determinism.config";
@@ -120,7 +119,7 @@ pub fn determinism(a: &DeterminismArgs) -> Result<(), CliError> {
         plan.what,
         out.display()
     );
-    let finished = run_all(&plan, &out, runs, parallel)?;
+    let finished = run_all(&plan, &out, runs, parallel, a.timeout)?;
     analyse_runs(&plan, &out, finished, opts)
 }
 
@@ -385,7 +384,45 @@ fn command_line(plan: &Plan, trace: &Path) -> String {
     s
 }
 
-fn run_one(plan: &Plan, out: &Path, index: usize) -> RunOut {
+/// Which of libtest's closing lines a run's stdout holds, read line by line from its file
+/// (a run's output is never held whole).
+fn trial_outcome(stdout: &Path) -> &'static str {
+    use calametra_core::input::{Line, Lines, MAX_LINE_BYTES};
+    let Ok(f) = std::fs::File::open(stdout) else {
+        return "did not run";
+    };
+    let mut lines = Lines::new(std::io::BufReader::new(f), MAX_LINE_BYTES, u64::MAX);
+    let mut outcome = "did not run";
+    while let Ok(Some(line)) = lines.next() {
+        let (Line::Text(t, _) | Line::Unterminated(t, _)) = line;
+        if t.contains(" 1 passed;") {
+            outcome = "passed";
+        } else if t.contains(" 1 failed;") {
+            outcome = "failed";
+        }
+    }
+    outcome
+}
+
+/// A run started and not yet finished.
+struct Running {
+    index: usize,
+    dir: PathBuf,
+    child: std::process::Child,
+    #[allow(
+        clippy::disallowed_types,
+        reason = "host time: a run's --timeout deadline"
+    )]
+    started: std::time::Instant,
+}
+
+/// Starts run `index` (its output going straight to its files, never held), or says why it
+/// could not start.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "host-side process runner: the deadline is host time, outside every simulation"
+)]
+fn start(plan: &Plan, out: &Path, index: usize) -> Result<Running, (PathBuf, std::io::Error)> {
     let dir = out.join(run_name(index));
     let trace = dir.join("trace.jsonl");
     let _ = std::fs::create_dir_all(&dir);
@@ -398,36 +435,32 @@ fn run_one(plan: &Plan, out: &Path, index: usize) -> RunOut {
         .current_dir(&plan.cwd)
         .env("CALAMETRA_TRACE_OUT", &trace)
         .stdin(Stdio::null());
+    // Its own process group, so a timeout kills what it started too (a trial's QEMU).
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut c, 0);
     for (k, v) in &plan.env {
         c.env(k, v);
     }
-    let (status, code, stdout, stderr) = match c.output() {
-        Ok(o) => {
-            let status = match o.status.code() {
-                Some(c) => format!("exit {c}"),
-                None => format!("killed ({})", o.status),
-            };
-            (status, o.status.code(), o.stdout, o.stderr)
-        }
-        Err(e) => (
-            format!("did not start: {e}"),
-            None,
-            Vec::new(),
-            e.to_string().into_bytes(),
-        ),
-    };
-    let trial = plan.trial.as_ref().map(|_| {
-        let text = String::from_utf8_lossy(&stdout);
-        if text.lines().any(|l| l.contains(" 1 passed;")) {
-            "passed"
-        } else if text.lines().any(|l| l.contains(" 1 failed;")) {
-            "failed"
-        } else {
-            "did not run"
-        }
-    });
-    let _ = std::fs::write(dir.join("stdout"), &stdout);
-    let _ = std::fs::write(dir.join("stderr"), &stderr);
+    let spawned = std::fs::File::create(dir.join("stdout"))
+        .and_then(|o| Ok((o, std::fs::File::create(dir.join("stderr"))?)))
+        .and_then(|(o, e)| c.stdout(o).stderr(e).spawn());
+    match spawned {
+        Ok(child) => Ok(Running {
+            index,
+            dir,
+            child,
+            started: std::time::Instant::now(),
+        }),
+        Err(e) => Err((dir, e)),
+    }
+}
+
+/// Writes a finished run's `status` and says what it left.
+fn finished(plan: &Plan, index: usize, dir: PathBuf, status: String, code: Option<i32>) -> RunOut {
+    let trial = plan
+        .trial
+        .as_ref()
+        .map(|_| trial_outcome(&dir.join("stdout")));
     let status_text = match trial {
         Some(t) => format!("{status}\ntrial {t}\n"),
         None => format!("{status}\n"),
@@ -442,47 +475,111 @@ fn run_one(plan: &Plan, out: &Path, index: usize) -> RunOut {
     }
 }
 
-/// Runs every run, `parallel` at a time, in index order of start.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "host-side process runner: the threads wait for child processes, outside every simulation"
-)]
-fn run_all(plan: &Plan, out: &Path, runs: usize, parallel: usize) -> Result<Vec<RunOut>, CliError> {
-    let next = AtomicUsize::new(1);
-    let done: Mutex<Vec<RunOut>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..parallel {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                if i > runs {
-                    break;
-                }
-                let r = run_one(plan, out, i);
-                if let Ok(mut d) = done.lock() {
-                    d.push(r);
-                }
-            });
+/// Kills a run's whole process group (it was started as its leader), then the run itself.
+fn kill_group(child: &mut std::process::Child) {
+    #[cfg(unix)]
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: kill(2) with a negative pid signals the group the child leads; no memory is
+        // shared with it.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
         }
-    });
-    let mut v = done
-        .into_inner()
-        .map_err(|_| CliError("a run's thread panicked".into(), 2))?;
-    v.sort_by_key(|r| r.index);
-    Ok(v)
+    }
+    let _ = child.kill();
 }
 
-/// A trace's deterministic records as one digest (what `diff` compares: host time and the
-/// bytes' formatting left out).
-fn fingerprint(t: &TraceRecs) -> String {
-    let mut text = String::new();
-    for r in t.records.iter().filter(|r| r.deterministic) {
-        text.push_str(&serde_json::to_string(&r.fields).unwrap_or_default());
-        text.push('\n');
+/// Runs every run, `parallel` at a time, started in index order, from this one thread: each
+/// run is a child process polled for its end (no thread per run, so `--parallel 3000` costs
+/// no memory of its own). A run the system will not start while others run (a process or
+/// memory limit) waits for one of them to end; one that cannot start alone is a run that "did
+/// not start". Past `timeout` a run is killed with its process group.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "host-side process runner: polling children on host time, outside every simulation"
+)]
+fn run_all(
+    plan: &Plan,
+    out: &Path,
+    runs: usize,
+    parallel: usize,
+    timeout: Option<Duration>,
+) -> Result<Vec<RunOut>, CliError> {
+    let mut done: Vec<RunOut> = Vec::with_capacity(runs);
+    let mut running: Vec<Running> = Vec::new();
+    let mut next = 1usize;
+    let mut held_back = false;
+    loop {
+        while running.len() < parallel && next <= runs {
+            match start(plan, out, next) {
+                Ok(r) => running.push(r),
+                Err(_) if !running.is_empty() => {
+                    // Refused while others run: try again when one has ended.
+                    if !held_back {
+                        eprintln!(
+                            "determinism: the system refused run {next} while {} ran; the runs go {} at a time",
+                            running.len(),
+                            running.len()
+                        );
+                        held_back = true;
+                    }
+                    break;
+                }
+                Err((dir, e)) => {
+                    let _ = std::fs::write(dir.join("stderr"), e.to_string());
+                    done.push(finished(
+                        plan,
+                        next,
+                        dir,
+                        format!("did not start: {e}"),
+                        None,
+                    ));
+                }
+            }
+            next += 1;
+        }
+        if running.is_empty() && next > runs {
+            break;
+        }
+        let mut any = false;
+        let mut k = 0;
+        while k < running.len() {
+            let r = &mut running[k];
+            let over = timeout.is_some_and(|t| r.started.elapsed() >= t);
+            let ended = match r.child.try_wait() {
+                Ok(Some(st)) => Some(match st.code() {
+                    Some(c) => (format!("exit {c}"), Some(c)),
+                    None => (format!("killed ({st})"), None),
+                }),
+                Ok(None) if over => {
+                    kill_group(&mut r.child);
+                    let _ = r.child.wait();
+                    Some((
+                        format!("timed out after {:?} (killed)", timeout.unwrap_or_default()),
+                        None,
+                    ))
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    kill_group(&mut r.child);
+                    let _ = r.child.wait();
+                    Some((format!("could not be waited for: {e}"), None))
+                }
+            };
+            match ended {
+                Some((status, code)) => {
+                    let r = running.swap_remove(k);
+                    done.push(finished(plan, r.index, r.dir, status, code));
+                    any = true;
+                }
+                None => k += 1,
+            }
+        }
+        if !any {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
-    format!(
-        "sha256:{}",
-        calametra_core::trace::sha256_hex(text.as_bytes())
-    )
+    done.sort_by_key(|r| r.index);
+    Ok(done)
 }
 
 fn analyse_runs(
@@ -491,11 +588,13 @@ fn analyse_runs(
     finished: Vec<RunOut>,
     opts: Options,
 ) -> Result<(), CliError> {
-    let traces: Vec<Result<TraceRecs, String>> = finished
-        .iter()
-        .map(|r| read(&r.dir.join("trace.jsonl"), None).map_err(|e| e.to_string()))
-        .collect();
-    let reference = &finished[0];
+    // Each run's trace is read, compared with the reference's and dropped before the next is
+    // read: two traces in memory at most, each about its file's size.
+    let load = |r: &RunOut| read(&r.dir.join("trace.jsonl"), None).map_err(|e| e.to_string());
+    let Some(reference) = finished.first() else {
+        return Err(CliError("no run finished".into(), 2));
+    };
+    let first = load(reference);
     if reference.trial == Some("did not run") {
         return Err(CliError(
             format!(
@@ -506,10 +605,12 @@ fn analyse_runs(
             2,
         ));
     }
-    let ref_trace = match &traces[0] {
+    let ref_trace = match &first {
         Ok(t) => t,
         Err(e) => {
-            let why = if plan.trial.is_some() && !reference.dir.join("trace.jsonl").exists() {
+            let why = if reference.status.starts_with("timed out") {
+                format!("it {} before its trace was whole: {e}", reference.status)
+            } else if plan.trial.is_some() && !reference.dir.join("trace.jsonl").exists() {
                 format!(
                     "the test binary wrote no trace to CALAMETRA_TRACE_OUT (its harness must write the trial's run there: every record and the closing `summary` record): {e}"
                 )
@@ -540,7 +641,14 @@ fn analyse_runs(
     let mut hashes: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let (mut identical, mut divergent, mut unusable) = (0usize, 0usize, 0usize);
     let mut report = String::new();
-    for (r, t) in finished.iter().zip(&traces) {
+    for r in &finished {
+        let own;
+        let t = if r.index == reference.index {
+            &first
+        } else {
+            own = load(r);
+            &own
+        };
         let name = run_name(r.index);
         let mut summary = json!({
             "run": name,
@@ -557,7 +665,7 @@ fn analyse_runs(
                 "unusable"
             }
             Ok(t) => {
-                let fp = fingerprint(t);
+                let fp = t.fingerprint();
                 let det = t.records.iter().filter(|x| x.deterministic).count();
                 summary["trace"] = json!({
                     "records": t.records.len(),

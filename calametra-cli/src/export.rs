@@ -8,6 +8,36 @@ pub mod pcapng;
 
 use calametra_core::picture::PictureEntry;
 use calametra_core::trace::{push_json_str, Record};
+use std::path::Path;
+
+/// Records in order, read as often as an export needs (each export reads twice at most): a
+/// trace file record by record, so a long run is never held whole, or records already in
+/// memory.
+pub trait Source {
+    /// Hands every record to `f` in order; an error from `f` or from reading stops it.
+    fn each(&self, f: &mut dyn FnMut(&Record) -> Result<(), String>) -> Result<(), String>;
+}
+
+impl Source for [Record] {
+    fn each(&self, f: &mut dyn FnMut(&Record) -> Result<(), String>) -> Result<(), String> {
+        self.iter().try_for_each(f)
+    }
+}
+
+impl Source for Vec<Record> {
+    fn each(&self, f: &mut dyn FnMut(&Record) -> Result<(), String>) -> Result<(), String> {
+        self.as_slice().each(f)
+    }
+}
+
+/// A JSONL trace file, read through the core's bounded reader each time.
+pub struct TraceFile<'a>(pub &'a Path);
+
+impl Source for TraceFile<'_> {
+    fn each(&self, f: &mut dyn FnMut(&Record) -> Result<(), String>) -> Result<(), String> {
+        calametra_core::trace::for_each_record(self.0, |r| f(&r)).map_err(|e| e.to_string())
+    }
+}
 
 /// A picture the run showed, for the timeline: its index entry and its PNG (`None` when the
 /// device could not render it).
@@ -18,14 +48,30 @@ pub struct Frame {
     pub png: Option<Vec<u8>>,
 }
 
-/// The record a frame is linked from: the last record of its device written before the
+/// The record each frame is linked from: the last record of its device written before the
 /// picture was seen (for a display, the flip that showed it), else the last record before it.
-fn frame_anchor(records: &[&Record], f: &PictureEntry) -> Option<u64> {
-    let before = || records.iter().filter(|r| r.seq < f.records);
-    before()
-        .rfind(|r| r.actor == f.device)
-        .or_else(|| before().next_back())
-        .map(|r| r.seq)
+/// One pass over the records (the summary left out).
+fn frame_anchors(
+    src: &(impl Source + ?Sized),
+    frames: &[Frame],
+) -> Result<Vec<Option<u64>>, String> {
+    // Per frame: (the last record of its device before it, the last record before it).
+    let mut best: Vec<(Option<u64>, Option<u64>)> = vec![(None, None); frames.len()];
+    src.each(&mut |r| {
+        if r.kind == "summary" {
+            return Ok(());
+        }
+        for (f, b) in frames.iter().zip(best.iter_mut()) {
+            if r.seq < f.entry.records {
+                b.1 = Some(r.seq);
+                if r.actor == f.entry.device {
+                    b.0 = Some(r.seq);
+                }
+            }
+        }
+        Ok(())
+    })?;
+    Ok(best.into_iter().map(|(d, any)| d.or(any)).collect())
 }
 
 /// Standard base64 (RFC 4648, with padding) of `bytes`: the PNGs a page embeds as data URIs.
@@ -99,14 +145,15 @@ fn frames_html(frames: &[Frame], anchors: &[Option<u64>]) -> String {
 }
 
 /// Lanes in first-appearance order: one per actor.
-fn lanes(records: &[Record]) -> Vec<String> {
+fn lanes(src: &(impl Source + ?Sized)) -> Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::new();
-    for r in records {
+    src.each(&mut |r| {
         if r.kind != "summary" && !out.contains(&r.actor) {
             out.push(r.actor.clone());
         }
-    }
-    out
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// A short label for a record: the site of a transfer, the task polled, the fault, the mark.
@@ -149,8 +196,8 @@ fn is_alarm(r: &Record) -> bool {
 }
 
 /// The Chrome trace event JSON of `records` (instant events on one thread per actor).
-pub fn chrome(records: &[Record]) -> String {
-    let lanes = lanes(records);
+pub fn chrome(src: &(impl Source + ?Sized)) -> Result<String, String> {
+    let lanes = lanes(src)?;
     let mut out = String::from("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
     let mut first = true;
     let mut push = |out: &mut String, ev: String| {
@@ -168,7 +215,10 @@ pub fn chrome(records: &[Record]) -> String {
             format!("{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{i},\"args\":{{\"name\":{name}}}}}"),
         );
     }
-    for r in records.iter().filter(|r| r.kind != "summary") {
+    src.each(&mut |r| {
+        if r.kind == "summary" {
+            return Ok(());
+        }
         let tid = lanes.iter().position(|l| *l == r.actor).unwrap_or(0);
         let mut name = String::new();
         push_json_str(&mut name, &label(r));
@@ -187,25 +237,27 @@ pub fn chrome(records: &[Record]) -> String {
                 r.seq, r.data
             ),
         );
-    }
+        Ok(())
+    })?;
     out.push_str("]}\n");
-    out
+    Ok(out)
 }
 
 /// A self-contained HTML timeline of `records`: no network, no external script. `frames` (the
 /// pictures of the run, `export --frames`) are embedded and linked from their events.
-pub fn html(records: &[Record], title: &str, frames: &[Frame]) -> String {
-    let lanes = lanes(records);
-    let shown: Vec<&Record> = records.iter().filter(|r| r.kind != "summary").collect();
-    let anchors: Vec<Option<u64>> = frames
-        .iter()
-        .map(|f| frame_anchor(&shown, &f.entry))
-        .collect();
+pub fn html(src: &(impl Source + ?Sized), title: &str, frames: &[Frame]) -> Result<String, String> {
+    let lanes = lanes(src)?;
+    let anchors = frame_anchors(src, frames)?;
     let mut data = String::from("[");
-    for (i, r) in shown.iter().enumerate() {
-        if i > 0 {
+    let mut first = true;
+    src.each(&mut |r| {
+        if r.kind == "summary" {
+            return Ok(());
+        }
+        if !first {
             data.push(',');
         }
+        first = false;
         let linked: Vec<String> = anchors
             .iter()
             .enumerate()
@@ -224,7 +276,8 @@ pub fn html(records: &[Record], title: &str, frames: &[Frame]) -> String {
             is_alarm(r),
             linked.join(",")
         ));
-    }
+        Ok(())
+    })?;
     data.push(']');
     let mut lanes_json = String::from("[");
     for (i, l) in lanes.iter().enumerate() {
@@ -234,7 +287,7 @@ pub fn html(records: &[Record], title: &str, frames: &[Frame]) -> String {
         push_json_str(&mut lanes_json, l);
     }
     lanes_json.push(']');
-    fill(
+    Ok(fill(
         HTML_TEMPLATE,
         &[
             ("__TITLE__", html_text(title)),
@@ -242,7 +295,7 @@ pub fn html(records: &[Record], title: &str, frames: &[Frame]) -> String {
             ("__DATA__", script_json(&data)),
             ("__FRAMES__", frames_html(frames, &anchors)),
         ],
-    )
+    ))
 }
 
 /// Text made safe in HTML text and attribute values: `&`, `<`, `>`, `"` and `'` escaped.
@@ -404,7 +457,7 @@ mod tests {
 
     #[test]
     fn chrome_export_is_valid_json_with_lanes() {
-        let v: serde_json::Value = serde_json::from_str(&chrome(&sample())).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&chrome(&sample()).unwrap()).unwrap();
         let evs = v["traceEvents"].as_array().unwrap();
         assert_eq!(evs.iter().filter(|e| e["ph"] == "M").count(), 3);
         assert_eq!(evs.iter().filter(|e| e["cname"] == "terrible").count(), 2);
@@ -459,7 +512,7 @@ mod tests {
             frame("nobody", 2, None),
             frame("bus", 0, Some(b"x")),
         ];
-        let h = html(&sample(), "t", &frames);
+        let h = html(&sample(), "t", &frames).unwrap();
         assert!(h.contains("\"seq\":2,") && h.contains("\"frames\":[1]"));
         assert!(h.contains("\"seq\":1,"));
         let one = h.split("{\"seq\":1,").nth(1).unwrap();
@@ -485,14 +538,14 @@ mod tests {
         );
         assert!(h.contains("Frames (3)"));
         assert!(
-            !html(&sample(), "t", &[]).contains("<figure"),
+            !html(&sample(), "t", &[]).unwrap().contains("<figure"),
             "no frames, no section"
         );
     }
 
     #[test]
     fn html_embeds_escaped_data() {
-        let h = html(&sample(), "t6 <stale>", &[]);
+        let h = html(&sample(), "t6 <stale>", &[]).unwrap();
         assert!(h.contains("t6 &lt;stale&gt;"));
         assert!(
             !h.contains("x</script>"),

@@ -174,6 +174,10 @@ struct DeterminismArgs {
     /// Runs at a time.
     #[arg(long, value_name = "P", default_value_t = 1)]
     parallel: usize,
+    /// The longest one run may take (`90s`, `10m`): a run still going then is killed, with its
+    /// process group, and counts as unusable ("timed out"). Default: no limit.
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    timeout: Option<std::time::Duration>,
     /// The directory to keep runs in (new or empty; default target/calametra/determinism/...).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -189,6 +193,14 @@ struct DeterminismArgs {
     /// A program (and its arguments) that writes its trace where $CALAMETRA_TRACE_OUT says.
     #[arg(last = true, value_name = "PROGRAM ARGS")]
     program: Vec<String>,
+}
+
+/// `--timeout`: the one duration grammar of `CALAMETRA_SWEEP`, and more than zero.
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    match calametra_core::sweep::parse_duration(s)? {
+        d if d.is_zero() => Err(format!("`{s}`: expected a duration above zero")),
+        d => Ok(d),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -820,14 +832,6 @@ fn sweep_report(a: &SweepReportArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn kind_counts(r: &[Record]) -> BTreeMap<String, usize> {
-    let mut m = BTreeMap::new();
-    for x in r.iter().filter(|x| x.deterministic) {
-        *m.entry(x.kind.clone()).or_insert(0) += 1;
-    }
-    m
-}
-
 /// `calametra diff A B [--context N] [--nondeterm-window N] [--format calametra|tsc]`: the
 /// record-by-record, field-by-field comparison of two traces (see
 /// [`calametra_core::divergence`]). Exit 0 identical, 1 divergent, 2 unusable input.
@@ -874,18 +878,15 @@ fn show(a: &ShowArgs) -> Result<(), CliError> {
         load_replayable(&file).map_err(fail)?;
         return state_at(&file, &cargo, at, a.scanout.as_deref());
     }
-    // One read of the file, through the core's bounded readers: a FIFO or `/dev/zero` is
-    // refused before it is read.
-    let loaded = calametra_core::tracefile::load_replay_file(&file).map_err(fail)?;
+    // Through the core's bounded readers (a FIFO or `/dev/zero` is refused before it is read),
+    // and record by record: a trace is read twice more below, never held whole.
+    let loaded = calametra_core::tracefile::load_replay_header(&file).map_err(fail)?;
     let (events, hash) = (&loaded.events, &loaded.hash);
     let mut o = String::new();
-    let Some(recs) = &loaded.records else {
-        let Some(r) = &loaded.case else {
-            return Err(fail(format!(
-                "{}: neither a trace nor a saved case",
-                file.display()
-            )));
-        };
+    let Some(r) = &loaded.case else {
+        return show_trace(&file, events, hash);
+    };
+    {
         let _ = writeln!(o, "{}", r.failure);
         let _ = writeln!(o, "scenario:  {}", r.scenario);
         let _ = writeln!(o, "signature: {}", r.signature);
@@ -926,40 +927,66 @@ fn show(a: &ShowArgs) -> Result<(), CliError> {
         };
         let _ = writeln!(o, "replay:    {command}");
         print!("{}", clean(&o));
-        return Ok(());
-    };
-    if let Some(s) = recs.iter().rev().find(|r| r.kind == "summary") {
-        if let Some(f) = s.data.get("failure").and_then(|v| v.as_str()) {
-            let _ = writeln!(o, "{f}");
-        }
-        if let Some(sc) = s.data.get("scenario").and_then(|v| v.as_str()) {
-            let _ = writeln!(o, "scenario: {sc}");
-        }
     }
-    let _ = writeln!(o, "story:    {}", story(events));
-    let _ = writeln!(o, "trace hash: {hash}");
-    let _ = writeln!(o, "records:");
-    for (k, n) in kind_counts(recs) {
-        let _ = writeln!(o, "  {k:<12} {n}");
+    Ok(())
+}
+
+/// `show` of a trace file: its summary, its records per kind, then what happened, printed as
+/// the file is read (one record in memory at a time, whatever the trace's length).
+fn show_trace(
+    file: &Path,
+    events: &[calametra_core::choices::Event],
+    hash: &str,
+) -> Result<(), CliError> {
+    use calametra_core::trace::for_each_record;
+    use std::io::Write;
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut head = String::new();
+    for_each_record(file, |r| {
+        if r.deterministic {
+            *counts.entry(r.kind.clone()).or_insert(0) += 1;
+        }
+        if r.kind == "summary" {
+            head.clear();
+            if let Some(f) = r.data.get("failure").and_then(|v| v.as_str()) {
+                head.push_str(&format!("{f}\n"));
+            }
+            if let Some(sc) = r.data.get("scenario").and_then(|v| v.as_str()) {
+                head.push_str(&format!("scenario: {sc}\n"));
+            }
+        }
+        Ok(())
+    })
+    .map_err(|e| fail(e.to_string()))?;
+    let mut o = head;
+    o.push_str(&format!("story:    {}\n", story(events)));
+    o.push_str(&format!("trace hash: {hash}\nrecords:\n"));
+    for (k, n) in counts {
+        o.push_str(&format!("  {k:<12} {n}\n"));
     }
-    let _ = writeln!(o, "what happened:");
-    for r in recs.iter().filter(|r| {
-        matches!(
+    o.push_str("what happened:\n");
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    // Every string here came from the file: no escape sequence reaches the terminal.
+    let _ = out.write_all(clean(&o).as_bytes());
+    for_each_record(file, |r| {
+        if matches!(
             r.kind.as_str(),
             "transfer" | "fault" | "external" | "invariant" | "mark" | "model_gap" | "end"
-        )
-    }) {
-        let _ = writeln!(
-            o,
-            "  #{:<5} {:>12} ns  {:<10} {}",
-            r.seq,
-            r.t_ns,
-            r.actor,
-            export::label(r)
-        );
-    }
-    // Every string here came from the file: no escape sequence reaches the terminal.
-    print!("{}", clean(&o));
+        ) {
+            let line = format!(
+                "  #{:<5} {:>12} ns  {:<10} {}\n",
+                r.seq,
+                r.t_ns,
+                r.actor,
+                export::label(&r)
+            );
+            let _ = out.write_all(clean(&line).as_bytes());
+        }
+        Ok(())
+    })
+    .map_err(|e| fail(e.to_string()))?;
+    let _ = out.flush();
     Ok(())
 }
 
@@ -1005,9 +1032,19 @@ fn export_cmd(a: &ExportArgs) -> Result<(), CliError> {
     for out in [&a.chrome, &a.html, &a.pcapng].into_iter().flatten() {
         not_an_input(out, &[file])?;
     }
-    let recs = records(file)?;
+    // Read record by record, twice at most an export: a long trace is never held whole.
+    let recs = export::TraceFile(file);
+    let bad = |e: String| {
+        let name = file.display().to_string();
+        // A reading error names the file already; a record's names only its line.
+        fail(if e.starts_with(&name) {
+            e
+        } else {
+            format!("{name}: {e}")
+        })
+    };
     if let Some(out) = &a.chrome {
-        write_output(out, export::chrome(&recs).as_bytes())?;
+        write_output(out, export::chrome(&recs).map_err(bad)?.as_bytes())?;
         note_written(out, " (open it in Perfetto or chrome://tracing)");
     }
     if let Some(out) = &a.html {
@@ -1020,12 +1057,16 @@ fn export_cmd(a: &ExportArgs) -> Result<(), CliError> {
         } else {
             Vec::new()
         };
-        write_output(out, export::html(&recs, &title, &frames).as_bytes())?;
+        write_output(
+            out,
+            export::html(&recs, &title, &frames)
+                .map_err(bad)?
+                .as_bytes(),
+        )?;
         note_written(out, "");
     }
     if let Some(out) = &a.pcapng {
-        let bytes =
-            export::pcapng::pcapng(&recs).map_err(|e| fail(format!("{}: {e}", file.display())))?;
+        let bytes = export::pcapng::pcapng(&recs).map_err(bad)?;
         write_output(out, &bytes)?;
         note_written(out, " (open it in Wireshark)");
     }

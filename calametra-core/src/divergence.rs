@@ -86,8 +86,11 @@ impl Envelope {
     }
 }
 
-/// One record of either envelope, ready to compare.
-#[derive(Clone, Debug)]
+/// One record of either envelope, ready to compare: where its line sits in its trace's text
+/// and what the comparison needs at a glance. Its compared fields are parsed again from the
+/// line when two records' bytes differ ([`TraceRecs::fields`]), so a trace in memory is its
+/// text and about 48 bytes a record, not a tree of values (a 100 MB trace once took 1 GB).
+#[derive(Clone, Copy, Debug)]
 pub struct Rec {
     /// 1-based line in its file.
     pub line_no: usize,
@@ -95,24 +98,23 @@ pub struct Rec {
     pub seq: u64,
     /// The time axis (`t_ns` or `tsc`).
     pub time: u64,
-    /// The record kind.
-    pub kind: String,
     /// Whether it is compared.
     pub deterministic: bool,
-    /// The compared fields by path (`seq` for Calametra, the time field, `kind`, `actor`,
-    /// `data.<path>`; any other top-level field by its name).
-    pub fields: BTreeMap<String, Value>,
-    /// Fields shown and never compared: host time (`real_tsc`), the `seq` of a `tsc` record.
-    pub shown: BTreeMap<String, Value>,
-    /// The line as read.
-    pub line: String,
+    /// The record kind, an index into its trace's kinds.
+    kind: u32,
+    /// Where its line is in its trace's text.
+    start: usize,
+    len: usize,
 }
 
-impl Rec {
-    /// Whether two records agree on every compared field.
-    pub fn same_as(&self, other: &Rec) -> bool {
-        self.fields == other.fields
-    }
+/// A record's fields, parsed from its line.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fields {
+    /// The compared fields by path (`seq` for Calametra, the time field, `kind`, `actor`,
+    /// `data.<path>`; any other top-level field by its name).
+    pub compared: BTreeMap<String, Value>,
+    /// Fields shown and never compared: host time (`real_tsc`), the `seq` of a `tsc` record.
+    pub shown: BTreeMap<String, Value>,
 }
 
 /// Flattens `v` under `prefix`: objects into `prefix.key` paths, anything else (arrays too) one
@@ -130,8 +132,21 @@ fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, Value>) {
     }
 }
 
+/// What [`parse_line`] reads from a line besides its fields.
+#[derive(Clone, Debug)]
+pub struct Header {
+    /// The `seq` field.
+    pub seq: u64,
+    /// The time axis.
+    pub time: u64,
+    /// The record kind.
+    pub kind: String,
+    /// Whether it is compared.
+    pub deterministic: bool,
+}
+
 /// Parses one line of a trace in `env`, naming the field that is wrong.
-pub fn parse_line(line: &str, line_no: usize, env: Envelope) -> Result<Rec, String> {
+pub fn parse_line(line: &str, env: Envelope) -> Result<(Header, Fields), String> {
     let parsed = crate::trace::EnvelopeFields::parse(line, env.name())?;
     let obj = &parsed.0;
     let seq = parsed.num("seq")?;
@@ -147,30 +162,28 @@ pub fn parse_line(line: &str, line_no: usize, env: Envelope) -> Result<Rec, Stri
     if env == Envelope::Calametra && !data.is_object() {
         return Err("field `data`: expected an object".into());
     }
-    let mut fields = BTreeMap::new();
-    let mut shown = BTreeMap::new();
+    let mut f = Fields::default();
     for (k, x) in obj {
         if HOST_TIME_FIELDS.contains(&k.as_str()) || (env == Envelope::Tsc && k == "seq") {
-            shown.insert(k.clone(), x.clone());
+            f.shown.insert(k.clone(), x.clone());
         } else if k == "data" {
-            flatten("data", x, &mut fields);
+            flatten("data", x, &mut f.compared);
         } else if k != "deterministic" {
-            fields.insert(k.clone(), x.clone());
+            f.compared.insert(k.clone(), x.clone());
         }
     }
-    Ok(Rec {
-        line_no,
-        seq,
-        time,
-        kind,
-        deterministic,
-        fields,
-        shown,
-        line: line.to_string(),
-    })
+    Ok((
+        Header {
+            seq,
+            time,
+            kind,
+            deterministic,
+        },
+        f,
+    ))
 }
 
-/// A trace file read for comparison.
+/// A trace file read for comparison: its lines in one text, and a [`Rec`] for each.
 #[derive(Clone, Debug)]
 pub struct TraceRecs {
     /// Where it came from (a name for people).
@@ -179,11 +192,88 @@ pub struct TraceRecs {
     pub envelope: Envelope,
     /// Its records in file order.
     pub records: Vec<Rec>,
+    /// Every line, one after another (no separators).
+    text: String,
+    /// The record kinds, in order of first appearance.
+    kinds: Vec<String>,
+}
+
+impl TraceRecs {
+    /// An empty trace of `envelope`.
+    pub fn new(path: PathBuf, envelope: Envelope) -> TraceRecs {
+        TraceRecs {
+            path,
+            envelope,
+            records: Vec::new(),
+            text: String::new(),
+            kinds: Vec::new(),
+        }
+    }
+
+    /// Checks one line and adds it as the next record.
+    pub fn push(&mut self, line: &str, line_no: usize) -> Result<(), String> {
+        let (h, _) = parse_line(line, self.envelope)?;
+        let kind = match self.kinds.iter().position(|k| *k == h.kind) {
+            Some(i) => i,
+            None => {
+                self.kinds.push(h.kind);
+                self.kinds.len() - 1
+            }
+        };
+        self.records.push(Rec {
+            line_no,
+            seq: h.seq,
+            time: h.time,
+            deterministic: h.deterministic,
+            kind: u32::try_from(kind).unwrap_or(u32::MAX),
+            start: self.text.len(),
+            len: line.len(),
+        });
+        self.text.push_str(line);
+        Ok(())
+    }
+
+    /// A record's line as read.
+    pub fn line(&self, r: &Rec) -> &str {
+        self.text.get(r.start..r.start + r.len).unwrap_or("")
+    }
+
+    /// A record's kind.
+    pub fn kind(&self, r: &Rec) -> &str {
+        self.kinds.get(r.kind as usize).map_or("", String::as_str)
+    }
+
+    /// A record's fields, parsed again from its line (which parsed when it was read).
+    pub fn fields(&self, r: &Rec) -> Fields {
+        parse_line(self.line(r), self.envelope)
+            .map(|(_, f)| f)
+            .unwrap_or_default()
+    }
+
+    /// The deterministic records' compared fields as one digest, `sha256:<hex>` over each
+    /// record's fields as JSON and a newline (what [`analyse`] compares: host time and the
+    /// bytes' formatting left out), hashed record by record.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for r in self.records.iter().filter(|r| r.deterministic) {
+            h.update(serde_json::to_string(&self.fields(r).compared).unwrap_or_default());
+            h.update(b"\n");
+        }
+        format!("sha256:{}", crate::hex::encode(&h.finalize()))
+    }
+
+    /// Whether `x` (of this trace) and `y` (of `other`) agree on every compared field: the same
+    /// bytes do; otherwise their fields are compared as values.
+    pub fn same(&self, x: &Rec, other: &TraceRecs, y: &Rec) -> bool {
+        let (lx, ly) = (self.line(x), other.line(y));
+        lx == ly || self.fields(x).compared == other.fields(y).compared
+    }
 }
 
 /// Reads a trace file in `forced`, or in the envelope of its first record. An empty file, a
 /// truncated last line, an unknown envelope or a malformed record is an error naming the file
-/// and line.
+/// and line. The trace in memory is about its file's size (see [`Rec`]).
 pub fn read(path: &Path, forced: Option<Envelope>) -> Result<TraceRecs, TraceFileError> {
     let err = |line: usize, message: String| TraceFileError {
         path: path.to_path_buf(),
@@ -192,9 +282,12 @@ pub fn read(path: &Path, forced: Option<Envelope>) -> Result<TraceRecs, TraceFil
     };
     use crate::input::{open_regular, Line, Lines, MAX_LINE_BYTES, MAX_TRACE_BYTES};
     let f = open_regular(path, MAX_TRACE_BYTES, "trace").map_err(|e| err(0, e))?;
+    let size = f.metadata().map(|m| m.len()).unwrap_or(0);
     let mut lines = Lines::new(BufReader::new(f), MAX_LINE_BYTES, MAX_TRACE_BYTES);
-    let mut env = forced;
-    let mut records = Vec::new();
+    let mut trace: Option<TraceRecs> = forced.map(|e| TraceRecs::new(path.to_path_buf(), e));
+    if let Some(t) = trace.as_mut() {
+        t.text.reserve(usize::try_from(size).unwrap_or(0));
+    }
     while let Some(line) = lines.next().map_err(|(n, m)| err(n, m))? {
         let (text, line_no) = match line {
             Line::Text(t, n) => (t, n),
@@ -215,51 +308,50 @@ pub fn read(path: &Path, forced: Option<Envelope>) -> Result<TraceRecs, TraceFil
         if text.is_empty() {
             return Err(err(line_no, "empty line; expected a JSON record".into()));
         }
-        let e = match env {
-            Some(e) => e,
-            None => {
-                let v: Value = serde_json::from_str(text).map_err(|e| {
-                    if line_no == 1 && text.trim() == "{" {
-                        // A JSON document over several lines (a saved case), not JSON Lines.
-                        return err(1, crate::trace::document_instead(path));
-                    }
-                    err(
-                        line_no,
-                        format!("not a JSON object: {}", crate::input::json_error_words(&e)),
-                    )
-                })?;
-                let e = Envelope::detect(&v).ok_or_else(|| {
-                    err(
-                        line_no,
-                        "unknown envelope: expected `t_ns` and `actor` (calametra) or `tsc` (tsc); force one with --format calametra|tsc".into(),
-                    )
-                })?;
-                env = Some(e);
-                e
-            }
-        };
-        records.push(parse_line(text, line_no, e).map_err(|m| err(line_no, m))?);
+        if trace.is_none() {
+            let v: Value = serde_json::from_str(text).map_err(|e| {
+                if line_no == 1 && text.trim() == "{" {
+                    // A JSON document over several lines (a saved case), not JSON Lines.
+                    return err(1, crate::trace::document_instead(path));
+                }
+                err(
+                    line_no,
+                    format!("not a JSON object: {}", crate::input::json_error_words(&e)),
+                )
+            })?;
+            let e = Envelope::detect(&v).ok_or_else(|| {
+                err(
+                    line_no,
+                    "unknown envelope: expected `t_ns` and `actor` (calametra) or `tsc` (tsc); force one with --format calametra|tsc".into(),
+                )
+            })?;
+            let mut t = TraceRecs::new(path.to_path_buf(), e);
+            // One allocation for the text: the file's size bounds it.
+            t.text.reserve(usize::try_from(size).unwrap_or(0));
+            trace = Some(t);
+        }
+        if let Some(t) = trace.as_mut() {
+            t.push(text, line_no).map_err(|m| err(line_no, m))?;
+        }
     }
-    match env {
-        Some(envelope) if !records.is_empty() => Ok(TraceRecs {
-            path: path.to_path_buf(),
-            envelope,
-            records,
-        }),
+    match trace {
+        Some(t) if !t.records.is_empty() => {
+            let mut t = t;
+            t.text.shrink_to_fit();
+            Ok(t)
+        }
         _ => Err(err(0, "empty trace; expected JSON Lines records".into())),
     }
 }
 
 /// Calametra records (kept lines, a file read with [`crate::trace::read_jsonl`]) for comparison.
 pub fn from_records(name: &str, records: &[Record]) -> TraceRecs {
-    TraceRecs {
-        path: PathBuf::from(name),
-        envelope: Envelope::Calametra,
-        records: records
-            .iter()
-            .filter_map(|r| parse_line(&r.line, r.line_no, Envelope::Calametra).ok())
-            .collect(),
+    let mut t = TraceRecs::new(PathBuf::from(name), Envelope::Calametra);
+    for r in records {
+        // A record that does not parse as one is left out, as it always was.
+        let _ = t.push(&r.line, r.line_no);
     }
+    t
 }
 
 /// What to show.
@@ -317,9 +409,9 @@ pub fn analyse<'a>(a: &'a TraceRecs, b: &'a TraceRecs, opts: Options) -> Analysi
         match (da.get(i), db.get(i)) {
             (Some(&x), Some(&y)) => {
                 let (x, y) = (&a.records[x], &b.records[y]);
-                if !x.same_as(y) {
+                if !a.same(x, b, y) {
                     first_divergent = Some(i);
-                    fields = differing(x, y);
+                    fields = differing(&a.fields(x).compared, &b.fields(y).compared);
                     break;
                 }
             }
@@ -344,7 +436,7 @@ pub fn analyse<'a>(a: &'a TraceRecs, b: &'a TraceRecs, opts: Options) -> Analysi
             } else {
                 &mut nondet_counts
             };
-            let e = m.entry(r.kind.clone()).or_insert((0, 0));
+            let e = m.entry(t.kind(r).to_string()).or_insert((0, 0));
             if left {
                 e.0 += 1;
             } else {
@@ -380,12 +472,12 @@ fn field_order(k: &str) -> (u8, &str) {
 }
 
 /// The compared fields of `x` and `y` that differ, in [`field_order`].
-fn differing(x: &Rec, y: &Rec) -> Vec<String> {
-    let mut keys: Vec<&String> = x.fields.keys().chain(y.fields.keys()).collect();
+fn differing(x: &BTreeMap<String, Value>, y: &BTreeMap<String, Value>) -> Vec<String> {
+    let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
     keys.sort_by(|p, q| field_order(p).cmp(&field_order(q)));
     keys.dedup();
     keys.into_iter()
-        .filter(|k| x.fields.get(*k) != y.fields.get(*k))
+        .filter(|k| x.get(*k) != y.get(*k))
         .cloned()
         .collect()
 }
@@ -549,7 +641,7 @@ impl Analysis<'_> {
                 crate::sweep::count((i - 1 - start) as u64, "record")
             );
             for &p in &self.da[start..i - 1] {
-                let _ = writeln!(s, "    {}", a.records[p].line);
+                let _ = writeln!(s, "    {}", a.line(&a.records[p]));
             }
         }
         let last = i
@@ -563,7 +655,7 @@ impl Analysis<'_> {
                     i - 1,
                     x.line_no,
                     y.line_no,
-                    x.line
+                    a.line(x)
                 );
             }
             None => {
@@ -577,9 +669,10 @@ impl Analysis<'_> {
         let line =
             |r: Option<&Rec>| r.map_or("ended".to_string(), |r| format!("line {}", r.line_no));
         let _ = writeln!(s, "divergent record #{i} (A {}, B {}):", line(x), line(y));
-        let empty = BTreeMap::new();
-        let fx = x.map_or(&empty, |r| &r.fields);
-        let fy = y.map_or(&empty, |r| &r.fields);
+        let empty = Fields::default();
+        let (px, py) = (x.map(|r| a.fields(r)), y.map(|r| b.fields(r)));
+        let fx = &px.as_ref().unwrap_or(&empty).compared;
+        let fy = &py.as_ref().unwrap_or(&empty).compared;
         let mut keys: Vec<&String> = fx.keys().chain(fy.keys()).collect();
         keys.sort_by(|p, q| field_order(p).cmp(&field_order(q)));
         keys.dedup();
@@ -599,8 +692,8 @@ impl Analysis<'_> {
                 )
             })
             .chain({
-                let sx = x.map_or(&empty, |r| &r.shown);
-                let sy = y.map_or(&empty, |r| &r.shown);
+                let sx = &px.as_ref().unwrap_or(&empty).shown;
+                let sy = &py.as_ref().unwrap_or(&empty).shown;
                 let mut hk: Vec<&String> = sx.keys().chain(sy.keys()).collect();
                 hk.sort();
                 hk.dedup();
@@ -695,7 +788,7 @@ impl Analysis<'_> {
                 let _ = writeln!(s, "  {tag}: none");
             }
             for r in picked {
-                let _ = writeln!(s, "  {tag} line {}: {}", r.line_no, r.line);
+                let _ = writeln!(s, "  {tag} line {}: {}", r.line_no, t.line(r));
             }
         }
     }
@@ -706,15 +799,11 @@ mod tests {
     use super::*;
 
     fn recs(env: Envelope, lines: &[&str]) -> TraceRecs {
-        TraceRecs {
-            path: PathBuf::from("t"),
-            envelope: env,
-            records: lines
-                .iter()
-                .enumerate()
-                .map(|(i, l)| parse_line(l, i + 1, env).unwrap())
-                .collect(),
+        let mut t = TraceRecs::new(PathBuf::from("t"), env);
+        for (i, l) in lines.iter().enumerate() {
+            t.push(l, i + 1).unwrap();
         }
+        t
     }
 
     #[test]

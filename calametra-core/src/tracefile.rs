@@ -7,7 +7,7 @@
 
 use crate::choices::Event;
 use crate::regress::{write_atomic, Regression};
-use crate::trace::{push_json_str, read_jsonl, Record};
+use crate::trace::{push_json_str, Record};
 use std::path::{Path, PathBuf};
 
 /// The Cargo target directory holding the executable `exe` (a test binary in
@@ -208,6 +208,17 @@ fn is_document(path: &Path) -> Result<bool, String> {
 /// the field and the line. Special files (a FIFO, `/dev/zero`) and files past the readers'
 /// limits ([`crate::input`]) are refused before they are read.
 pub fn load_replay_file(path: &Path) -> Result<Replayable, String> {
+    load(path, true)
+}
+
+/// [`load_replay_file`] without a trace's records (`records` is `None` for a trace too): the
+/// file is read record by record and only its summary kept, so a long trace is never held in
+/// memory (`show` reads it so).
+pub fn load_replay_header(path: &Path) -> Result<Replayable, String> {
+    load(path, false)
+}
+
+fn load(path: &Path, keep_records: bool) -> Result<Replayable, String> {
     if is_document(path).map_err(|e| format!("{}: {e}", path.display()))? {
         let reg = Regression::load(path).map_err(|e| e.to_string())?;
         return Ok(Replayable {
@@ -223,17 +234,24 @@ pub fn load_replay_file(path: &Path) -> Result<Replayable, String> {
             case: Some(reg),
         });
     }
-    let recs = read_jsonl(path).map_err(|e| e.to_string())?;
-    let summary = recs
-        .iter()
-        .rev()
-        .find(|r| r.kind == "summary")
-        .ok_or_else(|| {
-            format!(
-                "{}: no `summary` record; expected a trace written by Calametra",
-                path.display()
-            )
-        })?;
+    let mut recs = Vec::new();
+    let mut last_summary = None;
+    crate::trace::for_each_record(path, |r| {
+        if r.kind == "summary" {
+            last_summary = Some(r.clone());
+        }
+        if keep_records {
+            recs.push(r);
+        }
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    let summary = last_summary.as_ref().ok_or_else(|| {
+        format!(
+            "{}: no `summary` record; expected a trace written by Calametra",
+            path.display()
+        )
+    })?;
     let at = |field: &str, what: String| {
         format!(
             "{}:{}: field `data.{field}`: {what}",
@@ -287,7 +305,7 @@ pub fn load_replay_file(path: &Path) -> Result<Replayable, String> {
         target: text("target", false)?,
         events,
         spec_sha256,
-        records: Some(recs),
+        records: keep_records.then_some(recs),
         case: None,
     })
 }

@@ -210,16 +210,18 @@ fn transfer(r: &Record) -> Result<Transfer, String> {
 /// The usbmon pcapng file of `records` (a trace's records, in order): see the module docs.
 /// A `transfer` record missing a field or holding one of the wrong type is an error naming its
 /// line, `seq` and field.
-pub fn pcapng(records: &[Record]) -> Result<Vec<u8>, String> {
-    // The packets to write after each record: (time, packet bytes).
-    let mut after: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(); records.len()];
+pub fn pcapng(src: &(impl super::Source + ?Sized)) -> Result<Vec<u8>, String> {
+    // The packets to write after each record that has any: (time, packet bytes). Records are
+    // read one at a time; only packets are kept (a payload's head, so less than the trace).
+    let mut after: BTreeMap<usize, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
     // Each task's last poll: the index of its `task` record and its time.
-    let mut poll: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
+    let mut poll: BTreeMap<String, (usize, u64)> = BTreeMap::new();
     let mut id = 0u64;
-    for (i, r) in records.iter().enumerate() {
+    let mut i = 0usize;
+    src.each(&mut |r| {
         match r.kind.as_str() {
             "task" if r.data.get("done").is_none() => {
-                poll.insert(&r.actor, (i, r.t_ns));
+                poll.insert(r.actor.clone(), (i, r.t_ns));
             }
             "transfer" => {
                 let t = transfer(r)?;
@@ -252,7 +254,7 @@ pub fn pcapng(records: &[Record]) -> Result<Vec<u8>, String> {
                     t.setup,
                     out,
                 );
-                after[at].push(s);
+                after.entry(at).or_default().push(s);
                 let inp = match (&t.result, &t.inp) {
                     (Ok(()), Some(p)) => &p.bytes[..],
                     _ => &[][..],
@@ -265,16 +267,18 @@ pub fn pcapng(records: &[Record]) -> Result<Vec<u8>, String> {
                     None,
                     inp,
                 );
-                after[i].push(c);
+                after.entry(i).or_default().push(c);
             }
             _ => {}
         }
-    }
+        i += 1;
+        Ok(())
+    })?;
     let mut file = calametra_usb::pcapng::header(
         concat!("calametra ", env!("CARGO_PKG_VERSION"), " export --pcapng"),
         "calametra",
     );
-    for (time, p) in after.into_iter().flatten() {
+    for (time, p) in after.into_values().flatten() {
         calametra_usb::pcapng::packet(&mut file, Duration::from_nanos(time), &p);
     }
     Ok(file)

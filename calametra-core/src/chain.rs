@@ -167,7 +167,7 @@ pub fn handle(
     } else {
         Shrunk {
             events: r.events.clone(),
-            chain: vec![r.events.len()],
+            chain: vec![crate::choices::count_events(&r.events)],
             attempts: 0,
         }
     };
@@ -178,7 +178,7 @@ pub fn handle(
         Err(_) => (
             Shrunk {
                 events: r.events.clone(),
-                chain: vec![r.events.len()],
+                chain: vec![crate::choices::count_events(&r.events)],
                 attempts: shrunk.attempts,
             },
             r.clone(),

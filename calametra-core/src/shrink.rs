@@ -32,6 +32,19 @@ impl Shrunk {
     }
 }
 
+/// How many events `cur` holds as [`crate::choices::count_events`] counts them: a unit of
+/// anchors alone (anchors recorded after the last event) is not an event.
+fn counted(base: &[Event], cur: &[Range<usize>]) -> usize {
+    cur.iter()
+        .filter(|u| {
+            u.end
+                .checked_sub(1)
+                .and_then(|i| base.get(i))
+                .is_some_and(|e| !matches!(e, Event::Anchor { .. }))
+        })
+        .count()
+}
+
 /// The units minimization removes: each event with the [`Event::Anchor`] recorded before it
 /// (an anchor goes with its event; alone it is never removed, nor counted), as ranges of
 /// `events` (no copy of an event).
@@ -144,7 +157,7 @@ pub fn minimize_owned(
 ) -> Shrunk {
     let mut cur = units(&events);
     let mut base = Rc::new(events);
-    let mut chain = vec![cur.len()];
+    let mut chain = vec![counted(&base, &cur)];
     let mut attempts = 0u64;
     // Candidates replayed without the failure.
     let mut passed: Vec<Passed> = Vec::new();
@@ -176,8 +189,9 @@ pub fn minimize_owned(
         } else {
             *cur = cand;
         }
-        if chain.last() != Some(&cur.len()) {
-            chain.push(cur.len());
+        let n = counted(base, cur);
+        if chain.last() != Some(&n) {
+            chain.push(n);
         }
     };
     // ddmin: remove chunks at growing granularity. When it ends on a pass that removed single

@@ -63,8 +63,15 @@ impl Screen<'_> {
         s.push_str(&format!("delta {} {noun}\n", self.chain));
         s.push_str(&format!("minimal events: {}\n", story(self.events)));
         let records = parse_kept(self.lines);
-        for (i, e) in self.events.iter().enumerate() {
-            s.push_str(&format!("  {:>2}. {e}{}\n", i + 1, context(e, &records)));
+        // Numbered as counted: an anchor (where the next event is placed) goes unnumbered.
+        let mut i = 0;
+        for e in self.events {
+            if matches!(e, calametra_core::choices::Event::Anchor { .. }) {
+                s.push_str(&format!("      {e}{}\n", context(e, &records)));
+            } else {
+                i += 1;
+                s.push_str(&format!("  {i:>2}. {e}{}\n", context(e, &records)));
+            }
         }
         let told = read_aloud(&records, 14);
         if !told.is_empty() {
@@ -229,8 +236,10 @@ pub fn note_failure(
             model_gap,
             trials: Vec::new(),
         });
-    if events.len() < e.shortest {
-        e.shortest = events.len();
+    // Counted as everywhere else on the screen: anchors are where an event goes, not events.
+    let n = count_events(events);
+    if n < e.shortest {
+        e.shortest = n;
         e.story = story(events);
     }
     e.trials.push(trial.to_string());
@@ -259,4 +268,52 @@ pub fn summary() -> Option<String> {
         ));
     }
     Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An anchor is where an event goes, not an event: the screen's delta, its numbered list
+    /// and the closing summary's "shortest run" all count one event here.
+    #[test]
+    fn an_anchored_fault_counts_as_one_event_everywhere_on_the_screen() {
+        let events: Vec<Event> = serde_json::from_str(
+            r#"[{"event":"anchor","after":"start","nth":1,"offset":66},
+                {"event":"fault","site":"ctrl.getstatus#66","fault":"stall"}]"#,
+        )
+        .unwrap();
+        let screen = Screen {
+            failure: "invariant broke",
+            signature: "invariant broke",
+            model_gap: false,
+            trial: "s::seed::0x1",
+            seed_line: None,
+            chain: "2 -> 1",
+            events: &events,
+            lines: &[],
+            hash: "sha256:0",
+            regression: Ok("r.json".into()),
+            trace: Err("none".into()),
+            replay: "cargo test".into(),
+            regression_json: None,
+            scanout: None,
+        };
+        let text = screen.render();
+        assert!(text.contains("delta 2 -> 1 event\n"), "{text}");
+        assert!(text.contains("   1. stall at ctrl.getstatus#66"), "{text}");
+        assert!(!text.contains(" 2. "), "{text}");
+        note_failure(
+            "anchored::s",
+            "invariant broke",
+            "s::seed::0x1",
+            &events,
+            false,
+        );
+        let summary = summary().unwrap();
+        assert!(
+            summary.contains("shortest run: 1 event: stall at ctrl.getstatus#66"),
+            "{summary}"
+        );
+    }
 }

@@ -13,6 +13,8 @@ mod learn;
 mod models;
 mod pictures;
 mod review;
+mod sweep;
+mod trial;
 
 use calametra_core::choices::story;
 use calametra_core::regress::Regression;
@@ -71,7 +73,16 @@ enum Command {
     /// States: fails, fails-differently, fixed, stale, foreign, other-build, unreferenced,
     /// unreadable, not-run. --prune fixed,stale deletes the files in those states.
     Review(ReviewArgs),
+    /// Sweep the workspace's scenario binaries for a budget, then print one report
+    ///
+    /// `calametra sweep 10m` builds every test target, keeps those with scenarios and sweeps
+    /// each in turn (`CALAMETRA_SWEEP` and friends set for it), sharing a time budget between
+    /// them; -p and --test choose, --partition k/n takes this machine's share, --out keeps
+    /// the summaries for `sweep-report`. Exit 0 nothing unexpected, 1 a failure found.
+    Sweep(sweep::SweepArgs),
     /// Merge sweep partitions' summaries into one report
+    ///
+    /// Summaries of several test targets are merged target by target.
     SweepReport(SweepReportArgs),
     /// A Perfetto/Chrome trace, a self-contained HTML timeline or a usbmon pcapng of a trace
     ///
@@ -115,8 +126,12 @@ fn cargo_or_default(cargo: &Option<String>) -> String {
 
 #[derive(Args, Debug)]
 struct ReplayArgs {
-    /// A regression file (`calametra-regressions/...json`) or a trace (`.jsonl`).
+    /// A regression file (`calametra-regressions/...json`), a trace (`.jsonl`), or a trial's
+    /// name (`path::scenario::seed::0x2a`: the trial is run once for its trace).
     file: PathBuf,
+    /// With a trial's name: the package whose test binaries list it.
+    #[arg(short = 'p', long = "package", value_name = "PKG")]
+    package: Option<String>,
     /// Stop at this step (a scheduling point) and print the world there.
     #[arg(long, value_name = "STEP")]
     at: Option<String>,
@@ -205,8 +220,12 @@ fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
 
 #[derive(Args, Debug)]
 struct ShowArgs {
-    /// A regression file or a trace.
+    /// A regression file, a trace, or a trial's name (`path::scenario::seed::0x2a`: the
+    /// trial is run once for its trace).
     file: PathBuf,
+    /// With a trial's name: the package whose test binaries list it.
+    #[arg(short = 'p', long = "package", value_name = "PKG")]
+    package: Option<String>,
     /// Replay up to this step and print the world there (as `replay --at`).
     #[arg(long, value_name = "STEP")]
     at: Option<String>,
@@ -349,6 +368,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Determinism(a) => determinism::determinism(&a),
         Command::Show(a) => show(&a),
         Command::Review(a) => review::review(&a),
+        Command::Sweep(a) => sweep::sweep(&a),
         Command::SweepReport(a) => sweep_report(&a),
         Command::Export(a) => export_cmd(&a),
         Command::Compare(a) => models::compare(&a),
@@ -601,7 +621,8 @@ fn run_replay_trial(
 fn replay(a: &ReplayArgs) -> Result<(), CliError> {
     use calametra_core::divergence::{analyse, from_records, read, Options};
     use calametra_core::trace::hash_records;
-    let file = a.file.clone();
+    let tmp_trial = tempfile::tempdir().map_err(|e| fail(format!("a temporary directory: {e}")))?;
+    let file = file_or_trial(&a.file, &a.cargo, a.package.as_deref(), tmp_trial.path())?;
     let loaded = calametra_core::tracefile::load_replay_file(&file).map_err(fail)?;
     let hash_version = loaded.hash_version;
     let (events, hash, recorded) = (loaded.events, loaded.hash, loaded.records);
@@ -801,8 +822,9 @@ fn sweep_report(a: &SweepReportArgs) -> Result<(), CliError> {
     if a.summaries.is_empty() {
         return Err(usage("sweep-report needs one or more SUMMARY.json files"));
     }
-    let mut parts = Vec::new();
-    let mut n = None;
+    // Summaries by test target: partitions of one target merge; targets are reported side by
+    // side (what `calametra sweep --out DIR` leaves, one file per target).
+    let mut groups: BTreeMap<(String, String), (Vec<Summary>, Option<u64>)> = BTreeMap::new();
     for p in &a.summaries {
         // A regular file within the document limit: a FIFO or /dev/zero is refused, not read.
         let text = calametra_core::input::read_regular(
@@ -812,21 +834,36 @@ fn sweep_report(a: &SweepReportArgs) -> Result<(), CliError> {
         )
         .map_err(|e| fail(format!("{}: {e}", p.display())))?;
         let s = Summary::parse(p, &text).map_err(|e| fail(e.to_string()))?;
-        calametra_core::sweep::check_mergeable(&s, &mut n)
+        let g = groups
+            .entry((s.package.clone(), s.target.clone()))
+            .or_default();
+        calametra_core::sweep::check_mergeable(&s, &mut g.1)
             .map_err(|e| fail(format!("{}: {e}", p.display())))?;
-        parts.push(s);
+        g.0.push(s);
     }
-    let merged = merge(parts).map_err(fail)?;
-    let report = clean(&merged.report());
+    let mut merged = Vec::new();
+    for (_, (parts, _)) in groups {
+        merged.push(merge(parts).map_err(fail)?);
+    }
+    let report = match merged.as_slice() {
+        [one] => clean(&one.report()),
+        many => clean(&sweep::report(many, &[])),
+    };
     if a.out.as_deref().is_some_and(is_stream) {
         eprint!("{report}");
     } else {
         print!("{report}");
     }
     if let Some(out) = &a.out {
+        let [one] = merged.as_slice() else {
+            return Err(usage(&format!(
+                "--out: the summaries are of {} test targets; a merged summary is of one (merge each target's apart)",
+                merged.len()
+            )));
+        };
         let inputs: Vec<&Path> = a.summaries.iter().map(|p| p.as_path()).collect();
         not_an_input(out, &inputs)?;
-        write_output(out, merged.to_json().as_bytes())?;
+        write_output(out, one.to_json().as_bytes())?;
         note_written(out, " (the merged summary)");
     }
     Ok(())
@@ -870,9 +907,27 @@ fn diff(args: &DiffArgs) -> Result<(), CliError> {
     }
 }
 
+/// A command's FILE: the file, or for a trial's name the trace of that trial's run (in `dir`).
+fn file_or_trial(
+    arg: &Path,
+    cargo: &Option<String>,
+    package: Option<&str>,
+    dir: &Path,
+) -> Result<PathBuf, CliError> {
+    if !trial::is_trial_name(arg) {
+        if package.is_some() {
+            return Err(usage("-p: only with a trial's name, not a file"));
+        }
+        return Ok(arg.to_path_buf());
+    }
+    let name = arg.to_string_lossy();
+    trial::trace_of(&name, &cargo_or_default(cargo), package, dir)
+}
+
 fn show(a: &ShowArgs) -> Result<(), CliError> {
     use std::fmt::Write;
-    let file = a.file.clone();
+    let tmp_trial = tempfile::tempdir().map_err(|e| fail(format!("a temporary directory: {e}")))?;
+    let file = file_or_trial(&a.file, &a.cargo, a.package.as_deref(), tmp_trial.path())?;
     if let Some(at) = &a.at {
         let cargo = cargo_or_default(&a.cargo);
         load_replayable(&file).map_err(fail)?;

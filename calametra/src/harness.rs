@@ -629,6 +629,17 @@ impl Scenario {
         let Body::Sim(func) = &self.def.func else {
             return Err("guest scenarios are not swept (a guest run takes seconds)".into());
         };
+        // Seeds run as their `seed::` trials run them (the baseline's horizon and task choices),
+        // so a sweep's find named `seed::0x..` reproduces with `--exact` and replays as one.
+        self.seeded(func).sweep_seeded(sweep, stop, func)
+    }
+
+    fn sweep_seeded(
+        &self,
+        sweep: &SweepEnv,
+        stop: sweep::Stop,
+        func: &fn(&mut crate::Sim),
+    ) -> Result<(), Failed> {
         let job = sweep::Job {
             path: &self.path,
             func: *func,
@@ -1605,11 +1616,8 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
     trials.push(test_trial(s.trial("baseline"), move || s2.baseline()));
     let (sites, s) = match &s.def.func {
         Body::Sim(func) => {
-            let disc = explore::discover(&s.base, func);
+            let (disc, s_h) = s.discovered(func);
             let sites = explore::site_probes(&disc.sites, &s.base.fault_set);
-            let mut s_h = (*s).clone_shallow();
-            s_h.base.horizon = disc.steps.max(1);
-            s_h.base.choices = explore::change_point_horizon(&s.base, &disc, func);
             (sites, Arc::new(s_h))
         }
         // Listing does not boot a guest to find sites; a site trial asked for by its name
@@ -1662,6 +1670,22 @@ fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
 }
 
 impl Scenario {
+    /// The baseline run with site discovery, and the scenario as its seeded trials run it:
+    /// the horizon is the baseline's steps and the task choices a seeded run draws its change
+    /// points over come from it ([`explore::change_point_horizon`]).
+    fn discovered(&self, func: &fn(&mut crate::Sim)) -> (RunResult, Scenario) {
+        let disc = explore::discover(&self.base, func);
+        let mut s = self.clone_shallow();
+        s.base.horizon = disc.steps.max(1);
+        s.base.choices = explore::change_point_horizon(&self.base, &disc, func);
+        (disc, s)
+    }
+
+    /// [`Scenario::discovered`]'s scenario alone.
+    fn seeded(&self, func: &fn(&mut crate::Sim)) -> Scenario {
+        self.discovered(func).1
+    }
+
     fn clone_shallow(&self) -> Scenario {
         Scenario {
             def: self.def,

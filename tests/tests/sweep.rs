@@ -83,6 +83,18 @@ fn a_sweep_finds_the_planted_bug_reports_it_and_saves_the_shortest_case() {
         text.contains(&format!("found by:  status_long::seed::{}", sig[0].2)),
         "{text}"
     );
+    // The find's name is a trial that reproduces it: the sweep runs a seed as its `seed::`
+    // trial does (the baseline's horizon and task choices), not a run of its own.
+    let trial = format!("status_long::seed::{}", sig[0].2);
+    let (ok, again) = run(planted(tmp.path())
+        .env("CALAMETRA_REGRESSIONS", "off")
+        .args(["--exact", &trial]));
+    assert!(!ok, "`--exact {trial}` passes:\n{again}");
+    assert!(
+        again.contains(&format!("test {trial} ... FAILED"))
+            && again.contains("invariant `belief_matches_connection` broke"),
+        "{again}"
+    );
 }
 
 #[test]

@@ -31,7 +31,7 @@
 //! | `CALAMETRA_CASE_STATES` | the states of the saved cases replayed (`calametra review`) | a path |
 //! | `CALAMETRA_VERBOSE` | prints the screen of a failure an `expect` scenario found | set or not |
 //! | `CALAMETRA_SWEEP`, `CALAMETRA_SWEEP_PARTITION`, `CALAMETRA_SWEEP_THREADS`, `CALAMETRA_SWEEP_SUMMARY` | a sweep instead of the trials | a duration or runs; `k/n`; 1 to 1024; a path |
-//! | `CALAMETRA_SWEEP_GUIDE`, `CALAMETRA_SWEEP_CORPUS` | a guided sweep, its corpus kept in the directory | `1` or `0`; a path |
+//! | `CALAMETRA_SWEEP_GUIDE`, `CALAMETRA_SWEEP_CORPUS` | sweeps are guided by default; `0` sweeps seeds alone (uniform, `--no-guide`); the corpus kept in the directory | `1` or `0`; a path |
 //! | `CALAMETRA_COMPARE_OUT` and its companions | a comparison of a capture with a model registered in this binary instead of the trials ([`crate::tool`]) | paths |
 //!
 //! Traces go under `calametra/traces/` of the target directory the binary was built in: an
@@ -100,9 +100,10 @@ struct SweepEnv {
     partition: Partition,
     threads: usize,
     summary: Option<PathBuf>,
-    /// `CALAMETRA_SWEEP_GUIDE=1` or `CALAMETRA_SWEEP_CORPUS=<dir>`: a guided sweep (a corpus
-    /// of runs that reached something new, mutated alongside fresh seeds), its corpus kept in
-    /// the directory when one is given.
+    /// A guided sweep (a corpus of runs that reached something new, mutated alongside fresh
+    /// seeds), the default: `Some(None)`, or `Some(Some(dir))` with `CALAMETRA_SWEEP_CORPUS`
+    /// (its corpus kept in the directory); `None` with `CALAMETRA_SWEEP_GUIDE=0` (a uniform
+    /// sweep of seeds alone, as before guidance was the default).
     guide: Option<Option<PathBuf>>,
 }
 
@@ -269,11 +270,13 @@ impl Env {
                         env_path("CALAMETRA_SWEEP_CORPUS"),
                         var("CALAMETRA_SWEEP_GUIDE")?.as_deref(),
                     ) {
-                        (Some(dir), _) => Some(Some(absolute(&dir))),
-                        (None, None | Some("0")) => None,
-                        (None, Some("1")) => Some(None),
-                        (None, Some(v)) => {
-                            return Err(format!("CALAMETRA_SWEEP_GUIDE=`{v}`: expected 1 or 0"))
+                        (_, Some("0")) => None,
+                        (Some(dir), None | Some("1")) => Some(Some(absolute(&dir))),
+                        (None, None | Some("1")) => Some(None),
+                        (_, Some(v)) => {
+                            return Err(format!(
+                                "CALAMETRA_SWEEP_GUIDE=`{v}`: expected 1 (guided, the default) or 0 (seeds alone)"
+                            ))
                         }
                     },
                 }),

@@ -10,8 +10,9 @@
 //! outside any simulated run. The pure parts (partitions, tallies, summaries, merging, the
 //! guided corpus and its mutations) are [`calametra_core::sweep`]'s, re-exported here.
 //!
-//! A *guided* sweep ([`run_guided`]; `CALAMETRA_SWEEP_GUIDE=1`, or `CALAMETRA_SWEEP_CORPUS=<dir>`
-//! to keep its corpus between sweeps) spends every other run, once its corpus holds
+//! A *guided* sweep ([`run_guided`]; the harness's default, `CALAMETRA_SWEEP_GUIDE=0` sweeps
+//! seeds alone with [`run`]; `CALAMETRA_SWEEP_CORPUS=<dir>` keeps its corpus between sweeps)
+//! spends every other run, once its corpus holds
 //! something, on a mutant of a corpus entry (a replay of mutated events) instead of a fresh
 //! seed, and keeps in its corpus every run that reached something no run had (see
 //! [`Corpus`]). It proceeds in rounds of [`ROUND`] runs: a round's runs are fixed by the
@@ -21,9 +22,11 @@
 //! same corpus and the same report on every machine and thread count. Under a time budget
 //! each run is as reproducible (a seed, or events that are saved with its case), and the runs
 //! made are the sequence's first ones, but how far into the sequence the sweep gets, and so
-//! the corpus it ends with, depends on the machine. Partitions keep disjoint fresh seeds;
-//! their mutants come from each partition's own corpus, so a guided sweep's partitions do not
-//! merge into the signatures of one unpartitioned guided sweep.
+//! the corpus it ends with, depends on the machine. Partitions keep disjoint fresh seeds and
+//! disjoint mutant indexes (shares of one sequence), and their summaries merge into one
+//! report (`calametra sweep-report`); their mutants come from each partition's own corpus, so
+//! the merged counts of a signature's runs may differ from one unpartitioned guided sweep's
+//! (a uniform sweep's partitions merge into it run for run).
 
 pub use calametra_core::sweep::*;
 

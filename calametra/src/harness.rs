@@ -595,15 +595,16 @@ impl Scenario {
         .into())
     }
 
-    /// A guided sweep's tally and wall time; its corpus read from and written back to
-    /// `<dir>/<scenario path>.json` when a directory is given.
+    /// A guided sweep's tally, wall time and whether it started from an empty corpus (then
+    /// its finds are named `guided::..` and remade by that name); its corpus read from and
+    /// written back to `<dir>/<scenario path>.json` when a directory is given.
     fn guided_sweep(
         &self,
         job: &sweep::Job<'_>,
         stop: sweep::Stop,
         sw: &SweepEnv,
         dir: Option<&Path>,
-    ) -> Result<(sweep::Tally, std::time::Duration), Failed> {
+    ) -> Result<(sweep::Tally, std::time::Duration, bool), Failed> {
         let file = dir.map(|d| d.join(format!("{}.json", self.path.replace("::", "."))));
         let corpus = match &file {
             Some(f) if f.exists() => {
@@ -618,11 +619,56 @@ impl Scenario {
             }
             _ => sweep::Corpus::new(&self.path),
         };
+        let from_empty = corpus.entries.is_empty();
         let (tally, wall, corpus) = sweep::run_guided(job, stop, sw.partition, sw.threads, corpus);
         if let Some(f) = &file {
             regress::write_atomic(f, corpus.to_json().as_bytes()).map_err(|e| e.to_string())?;
         }
-        Ok((tally, wall))
+        Ok((tally, wall, from_empty))
+    }
+
+    /// `guided::<j>` (`guided::<k>of<n>::<j>`): run `j` of the guided sweep of this scenario
+    /// from the base seed (partition `k/n`), made again ([`sweep::guided_input`]: the rounds
+    /// before it are run again, from an empty corpus) and run as a seed trial is: a failure
+    /// is minimized, saved and reported under this name. `self` is the scenario as a sweep
+    /// sees it (its configuration without the listing's horizon).
+    fn guided(&self, partition: Partition, j: u64) -> Result<(), Failed> {
+        let Body::Sim(func) = &self.def.func else {
+            return Err("guest scenarios are not swept (a guest run takes seconds)".into());
+        };
+        let job = sweep::Job {
+            path: &self.path,
+            func: *func,
+            base: &self.base,
+            base_seed: self.env.base_seed,
+        };
+        let input = sweep::guided_input(
+            &job,
+            partition,
+            sweep::default_threads(),
+            sweep::Corpus::new(&self.path),
+            j,
+        );
+        let (config, probe) = match input {
+            sweep::Input::Fresh(seed) => (
+                Probe::Seed(seed).config(&self.base),
+                Some(Probe::Seed(seed)),
+            ),
+            sweep::Input::Mutant { events, .. } => {
+                (explore::replay_config(&self.base, events), None)
+            }
+        };
+        let trial = self.trial(&sweep::guided_suffix(partition, j));
+        self.with_runner(|runner| {
+            let r = runner.run(config).map_err(no_verdict)?;
+            self.write_trace_out(&r)?;
+            match &r.failure {
+                None => Ok(()),
+                Some(f) if self.def.expect.is_some_and(|e| f.invariant() == Some(e)) => Ok(()),
+                Some(f) => Err(self.report(runner, &trial, probe.as_ref(), &r, f)),
+            }
+        })
+        .map_err(Failed::from)
     }
 
     /// `path::sweep`: seeded runs for the budget on every core; each signature's kept run (the
@@ -638,8 +684,11 @@ impl Scenario {
             base: &self.base,
             base_seed: self.env.base_seed,
         };
-        let (mut tally, wall) = match &sweep.guide {
-            None => sweep::run(&job, stop, sweep.partition, sweep.threads),
+        let (mut tally, wall, named) = match &sweep.guide {
+            None => {
+                let (t, w) = sweep::run(&job, stop, sweep.partition, sweep.threads);
+                (t, w, false)
+            }
             Some(dir) => self.guided_sweep(&job, stop, sweep, dir.as_deref())?,
         };
         tally.declared_marks = (self.def.marks)();
@@ -659,7 +708,13 @@ impl Scenario {
                 let Some(f) = &r.failure else { continue };
                 let expected = self.def.expect.is_some_and(|e| f.invariant() == Some(e));
                 unexpected += usize::from(!expected);
-                let trial = self.trial("sweep");
+                // Named by its place in the guided sequence when the sweep started from an
+                // empty corpus (`--exact` remakes it); a corpus loaded from a directory is not
+                // in the name, so that find is the sweep's, reproduced by its saved case.
+                let trial = match sweep::guided_run_of(&g.seed, sweep.partition) {
+                    Some(j) if named => self.trial(&sweep::guided_suffix(sweep.partition, j)),
+                    _ => self.trial("sweep"),
+                };
                 let (text, h) = self.report_as(&runner, &trial, None, &r, f, !expected);
                 if let Err(e) = &h.saved {
                     unsaved.push(format!("{}: {e}", h.case.failure));
@@ -1535,9 +1590,15 @@ fn no_verdict(reason: String) -> String {
 /// Why a guest scenario's trials are ignored by default, and how to run them.
 pub const GUEST_IGNORED: &str = "guest scenarios run a Linux guest under the lockstep QEMU (a few seconds a run from its snapshot, which the first run makes in about 15 s): their trials are ignored unless asked for with --ignored or --include-ignored (cargo nextest run --run-ignored all), after scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh";
 
-fn trials_for(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
+/// `guided`: a guided sweep's find asked for by its exact name (`path::guided::..`): the
+/// partition and the run.
+fn trials_for(
+    s: Arc<Scenario>,
+    requested: &[Probe],
+    guided: Option<(Partition, u64)>,
+) -> Vec<Trial> {
     let guest = s.is_guest();
-    let mut trials = trials_unmarked(s, requested);
+    let mut trials = trials_unmarked(s, requested, guided);
     if guest {
         trials = trials
             .into_iter()
@@ -1547,8 +1608,23 @@ fn trials_for(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
     trials
 }
 
-fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
+fn trials_unmarked(
+    s: Arc<Scenario>,
+    requested: &[Probe],
+    guided: Option<(Partition, u64)>,
+) -> Vec<Trial> {
     let mut trials = Vec::new();
+    // A guided sweep's find asked for by its exact name, made for it on the configuration a
+    // sweep uses (before the listing's discovery below).
+    if let Some((partition, j)) = guided {
+        if !s.is_guest() {
+            let s2 = (*s).clone_shallow();
+            trials.push(test_trial(
+                s.trial(&sweep::guided_suffix(partition, j)),
+                move || s2.guided(partition, j),
+            ));
+        }
+    }
     // Saved cases in the layout of an earlier version are not silently ignored.
     if let (Some(old), Some(new)) = (&s.legacy_dir, &s.regress_dir) {
         let cases = regress::list(old).map(|l| l.cases).unwrap_or_default();
@@ -1872,6 +1948,12 @@ pub fn main() {
         }
         defined.push(def.path());
         // A trial asked for by its exact name, which listing may not make by itself.
+        let guided = match (&args.filter, args.exact) {
+            (Some(f), true) => f
+                .strip_prefix(&format!("{}::", def.path()))
+                .and_then(sweep::parse_guided_suffix),
+            _ => None,
+        };
         let requested: Vec<Probe> = match (&args.filter, args.exact) {
             (Some(f), true) => f
                 .strip_prefix(&format!("{}::", def.path()))
@@ -1890,7 +1972,7 @@ pub fn main() {
                         missing = Some(missing_case(&s, f, id));
                     }
                 }
-                trials.extend(trials_for(Arc::new(s), &requested));
+                trials.extend(trials_for(Arc::new(s), &requested, guided));
             }
             Err(e) => {
                 let path = def.path();

@@ -38,7 +38,7 @@ if [ -f examples/dfu-updater/tests/scenarios.rs ]; then
   CALAMETRA_VERBOSE=1 cargo test -q -p calametra-example-dfu-updater --test scenarios
 fi
 
-step "a sweep of the Trigger 6 examples: ${CALAMETRA_SWEEP_RUNS:-300} seeded runs of each scenario on every core (saved cases to a scratch directory)"
+step "a sweep of the Trigger 6 examples: ${CALAMETRA_SWEEP_RUNS:-300} runs of each scenario on every core, guided (seeds and mutants of runs that reached something new; saved cases to a scratch directory)"
 sweep_dir="$(mktemp -d)"
 CALAMETRA_SWEEP="${CALAMETRA_SWEEP_RUNS:-300}" CALAMETRA_REGRESSIONS="$sweep_dir" \
   cargo test -q -p calametra-example-trigger6 --test scenarios

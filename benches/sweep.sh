@@ -5,7 +5,9 @@
 #   benches/sweep.sh [RUNS] [ROUNDS]     (defaults: 3000 runs of fixed_driver, 3 rounds)
 #
 # Prints each round's runs/s and the median ratio. The scenario is the Trigger 6 example's
-# fixed_driver (every transport fault drawn by seeded swarms); release build.
+# fixed_driver (every transport fault drawn by seeded swarms); release build; seeds alone
+# (CALAMETRA_SWEEP_GUIDE=0: the figures are of the uniform sweep, as before guidance became
+# the default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-3000}"
@@ -21,7 +23,7 @@ for l in sys.stdin:
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 rate() { # THREADS -> runs/s from the sweep's own summary (wall time of the sweep alone)
-  CALAMETRA_REGRESSIONS=off CALAMETRA_SWEEP="$runs" CALAMETRA_SWEEP_THREADS="$1" \
+  CALAMETRA_REGRESSIONS=off CALAMETRA_SWEEP_GUIDE=0 CALAMETRA_SWEEP="$runs" CALAMETRA_SWEEP_THREADS="$1" \
     CALAMETRA_SWEEP_SUMMARY="$tmp/s.json" "$bin" --exact fixed_driver::sweep >/dev/null 2>&1 || true
   python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("%.1f" % (sum(x["tally"]["runs"] for x in s["scenarios"]) / s["wall_s"]))' "$tmp/s.json"
 }

@@ -13,21 +13,32 @@ tool=target/debug/calametra
 step "Trigger 6: the fixed driver under every transport fault site and $CALAMETRA_SCHEDULES seeded schedules"
 cargo test -q -p calametra-example-trigger6 --test scenarios -- fixed_driver
 
-step "Trigger 6: exploration finds the planted race and minimizes it (the failure screen)"
-CALAMETRA_VERBOSE=1 cargo test -q -p calametra-example-trigger6 --test scenarios -- --exact stale_status_after_disconnect
-for reg in examples/trigger6/calametra-regressions/scenarios/stale_status_after_disconnect/*.json; do
+# The headline story, on a COPY of the Trigger 6 driver with a race planted in it
+# (examples/trigger6-planted; the shipped example driver is unchanged): after a status read
+# says the monitor is gone, the copy trusts it across the disconnect and, when the monitor is
+# back, uploads a fresh frame into the buffer the dock still shows. The finds:: trial walks
+# every transport fault site of the baseline, then the seeded schedules, until
+# `flip_state_matches_ram` breaks; then minimizes it and saves it.
+step "Trigger 6 (the planted copy): exploration finds the race, minimizes it and saves it (the failure screen)"
+CALAMETRA_VERBOSE=1 cargo test -q -p calametra-example-trigger6-planted --test scenarios -- \
+  --exact fresh_frame_into_the_shown_buffer::finds::flip_state_matches_ram
+for reg in examples/trigger6-planted/calametra-regressions/scenarios/fresh_frame_into_the_shown_buffer/*.json; do
   step "the saved case: $reg"
   "$tool" show "$reg"
   step "replayed byte-exactly"
   "$tool" replay "$reg"
 done
 
+step "Trigger 6 (the example driver, a race planted by feature): a stale status breaks status_matches_connection"
+CALAMETRA_VERBOSE=1 cargo test -q -p calametra-example-trigger6 --test scenarios -- \
+  --exact stale_status_after_disconnect::finds::status_matches_connection
+
 if [ -f examples/dfu-updater/tests/scenarios.rs ]; then
   step "DFU updater: every fault site of a 64 KiB download and $CALAMETRA_SCHEDULES seeds; the planted bug found"
   CALAMETRA_VERBOSE=1 cargo test -q -p calametra-example-dfu-updater --test scenarios
 fi
 
-step "a sweep of the Trigger 6 examples: ${CALAMETRA_SWEEP_RUNS:-300} seeded runs of each scenario on every core (saved cases to a scratch directory)"
+step "a sweep of the Trigger 6 examples: ${CALAMETRA_SWEEP_RUNS:-300} runs of each scenario on every core, guided (seeds and mutants of runs that reached something new; saved cases to a scratch directory)"
 sweep_dir="$(mktemp -d)"
 CALAMETRA_SWEEP="${CALAMETRA_SWEEP_RUNS:-300}" CALAMETRA_REGRESSIONS="$sweep_dir" \
   cargo test -q -p calametra-example-trigger6 --test scenarios

@@ -6,7 +6,9 @@
 # Debian's chromium (scripts/install-chromium.sh) and tshark (scripts/install-tshark.sh);
 # builds the Linux 6.1 guest with its trigger6 DRM module (guest/build.sh) and the lockstep
 # QEMU (calametra-qemu/qemu/build.sh), each cached under target/. Then: the determinism lints,
-# every workspace test under nextest, the doctests, the tests that need QEMU, chromium or
+# every workspace test under nextest, the doctests, a 30 s sweep of the examples
+# (scripts/sweep-examples.sh: fails on any signature but an `expect` scenario's known bug),
+# the tests that need QEMU, chromium or
 # tshark (--ignored), rust-analyzer's run button for a scenario
 # (scripts/ide-runnables.sh), the hardware builds of the example drivers, the packaging of every
 # published crate (cargo package: metadata, README, licences, nothing outside the package), the
@@ -42,6 +44,11 @@ cargo nextest run --workspace --no-fail-fast
 
 step "cargo test --workspace --doc"
 cargo test --workspace --doc
+
+# The everyday sim: seeded runs of the example drivers for 30 s on every core; any failure
+# signature but an `expect` scenario's known bug fails the test command.
+step "scripts/sweep-examples.sh (a ${CALAMETRA_SWEEP_BUDGET:-30s} sweep of the examples)"
+bash scripts/sweep-examples.sh
 
 if [ $system = 1 ]; then
   # One guest at a time: over usb-redir a guest run depends on host timing (DESIGN.md 9), and

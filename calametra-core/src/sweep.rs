@@ -618,10 +618,13 @@ impl Corpus {
         }
     }
 
-    /// Whether run `j` (this partition's) is a mutant: every other run, once the corpus
-    /// holds something.
+    /// Whether run `j` (this partition's) is a mutant: three runs in four, once the corpus
+    /// holds something (the fourth a fresh seed). Measured on the flash logger (a stalled
+    /// write, a failed CLEAR_HALT and a replug; `tests/tests/guided_default.rs`, base seeds
+    /// 1..=10 within 2,000 runs): every other run found it for 9 seeds (mean 748 runs to
+    /// find), three in four for 10 (mean 514, at most 1,024).
     pub fn mutates(&self, j: u64) -> bool {
-        !self.entries.is_empty() && j % 2 == 1
+        !self.entries.is_empty() && j % 4 != 0
     }
 
     /// The mutant of run `index` (its place in the sweep's whole sequence, so partitions
@@ -923,7 +926,7 @@ mod tests {
         assert_eq!(c.entries[1].new, vec!["mark m".to_string()]);
         assert_eq!(c.entries[0].outcomes, vec!["bulk.out stall".to_string()]);
         assert_eq!(c.externals, vec!["replug".to_string()]);
-        assert!(c.mutates(1) && !c.mutates(2));
+        assert!(c.mutates(1) && c.mutates(2) && c.mutates(3) && !c.mutates(4));
         let kinds = [FaultKind::Stall, FaultKind::Delay];
         let mut distinct = std::collections::BTreeSet::new();
         for i in 0..200 {

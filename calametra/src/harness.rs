@@ -31,7 +31,7 @@
 //! | `CALAMETRA_CASE_STATES` | the states of the saved cases replayed (`calametra review`) | a path |
 //! | `CALAMETRA_VERBOSE` | prints the screen of a failure an `expect` scenario found | set or not |
 //! | `CALAMETRA_SWEEP`, `CALAMETRA_SWEEP_PARTITION`, `CALAMETRA_SWEEP_THREADS`, `CALAMETRA_SWEEP_SUMMARY` | a sweep instead of the trials | a duration or runs; `k/n`; 1 to 1024; a path |
-//! | `CALAMETRA_SWEEP_GUIDE`, `CALAMETRA_SWEEP_CORPUS` | a guided sweep, its corpus kept in the directory | `1` or `0`; a path |
+//! | `CALAMETRA_SWEEP_GUIDE`, `CALAMETRA_SWEEP_CORPUS` | sweeps are guided by default; `0` sweeps seeds alone (uniform, `--no-guide`); the corpus kept in the directory | `1` or `0`; a path |
 //! | `CALAMETRA_COMPARE_OUT` and its companions | a comparison of a capture with a model registered in this binary instead of the trials ([`crate::tool`]) | paths |
 //!
 //! Traces go under `calametra/traces/` of the target directory the binary was built in: an
@@ -100,9 +100,10 @@ struct SweepEnv {
     partition: Partition,
     threads: usize,
     summary: Option<PathBuf>,
-    /// `CALAMETRA_SWEEP_GUIDE=1` or `CALAMETRA_SWEEP_CORPUS=<dir>`: a guided sweep (a corpus
-    /// of runs that reached something new, mutated alongside fresh seeds), its corpus kept in
-    /// the directory when one is given.
+    /// A guided sweep (a corpus of runs that reached something new, mutated alongside fresh
+    /// seeds), the default: `Some(None)`, or `Some(Some(dir))` with `CALAMETRA_SWEEP_CORPUS`
+    /// (its corpus kept in the directory); `None` with `CALAMETRA_SWEEP_GUIDE=0` (a uniform
+    /// sweep of seeds alone, as before guidance was the default).
     guide: Option<Option<PathBuf>>,
 }
 
@@ -269,11 +270,13 @@ impl Env {
                         env_path("CALAMETRA_SWEEP_CORPUS"),
                         var("CALAMETRA_SWEEP_GUIDE")?.as_deref(),
                     ) {
-                        (Some(dir), _) => Some(Some(absolute(&dir))),
-                        (None, None | Some("0")) => None,
-                        (None, Some("1")) => Some(None),
-                        (None, Some(v)) => {
-                            return Err(format!("CALAMETRA_SWEEP_GUIDE=`{v}`: expected 1 or 0"))
+                        (_, Some("0")) => None,
+                        (Some(dir), None | Some("1")) => Some(Some(absolute(&dir))),
+                        (None, None | Some("1")) => Some(None),
+                        (_, Some(v)) => {
+                            return Err(format!(
+                                "CALAMETRA_SWEEP_GUIDE=`{v}`: expected 1 (guided, the default) or 0 (seeds alone)"
+                            ))
                         }
                     },
                 }),
@@ -592,15 +595,16 @@ impl Scenario {
         .into())
     }
 
-    /// A guided sweep's tally and wall time; its corpus read from and written back to
-    /// `<dir>/<scenario path>.json` when a directory is given.
+    /// A guided sweep's tally, wall time and whether it started from an empty corpus (then
+    /// its finds are named `guided::..` and remade by that name); its corpus read from and
+    /// written back to `<dir>/<scenario path>.json` when a directory is given.
     fn guided_sweep(
         &self,
         job: &sweep::Job<'_>,
         stop: sweep::Stop,
         sw: &SweepEnv,
         dir: Option<&Path>,
-    ) -> Result<(sweep::Tally, std::time::Duration), Failed> {
+    ) -> Result<(sweep::Tally, std::time::Duration, bool), Failed> {
         let file = dir.map(|d| d.join(format!("{}.json", self.path.replace("::", "."))));
         let corpus = match &file {
             Some(f) if f.exists() => {
@@ -615,11 +619,56 @@ impl Scenario {
             }
             _ => sweep::Corpus::new(&self.path),
         };
+        let from_empty = corpus.entries.is_empty();
         let (tally, wall, corpus) = sweep::run_guided(job, stop, sw.partition, sw.threads, corpus);
         if let Some(f) = &file {
             regress::write_atomic(f, corpus.to_json().as_bytes()).map_err(|e| e.to_string())?;
         }
-        Ok((tally, wall))
+        Ok((tally, wall, from_empty))
+    }
+
+    /// `guided::<j>` (`guided::<k>of<n>::<j>`): run `j` of the guided sweep of this scenario
+    /// from the base seed (partition `k/n`), made again ([`sweep::guided_input`]: the rounds
+    /// before it are run again, from an empty corpus) and run as a seed trial is: a failure
+    /// is minimized, saved and reported under this name. `self` is the scenario as a sweep
+    /// sees it (its configuration without the listing's horizon).
+    fn guided(&self, partition: Partition, j: u64) -> Result<(), Failed> {
+        let Body::Sim(func) = &self.def.func else {
+            return Err("guest scenarios are not swept (a guest run takes seconds)".into());
+        };
+        let job = sweep::Job {
+            path: &self.path,
+            func: *func,
+            base: &self.base,
+            base_seed: self.env.base_seed,
+        };
+        let input = sweep::guided_input(
+            &job,
+            partition,
+            sweep::default_threads(),
+            sweep::Corpus::new(&self.path),
+            j,
+        );
+        let (config, probe) = match input {
+            sweep::Input::Fresh(seed) => (
+                Probe::Seed(seed).config(&self.base),
+                Some(Probe::Seed(seed)),
+            ),
+            sweep::Input::Mutant { events, .. } => {
+                (explore::replay_config(&self.base, events), None)
+            }
+        };
+        let trial = self.trial(&sweep::guided_suffix(partition, j));
+        self.with_runner(|runner| {
+            let r = runner.run(config).map_err(no_verdict)?;
+            self.write_trace_out(&r)?;
+            match &r.failure {
+                None => Ok(()),
+                Some(f) if self.def.expect.is_some_and(|e| f.invariant() == Some(e)) => Ok(()),
+                Some(f) => Err(self.report(runner, &trial, probe.as_ref(), &r, f)),
+            }
+        })
+        .map_err(Failed::from)
     }
 
     /// `path::sweep`: seeded runs for the budget on every core; each signature's kept run (the
@@ -646,8 +695,11 @@ impl Scenario {
             base: &self.base,
             base_seed: self.env.base_seed,
         };
-        let (mut tally, wall) = match &sweep.guide {
-            None => sweep::run(&job, stop, sweep.partition, sweep.threads),
+        let (mut tally, wall, named) = match &sweep.guide {
+            None => {
+                let (t, w) = sweep::run(&job, stop, sweep.partition, sweep.threads);
+                (t, w, false)
+            }
             Some(dir) => self.guided_sweep(&job, stop, sweep, dir.as_deref())?,
         };
         tally.declared_marks = (self.def.marks)();
@@ -667,7 +719,13 @@ impl Scenario {
                 let Some(f) = &r.failure else { continue };
                 let expected = self.def.expect.is_some_and(|e| f.invariant() == Some(e));
                 unexpected += usize::from(!expected);
-                let trial = self.trial("sweep");
+                // Named by its place in the guided sequence when the sweep started from an
+                // empty corpus (`--exact` remakes it); a corpus loaded from a directory is not
+                // in the name, so that find is the sweep's, reproduced by its saved case.
+                let trial = match sweep::guided_run_of(&g.seed, sweep.partition) {
+                    Some(j) if named => self.trial(&sweep::guided_suffix(sweep.partition, j)),
+                    _ => self.trial("sweep"),
+                };
                 let (text, h) = self.report_as(&runner, &trial, None, &r, f, !expected);
                 if let Err(e) = &h.saved {
                     unsaved.push(format!("{}: {e}", h.case.failure));
@@ -1543,9 +1601,15 @@ fn no_verdict(reason: String) -> String {
 /// Why a guest scenario's trials are ignored by default, and how to run them.
 pub const GUEST_IGNORED: &str = "guest scenarios run a Linux guest under the lockstep QEMU (a few seconds a run from its snapshot, which the first run makes in about 15 s): their trials are ignored unless asked for with --ignored or --include-ignored (cargo nextest run --run-ignored all), after scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh";
 
-fn trials_for(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
+/// `guided`: a guided sweep's find asked for by its exact name (`path::guided::..`): the
+/// partition and the run.
+fn trials_for(
+    s: Arc<Scenario>,
+    requested: &[Probe],
+    guided: Option<(Partition, u64)>,
+) -> Vec<Trial> {
     let guest = s.is_guest();
-    let mut trials = trials_unmarked(s, requested);
+    let mut trials = trials_unmarked(s, requested, guided);
     if guest {
         trials = trials
             .into_iter()
@@ -1555,8 +1619,23 @@ fn trials_for(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
     trials
 }
 
-fn trials_unmarked(s: Arc<Scenario>, requested: &[Probe]) -> Vec<Trial> {
+fn trials_unmarked(
+    s: Arc<Scenario>,
+    requested: &[Probe],
+    guided: Option<(Partition, u64)>,
+) -> Vec<Trial> {
     let mut trials = Vec::new();
+    // A guided sweep's find asked for by its exact name, made for it on the configuration a
+    // sweep uses (before the listing's discovery below).
+    if let Some((partition, j)) = guided {
+        if !s.is_guest() {
+            let s2 = (*s).clone_shallow();
+            trials.push(test_trial(
+                s.trial(&sweep::guided_suffix(partition, j)),
+                move || s2.guided(partition, j),
+            ));
+        }
+    }
     // Saved cases in the layout of an earlier version are not silently ignored.
     if let (Some(old), Some(new)) = (&s.legacy_dir, &s.regress_dir) {
         let cases = regress::list(old).map(|l| l.cases).unwrap_or_default();
@@ -1893,6 +1972,12 @@ pub fn main() {
         }
         defined.push(def.path());
         // A trial asked for by its exact name, which listing may not make by itself.
+        let guided = match (&args.filter, args.exact) {
+            (Some(f), true) => f
+                .strip_prefix(&format!("{}::", def.path()))
+                .and_then(sweep::parse_guided_suffix),
+            _ => None,
+        };
         let requested: Vec<Probe> = match (&args.filter, args.exact) {
             (Some(f), true) => f
                 .strip_prefix(&format!("{}::", def.path()))
@@ -1911,7 +1996,7 @@ pub fn main() {
                         missing = Some(missing_case(&s, f, id));
                     }
                 }
-                trials.extend(trials_for(Arc::new(s), &requested));
+                trials.extend(trials_for(Arc::new(s), &requested, guided));
             }
             Err(e) => {
                 let path = def.path();

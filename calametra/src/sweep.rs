@@ -10,8 +10,9 @@
 //! outside any simulated run. The pure parts (partitions, tallies, summaries, merging, the
 //! guided corpus and its mutations) are [`calametra_core::sweep`]'s, re-exported here.
 //!
-//! A *guided* sweep ([`run_guided`]; `CALAMETRA_SWEEP_GUIDE=1`, or `CALAMETRA_SWEEP_CORPUS=<dir>`
-//! to keep its corpus between sweeps) spends every other run, once its corpus holds
+//! A *guided* sweep ([`run_guided`]; the harness's default, `CALAMETRA_SWEEP_GUIDE=0` sweeps
+//! seeds alone with [`run`]; `CALAMETRA_SWEEP_CORPUS=<dir>` keeps its corpus between sweeps)
+//! spends every other run, once its corpus holds
 //! something, on a mutant of a corpus entry (a replay of mutated events) instead of a fresh
 //! seed, and keeps in its corpus every run that reached something no run had (see
 //! [`Corpus`]). It proceeds in rounds of [`ROUND`] runs: a round's runs are fixed by the
@@ -21,9 +22,11 @@
 //! same corpus and the same report on every machine and thread count. Under a time budget
 //! each run is as reproducible (a seed, or events that are saved with its case), and the runs
 //! made are the sequence's first ones, but how far into the sequence the sweep gets, and so
-//! the corpus it ends with, depends on the machine. Partitions keep disjoint fresh seeds;
-//! their mutants come from each partition's own corpus, so a guided sweep's partitions do not
-//! merge into the signatures of one unpartitioned guided sweep.
+//! the corpus it ends with, depends on the machine. Partitions keep disjoint fresh seeds and
+//! disjoint mutant indexes (shares of one sequence), and their summaries merge into one
+//! report (`calametra sweep-report`); their mutants come from each partition's own corpus, so
+//! the merged counts of a signature's runs may differ from one unpartitioned guided sweep's
+//! (a uniform sweep's partitions merge into it run for run).
 
 pub use calametra_core::sweep::*;
 
@@ -192,6 +195,142 @@ fn make(runner: &InProcess<'_>, base: &RunConfig, input: &Input) -> Made {
     }
 }
 
+/// The inputs of runs `js` (this partition's, one round) of a guided sweep whose corpus at the
+/// round's start is `corpus`; `fresh` counts the fresh seeds taken so far (moved on by this
+/// round's).
+fn round_inputs(
+    job: &Job<'_>,
+    partition: Partition,
+    corpus: &Corpus,
+    kinds: &[calametra_core::fault::FaultKind],
+    js: std::ops::Range<u64>,
+    fresh: &mut u64,
+) -> Vec<Input> {
+    js.map(|j| {
+        if corpus.mutates(j) {
+            corpus.mutant(job.base_seed, partition.index(j), kinds)
+        } else {
+            let s = seed_at(job.base_seed, job.path, partition.index(*fresh));
+            *fresh += 1;
+            Input::Fresh(s)
+        }
+    })
+    .collect()
+}
+
+/// What the corpus keeps of a finished run: its events, features, the first 512 distinct
+/// sites it crossed and its steps.
+fn finished_of(r: &RunResult, features: std::collections::BTreeSet<String>) -> Finished {
+    let mut sites: Vec<String> = Vec::new();
+    for site in &r.sites {
+        if sites.len() >= 512 {
+            break;
+        }
+        if !sites.contains(&site.name) {
+            sites.push(site.name.clone());
+        }
+    }
+    Finished {
+        events: r.events.clone(),
+        features,
+        sites,
+        steps: r.steps,
+    }
+}
+
+/// The name of run `j` of `partition`'s guided sequence, as a trial suffix: `guided::<j>`
+/// (an unpartitioned sweep) or `guided::<k>of<n>::<j>`. With the scenario path and the base
+/// seed (`CALAMETRA_SEED`, printed with every find) it names the run as a seed does: the
+/// harness remakes it for `--exact <path>::guided::..` ([`guided_input`]).
+pub fn guided_suffix(partition: Partition, j: u64) -> String {
+    if partition.n == 1 {
+        format!("guided::{j}")
+    } else {
+        format!("guided::{}of{}::{j}", partition.k, partition.n)
+    }
+}
+
+/// Reads [`guided_suffix`] back: the partition and the run.
+pub fn parse_guided_suffix(s: &str) -> Option<(Partition, u64)> {
+    let rest = s.strip_prefix("guided::")?;
+    let number = |t: &str| -> Option<u64> {
+        (!t.is_empty()
+            && t.bytes().all(|b| b.is_ascii_digit())
+            && (t == "0" || !t.starts_with('0')))
+        .then(|| t.parse().ok())
+        .flatten()
+    };
+    match rest.split_once("::") {
+        None => Some((Partition::default(), number(rest)?)),
+        Some((p, j)) => {
+            let (k, n) = p.split_once("of")?;
+            let p = Partition::parse(&format!("{k}/{n}")).ok()?;
+            (p.n > 1).then_some(())?;
+            Some((p, number(j)?))
+        }
+    }
+}
+
+/// The run `j` of `partition` of a guided sweep from base seed `job.base_seed` whose tally
+/// kept `seed` text `guided:<index>` (see [`Tally::add_mutant`]): `index` is the run's place
+/// in the whole sequence, `j` its place in the partition's.
+pub fn guided_run_of(seed: &str, partition: Partition) -> Option<u64> {
+    let index: u64 = seed.strip_prefix("guided:")?.parse().ok()?;
+    let k0 = partition.k - 1;
+    (index >= k0 && (index - k0).is_multiple_of(partition.n)).then(|| (index - k0) / partition.n)
+}
+
+/// What run `j` of `partition`'s guided sweep of `job` was, a fresh seed or a mutant's events:
+/// the rounds before `j`'s are made again from `corpus` (empty for a sweep that started
+/// without one) on `threads` workers, as [`run_guided`] made them, and `j`'s input is taken
+/// from its round. A run budget or a time budget alike (a round's input does not depend on
+/// how far the sweep got), at the cost of the runs before `j`'s round.
+#[allow(clippy::disallowed_methods)] // the driver's threads stay outside the runs
+pub fn guided_input(
+    job: &Job<'_>,
+    partition: Partition,
+    threads: usize,
+    corpus: Corpus,
+    j: u64,
+) -> Input {
+    let kinds = job.base.fault_set.kinds();
+    let mut corpus = corpus;
+    let (mut j0, mut fresh) = (0u64, 0u64);
+    loop {
+        let inputs = round_inputs(job, partition, &corpus, &kinds, j0..j0 + ROUND, &mut fresh);
+        if j < j0 + ROUND {
+            return inputs[(j - j0) as usize].clone();
+        }
+        let next = AtomicU64::new(0);
+        let slots: Vec<std::sync::Mutex<Option<Made>>> =
+            (0..ROUND).map(|_| std::sync::Mutex::new(None)).collect();
+        std::thread::scope(|sc| {
+            for _ in 0..threads.max(1) {
+                sc.spawn(|| {
+                    let runner = InProcess(&job.func);
+                    loop {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        if k >= ROUND {
+                            break;
+                        }
+                        let made = make(&runner, job.base, &inputs[k as usize]);
+                        if let Ok(mut s) = slots[k as usize].lock() {
+                            *s = Some(made);
+                        }
+                    }
+                });
+            }
+        });
+        let finished = slots
+            .into_iter()
+            .filter_map(|s| s.into_inner().ok().flatten())
+            .filter_map(|m| m.result.ok().map(|r| finished_of(&r, m.features)))
+            .collect();
+        corpus.absorb(finished);
+        j0 += ROUND;
+    }
+}
+
 /// A guided sweep of `job` (see the module doc): rounds of [`ROUND`] runs on `threads`
 /// workers until `stop`, starting from `corpus` (empty, or loaded from a previous sweep).
 /// Returns the tally, the wall time and the corpus at the end.
@@ -234,17 +373,7 @@ pub fn run_guided_until(
         if n == 0 {
             break;
         }
-        let inputs: Vec<Input> = (j0..j0 + n)
-            .map(|j| {
-                if corpus.mutates(j) {
-                    corpus.mutant(job.base_seed, partition.index(j), &kinds)
-                } else {
-                    let s = seed_at(job.base_seed, job.path, partition.index(fresh));
-                    fresh += 1;
-                    Input::Fresh(s)
-                }
-            })
-            .collect();
+        let inputs = round_inputs(job, partition, &corpus, &kinds, j0..j0 + n, &mut fresh);
         let next = AtomicU64::new(0);
         let slots: Vec<std::sync::Mutex<Option<Made>>> =
             (0..n).map(|_| std::sync::Mutex::new(None)).collect();
@@ -306,21 +435,7 @@ pub fn run_guided_until(
                         });
                         tally.add(seed, failure, marks);
                     }
-                    let mut sites: Vec<String> = Vec::new();
-                    for site in &r.sites {
-                        if sites.len() >= 512 {
-                            break;
-                        }
-                        if !sites.contains(&site.name) {
-                            sites.push(site.name.clone());
-                        }
-                    }
-                    finished.push(Finished {
-                        events: r.events.clone(),
-                        features: made.features,
-                        sites,
-                        steps: r.steps,
-                    });
+                    finished.push(finished_of(r, made.features));
                 }
                 Err(_) => {
                     tally.runs += 1;
@@ -335,4 +450,36 @@ pub fn run_guided_until(
         }
     }
     (tally, started.elapsed(), corpus, found_at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guided_find_is_named_by_its_partition_and_run_and_read_back() {
+        for (p, j, name) in [
+            (Partition::default(), 829, "guided::829"),
+            (Partition { k: 2, n: 3 }, 7, "guided::2of3::7"),
+        ] {
+            assert_eq!(guided_suffix(p, j), name);
+            assert_eq!(parse_guided_suffix(name), Some((p, j)));
+            // The tally's `guided:<index>` is the run's place in the whole sequence.
+            assert_eq!(guided_run_of(&format!("guided:{}", p.index(j)), p), Some(j));
+        }
+        for bad in [
+            "guided::",
+            "guided::08",
+            "guided::x",
+            "guided::1of1::3",
+            "guided::0of2::3",
+            "guided::3of2::1",
+            "seed::0x1",
+        ] {
+            assert_eq!(parse_guided_suffix(bad), None, "{bad}");
+        }
+        // Another partition's run is not this one's.
+        assert_eq!(guided_run_of("guided:5", Partition { k: 2, n: 3 }), None);
+        assert_eq!(guided_run_of("0x4", Partition::default()), None);
+    }
 }

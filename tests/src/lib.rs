@@ -6,6 +6,7 @@
 
 use calametra::prelude::*;
 
+pub mod flash_logger;
 pub mod streaming;
 
 /// The workspace README's examples, compiled as doctests so they cannot drift from the code.

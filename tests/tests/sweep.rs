@@ -15,6 +15,8 @@ fn planted(dir: &Path) -> Command {
         "CALAMETRA_TEST_FIXED",
         "CALAMETRA_SWEEP_PARTITION",
         "CALAMETRA_SWEEP_THREADS",
+        "CALAMETRA_SWEEP_GUIDE",
+        "CALAMETRA_SWEEP_CORPUS",
     ] {
         c.env_remove(v);
     }
@@ -97,30 +99,40 @@ fn a_sweep_finds_the_planted_bug_reports_it_and_saves_the_shortest_case() {
     );
 }
 
-#[test]
-fn two_partitions_merge_into_the_signatures_of_one_unpartitioned_sweep() {
-    let tmp = tempfile::tempdir().unwrap();
-    let whole = tmp.path().join("whole.json");
-    run(planted(tmp.path())
-        .env("CALAMETRA_REGRESSIONS", "off")
-        .env("CALAMETRA_SWEEP", "200")
-        .env("CALAMETRA_SWEEP_SUMMARY", &whole)
-        .arg("status_long"));
+/// A sweep of `runs` (whole, or in two partitions of half as many each) with guidance on
+/// (the default) or off (`CALAMETRA_SWEEP_GUIDE=0`); the whole summary and the two merged.
+fn whole_and_merged(dir: &Path, runs: u64, guide: bool) -> (Summary, Summary) {
+    let sweep = |budget: u64, partition: Option<u64>, out: &Path| {
+        let mut c = planted(dir);
+        c.env("CALAMETRA_REGRESSIONS", "off")
+            .env("CALAMETRA_SWEEP", budget.to_string())
+            .env("CALAMETRA_SWEEP_SUMMARY", out)
+            .env("CALAMETRA_SWEEP_GUIDE", if guide { "1" } else { "0" })
+            .arg("status_long");
+        if let Some(k) = partition {
+            c.env("CALAMETRA_SWEEP_PARTITION", format!("{k}/2"))
+                .env("CALAMETRA_SWEEP_THREADS", "1");
+        }
+        run(&mut c);
+    };
+    let whole = dir.join(format!("whole-{guide}.json"));
+    sweep(runs, None, &whole);
     let mut parts = Vec::new();
     for k in 1..=2 {
-        let p = tmp.path().join(format!("part{k}.json"));
-        // Each partition runs half the runs: together the same 200 seeds.
-        run(planted(tmp.path())
-            .env("CALAMETRA_REGRESSIONS", "off")
-            .env("CALAMETRA_SWEEP", "100")
-            .env("CALAMETRA_SWEEP_PARTITION", format!("{k}/2"))
-            .env("CALAMETRA_SWEEP_THREADS", "1")
-            .env("CALAMETRA_SWEEP_SUMMARY", &p)
-            .arg("status_long"));
+        let p = dir.join(format!("part{k}-{guide}.json"));
+        sweep(runs / 2, Some(k), &p);
         parts.push(p);
     }
     let merged = merge(parts.iter().map(|p| summary(p)).collect()).unwrap();
-    let whole = summary(&whole);
+    (summary(&whole), merged)
+}
+
+#[test]
+fn two_partitions_merge_into_the_signatures_of_one_unpartitioned_sweep() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Seeds alone: each partition runs half the seeds, together the same 200, so the merged
+    // report is the whole sweep's, run for run.
+    let (whole, merged) = whole_and_merged(tmp.path(), 200, false);
     assert_eq!(merged.runs(), whole.runs());
     assert_eq!(signatures(&merged), signatures(&whole));
     assert_eq!(merged.partitions, vec!["1/2", "2/2"]);
@@ -128,6 +140,20 @@ fn two_partitions_merge_into_the_signatures_of_one_unpartitioned_sweep() {
         merged.scenarios[0].tally.marks,
         whole.scenarios[0].tally.marks
     );
+    // Guided (the default): the partitions' fresh seeds and mutants' indexes are disjoint
+    // shares of one sequence, and they merge into one report of as many runs with the same
+    // failure signatures; what each partition mutates is its own corpus, so the counts of
+    // runs a signature met may differ from one unpartitioned sweep's.
+    let (whole, merged) = whole_and_merged(tmp.path(), 200, true);
+    assert_eq!(merged.runs(), whole.runs());
+    assert_eq!(merged.partitions, vec!["1/2", "2/2"]);
+    let keys = |s: &Summary| -> Vec<(String, String)> {
+        signatures(s)
+            .into_iter()
+            .map(|(sc, sig, _, _)| (sc, sig))
+            .collect()
+    };
+    assert_eq!(keys(&merged), keys(&whole));
 }
 
 #[test]

@@ -630,16 +630,17 @@ impl Scenario {
     /// `guided::<j>` (`guided::<k>of<n>::<j>`): run `j` of the guided sweep of this scenario
     /// from the base seed (partition `k/n`), made again ([`sweep::guided_input`]: the rounds
     /// before it are run again, from an empty corpus) and run as a seed trial is: a failure
-    /// is minimized, saved and reported under this name. `self` is the scenario as a sweep
-    /// sees it (its configuration without the listing's horizon).
+    /// is minimized, saved and reported under this name, on the configuration a sweep runs
+    /// (the seeded trials', [`Scenario::seeded`]).
     fn guided(&self, partition: Partition, j: u64) -> Result<(), Failed> {
         let Body::Sim(func) = &self.def.func else {
             return Err("guest scenarios are not swept (a guest run takes seconds)".into());
         };
+        let seeded = self.seeded(func);
         let job = sweep::Job {
-            path: &self.path,
+            path: &seeded.path,
             func: *func,
-            base: &self.base,
+            base: &seeded.base,
             base_seed: self.env.base_seed,
         };
         let input = sweep::guided_input(
@@ -651,11 +652,11 @@ impl Scenario {
         );
         let (config, probe) = match input {
             sweep::Input::Fresh(seed) => (
-                Probe::Seed(seed).config(&self.base),
+                Probe::Seed(seed).config(&seeded.base),
                 Some(Probe::Seed(seed)),
             ),
             sweep::Input::Mutant { events, .. } => {
-                (explore::replay_config(&self.base, events), None)
+                (explore::replay_config(&seeded.base, events), None)
             }
         };
         let trial = self.trial(&sweep::guided_suffix(partition, j));
@@ -1626,7 +1627,7 @@ fn trials_unmarked(
 ) -> Vec<Trial> {
     let mut trials = Vec::new();
     // A guided sweep's find asked for by its exact name, made for it on the configuration a
-    // sweep uses (before the listing's discovery below).
+    // sweep uses (its own discovery, as the sweep's).
     if let Some((partition, j)) = guided {
         if !s.is_guest() {
             let s2 = (*s).clone_shallow();

@@ -60,7 +60,7 @@ fn signatures(s: &Summary) -> Vec<(String, String, String, u64)> {
 
 #[test]
 fn a_sweep_of_a_package_prints_one_report_of_its_scenario_binaries() {
-    let (code, text) = sub(&["sweep", "4s", "-p", PKG, "--no-guide"]);
+    let (code, text) = sub(&["sweep", "200", "-p", PKG, "--no-guide"]);
     // The guest binary (guest scenarios only, never swept) is left out before the budget.
     assert!(!text.contains("--test guest"), "{text}");
     // The example's one known bug is an `expect` scenario's: found, and not a failure.

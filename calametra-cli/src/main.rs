@@ -12,6 +12,7 @@ mod export;
 mod learn;
 mod models;
 mod pictures;
+mod qemu;
 mod review;
 
 use calametra_core::choices::story;
@@ -95,8 +96,15 @@ enum Command {
     /// SHA-256. The same captures give the same bytes. Exit 1 for a capture with no device,
     /// several devices and no --device/--id (the devices are listed), or nothing to learn.
     Learn(learn::LearnArgs),
-    /// Serve a model to a Linux guest under QEMU
-    Qemu(QemuArgs),
+    /// Serve a model to a Linux guest under QEMU: lsusb, dfu-util, a script or your program
+    ///
+    /// One run of the lockstep QEMU (byte-exact, from the guest snapshot) with the model
+    /// registered for the spec's format; with --package P --test T it runs inside that test
+    /// binary, where a model of your own crate is registered. --bin FILE runs your program
+    /// (static, or linked against what the guest image holds: glibc, libusb-1.0, libudev) once
+    /// the device is configured, with --file SRC:DEST files and the arguments after `--`; its
+    /// exit status is the verdict. Exit 1 when the run does not pass.
+    Qemu(qemu::QemuArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     ///
     /// e.g. `calametra completions bash > ~/.local/share/bash-completion/completions/calametra`
@@ -296,25 +304,6 @@ pub(crate) struct CompareArgs {
     pub(crate) cargo: Option<String>,
 }
 
-#[derive(Args, Debug)]
-pub(crate) struct QemuArgs {
-    /// The device spec whose model the guest sees.
-    #[arg(long, value_name = "SPEC")]
-    pub(crate) spec: PathBuf,
-    /// What the guest runs: `lsusb` or `dfu`.
-    #[arg(long, value_name = "NAME")]
-    pub(crate) probe: Option<String>,
-    /// A shell script for the guest to run instead of a probe.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) script: Option<PathBuf>,
-    /// The image `--probe dfu` downloads (default: 64 KiB whose bytes name their offset).
-    #[arg(long, value_name = "FILE")]
-    pub(crate) image: Option<PathBuf>,
-    /// The target directory holding the built guest (default: target).
-    #[arg(long, value_name = "DIR")]
-    pub(crate) guest: Option<PathBuf>,
-}
-
 /// A CLI failure: the message, and the exit code (2 for usage, 1 for a failed check).
 pub struct CliError(pub String, pub u8);
 
@@ -341,7 +330,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Export(a) => export_cmd(&a),
         Command::Compare(a) => models::compare(&a),
         Command::Learn(a) => learn::learn(&a),
-        Command::Qemu(a) => models::qemu(&a),
+        Command::Qemu(a) => qemu::qemu(&a),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "calametra", &mut script);

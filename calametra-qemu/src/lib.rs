@@ -47,11 +47,14 @@
 
 pub mod bridge;
 pub mod descriptors;
+pub mod elf;
 pub mod guest;
 pub mod guest_run;
+pub mod job;
 pub mod launcher;
 pub mod lockstep;
 pub mod probes;
+pub mod program;
 pub mod proto;
 pub mod qmp;
 pub mod runloop;
@@ -63,6 +66,7 @@ pub use bridge::{Bridge, BridgeError, BridgeOptions};
 pub use guest::{GuestImage, Probe};
 pub use guest_run::{GuestRun, Via};
 pub use launcher::{run, run_with_host, Outcome, QemuConfig, QemuError, QemuRun, Timings};
+pub use program::{Program, ProgramOutput};
 pub use scenario::Guest;
 
 /// A boxed device served as a device (the command line builds models from specs at run time);

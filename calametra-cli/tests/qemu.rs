@@ -105,3 +105,99 @@ fn a_model_of_the_users_own_crate_is_served_to_the_guest_from_its_test_binary() 
         "{out}"
     );
 }
+
+/// Compiles a C file of the repository with gcc against libusb-1.0 (`pkg-config`): the host's
+/// Debian libraries, the same as the guest image's.
+fn gcc(out: &Path, args: &[&str]) {
+    let flags = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "libusb-1.0"])
+        .output()
+        .expect("pkg-config (scripts/install-qemu.sh installs libusb-1.0-0-dev)");
+    assert!(
+        flags.status.success(),
+        "pkg-config libusb-1.0: is libusb-1.0-0-dev installed (scripts/install-qemu.sh)?"
+    );
+    let flags = String::from_utf8(flags.stdout).unwrap();
+    let status = Command::new("gcc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(out)
+        .args(args)
+        .args(flags.split_whitespace())
+        .status()
+        .expect("gcc");
+    assert!(status.success(), "gcc {args:?}");
+}
+
+#[test]
+#[ignore = "needs the lockstep QEMU, the guest and libusb-1.0-0-dev: run scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh (scripts/test.sh does), then cargo test -p calametra-cli --test qemu -- --ignored"]
+fn a_dynamically_linked_libusb_program_runs_against_a_shipped_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("dfu-status");
+    gcc(
+        &bin,
+        &[&repo_file(
+            "tests/guest-programs/libusb-dfu-status/dfu-status.c",
+        )],
+    );
+    let spec = repo_file("specs/dfu11-usbd-dfu.json");
+    let trace = dir.path().join("dfu-status.jsonl");
+    let (code, out) = tool(&[
+        "qemu",
+        "--spec",
+        &spec,
+        "--bin",
+        bin.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--",
+        "1209:0001",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    // Its exit status and output, on the screen and in the trace.
+    assert!(out.contains("program: exit status 0"), "{out}");
+    assert!(
+        out.contains(
+            r#"stdout| device 1209:0001 bcdDevice 0010 product "Calametra usbd-dfu firmware""#
+        ) && out.contains("stdout| bStatus 0 bwPollTimeout 0 bState 2"),
+        "{out}"
+    );
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let program = text
+        .lines()
+        .find(|l| l.contains(r#""kind":"program""#))
+        .unwrap_or_else(|| panic!("no program record in the trace:\n{text}"));
+    assert!(
+        program.contains(r#""status":0"#) && program.contains("bState 2"),
+        "{program}"
+    );
+
+    // A program linked against a library the image lacks is refused by name before any boot.
+    let lib = dir.path().join("libcalametra-missing.so.1");
+    let src = dir.path().join("missing.c");
+    std::fs::write(&src, "int calametra_missing(void) { return 7; }\n").unwrap();
+    gcc(
+        &lib,
+        &[
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcalametra-missing.so.1",
+            src.to_str().unwrap(),
+        ],
+    );
+    let main = dir.path().join("main.c");
+    std::fs::write(
+        &main,
+        "int calametra_missing(void);\nint main(void) { return calametra_missing() == 7 ? 0 : 1; }\n",
+    )
+    .unwrap();
+    let needs = dir.path().join("needs-missing");
+    gcc(&needs, &[main.to_str().unwrap(), lib.to_str().unwrap()]);
+    let (code, out) = tool(&["qemu", "--spec", &spec, "--bin", needs.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("needs-missing: the guest image")
+            && out.contains("lacks libcalametra-missing.so.1 (needed by needs-missing)")
+            && out.contains("libusb-1.0.so.0"),
+        "{out}"
+    );
+}

@@ -132,13 +132,19 @@ pub fn linking(bytes: &[u8]) -> Result<Linking, String> {
     Ok(out)
 }
 
+/// An ELF file with an interpreter, a loaded segment at 0x1000 holding the string table and
+/// a dynamic section naming `libusb-1.0.so.0` and `libc.so.6` (for tests).
+#[cfg(test)]
+pub(crate) fn dynamic_elf() -> Vec<u8> {
+    tests::dynamic_elf()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// An ELF file with an interpreter, a loaded segment at 0x1000 holding the string table and
-    /// a dynamic section naming two libraries.
-    fn dynamic_elf() -> Vec<u8> {
+    /// See [`super::dynamic_elf`].
+    pub(super) fn dynamic_elf() -> Vec<u8> {
         let mut b = vec![0u8; 0x400];
         b[..6].copy_from_slice(b"\x7fELF\x02\x01");
         b[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());

@@ -217,11 +217,12 @@ exit $rc
         if missing.is_empty() {
             return Ok(());
         }
-        let libs: Vec<&str> = have
+        let libs: BTreeSet<&str> = have
             .iter()
             .filter(|p| p.contains(".so"))
             .filter_map(|p| p.rsplit('/').next())
             .collect();
+        let libs: Vec<&str> = libs.into_iter().collect();
         Err(format!(
             "{}: the guest image ({}) lacks {}; it holds {}. Add a library as a file of the program in /calametra/lib (`--file /path/libx.so.1:/calametra/lib/libx.so.1`, Program::file), or build the program static",
             self.name,
@@ -335,6 +336,60 @@ mod tests {
         );
         assert_eq!(ProgramOutput::of(&c[..1]), None);
         assert!(!ProgramOutput::of(&c[..3]).unwrap().complete);
+    }
+
+    /// A guest image whose initramfs holds `files` (and a kernel file).
+    fn image(dir: &Path, files: &[&str]) -> GuestImage {
+        use std::io::Write;
+        let archive = crate::guest::cpio(
+            &files
+                .iter()
+                .map(|f| (f.to_string(), Vec::new()))
+                .collect::<Vec<_>>(),
+        );
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&archive).unwrap();
+        std::fs::write(dir.join("initramfs.cpio.gz"), gz.finish().unwrap()).unwrap();
+        std::fs::write(dir.join("vmlinuz"), b"kernel").unwrap();
+        GuestImage::at(dir).unwrap()
+    }
+
+    #[test]
+    fn a_library_the_image_lacks_is_named_before_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = image(
+            dir.path(),
+            &[
+                "lib64/ld-linux-x86-64.so.2",
+                "lib/x86_64-linux-gnu/libc.so.6",
+            ],
+        );
+        let p = Program::new("dfu-status", crate::elf::dynamic_elf());
+        let e = p.check_libraries(&img).unwrap_err();
+        assert!(
+            e.starts_with("dfu-status: the guest image")
+                && e.contains("lacks libusb-1.0.so.0 (needed by dfu-status)")
+                && e.contains("it holds ld-linux-x86-64.so.2, libc.so.6")
+                && e.contains("/calametra/lib"),
+            "{e}"
+        );
+        // Shipped with the program, the library is found (and what it needs is checked).
+        let with = p.file(
+            "/calametra/lib/libusb-1.0.so.0",
+            b"not an ELF file".to_vec(),
+        );
+        assert_eq!(with.check_libraries(&img), Ok(()));
+        // A static executable and a script need nothing of the image.
+        let script = Program::new("s", b"#!/bin/sh\necho hi\n".to_vec());
+        assert_eq!(script.check_libraries(&img), Ok(()));
+        let empty = image(dir.path(), &[]);
+        let e = Program::new("p", crate::elf::dynamic_elf())
+            .check_libraries(&empty)
+            .unwrap_err();
+        assert!(
+            e.contains("its interpreter /lib64/ld-linux-x86-64.so.2"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! specs), and for a model of the user's own crate inside that crate's test binary
 //! (`calametra qemu --package P --test T`): it writes the job as JSON ([`Job::to_json`]) and
 //! runs the binary with `CALAMETRA_QEMU_JOB` and `CALAMETRA_QEMU_OUT`; its harness finds the
-//! [`QemuHook`](calametra_core::registry::QemuHook) this crate submits and runs the job there,
+//! [`QemuHook`] this crate submits and runs the job there,
 //! where the user's model is registered. One code path either way.
 //!
 //! Nothing here parses a command line; that is the tool's.

@@ -19,8 +19,14 @@
 //! hashes the same on every run. Its runs restore a machine saved once after boot
 //! ([`snapshot`]) instead of booting.
 //!
-//! The entry point for the command line (`calametra qemu --spec ... [--probe ...]`) is
-//! [`run`] (or [`run_with_host`] to read the model afterwards):
+//! What the guest runs is a [`Probe`]: `lsusb`, a DFU campaign, a script, or a user's
+//! [`Program`] ([`program`]: a binary with its arguments and files, its exit status and output
+//! read back from the console; [`elf`] tells what a dynamically linked one needs of the image).
+//! `calametra qemu` runs a [`job::Job`] (the spec's registered model, one lockstep run), in its
+//! own process or, for a model of the user's own crate, inside the user's test binary through
+//! the [`QemuHook`](calametra_core::registry::QemuHook) this crate registers.
+//!
+//! The usb-redir entry point is [`run`] (or [`run_with_host`] to read the model afterwards):
 //!
 //! ```no_run
 //! use calametra_core::usb::Device;

@@ -9,6 +9,7 @@
 
 mod determinism;
 mod export;
+mod guest_setup;
 mod learn;
 mod models;
 mod pictures;
@@ -105,6 +106,14 @@ enum Command {
     /// the device is configured, with --file SRC:DEST files and the arguments after `--`; its
     /// exit status is the verdict. Exit 1 when the run does not pass.
     Qemu(qemu::QemuArgs),
+    /// Build the lockstep QEMU and the guest image once into your cache, for guest scenarios
+    ///
+    /// For a crate outside Calametra's repository: runs the scripts calametra-qemu carries
+    /// (install-qemu.sh, then the guest's and the lockstep QEMU's builds, each pinned and kept
+    /// under the key of what it was built from) in $CALAMETRA_CACHE, else
+    /// $XDG_CACHE_HOME/calametra, else ~/.cache/calametra, where guest scenarios and `calametra
+    /// qemu` look. Quick once built.
+    GuestSetup(guest_setup::GuestSetupArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     ///
     /// e.g. `calametra completions bash > ~/.local/share/bash-completion/completions/calametra`
@@ -331,6 +340,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Compare(a) => models::compare(&a),
         Command::Learn(a) => learn::learn(&a),
         Command::Qemu(a) => qemu::qemu(&a),
+        Command::GuestSetup(a) => guest_setup::guest_setup(&a),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "calametra", &mut script);

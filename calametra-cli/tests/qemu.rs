@@ -201,3 +201,98 @@ fn a_dynamically_linked_libusb_program_runs_against_a_shipped_model() {
         "{out}"
     );
 }
+
+#[test]
+#[ignore = "needs the lockstep QEMU and the guest built in this repository's target/ (scripts/install-qemu.sh, guest/build.sh, calametra-qemu/qemu/build.sh; scripts/test.sh runs them), then cargo test -p calametra-cli --test qemu -- --ignored"]
+fn a_crate_outside_the_workspace_runs_a_guest_scenario_after_guest_setup() {
+    let target = repo().join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    // The user's cache, on the target's file system so the seeded build is hard links.
+    let cache = tempfile::tempdir_in(&target).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_calametra"))
+        .args(["guest-setup", "--no-install", "--cache"])
+        .arg(cache.path())
+        .arg("--reuse")
+        .arg(&target)
+        .output()
+        .expect("run calametra guest-setup");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        cache
+            .path()
+            .join("guest/current/initramfs.cpio.gz")
+            .is_file(),
+        "{text}"
+    );
+    assert!(
+        cache
+            .path()
+            .join("qemu-lockstep/current/qemu-system-x86_64")
+            .is_file(),
+        "{text}"
+    );
+
+    // A crate of its own (its own workspace), depending on the crates as a user's would; the
+    // workspace's lock file pins the same versions (nothing is fetched).
+    let krate = tempfile::tempdir().unwrap();
+    let k = krate.path();
+    let dep = |name: &str| format!("{name} = {{ path = {:?} }}\n", repo().join(name));
+    std::fs::write(
+        k.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"outside-guest\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n[workspace]\n\n[dev-dependencies]\n{}{}{}\n[[test]]\nname = \"guest\"\nharness = false\n",
+            dep("calametra"),
+            dep("calametra-qemu"),
+            dep("calametra-models")
+        ),
+    )
+    .unwrap();
+    std::fs::copy(repo().join("Cargo.lock"), k.join("Cargo.lock")).unwrap();
+    std::fs::create_dir_all(k.join("src")).unwrap();
+    std::fs::write(k.join("src/lib.rs"), "").unwrap();
+    std::fs::create_dir_all(k.join("tests")).unwrap();
+    std::fs::copy(repo().join("specs/dfu11-usbd-dfu.json"), k.join("dfu.json")).unwrap();
+    std::fs::write(
+        k.join("tests/guest.rs"),
+        r#"use calametra_models as _;
+use calametra_qemu::{Guest, Probe};
+
+#[calametra::scenario(spec = "dfu.json", guest = lockstep)]
+fn lsusb(guest: &mut Guest) {
+    guest.attach_registered();
+    guest.probe(Probe::Lsusb);
+}
+
+calametra::main!();
+"#,
+    )
+    .unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["test", "--offline", "--test", "guest", "--"])
+        .args(["--ignored", "--exact", "lsusb::baseline"])
+        .current_dir(k)
+        .env("CARGO_TARGET_DIR", target.join("outside-crate"))
+        .env("CALAMETRA_CACHE", cache.path())
+        .env_remove("CALAMETRA_GUEST_DIR")
+        .env_remove("CALAMETRA_LOCKSTEP_QEMU")
+        .output()
+        .expect("cargo test in the outside crate");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("test lsusb::baseline ... ok"), "{text}");
+    // Its runs restored a snapshot made in the user's cache: the cache served them.
+    let snapshots: Vec<_> = std::fs::read_dir(cache.path().join("guest-snapshots"))
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(!snapshots.is_empty(), "no snapshot in the cache:\n{text}");
+}

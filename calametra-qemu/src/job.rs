@@ -258,7 +258,7 @@ impl Job {
                 .ok_or_else(|| {
                     why.dedup();
                     format!(
-                        "{}\nbuild them first: scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh (or --usbredir for the system QEMU)",
+                        "{}\nset them up once with `calametra guest-setup` (or, in Calametra's repository, scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh; or --usbredir for the system QEMU)",
                         why.join("; ")
                     )
                 })?;

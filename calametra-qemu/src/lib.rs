@@ -65,6 +65,7 @@ pub mod proto;
 pub mod qmp;
 pub mod runloop;
 pub mod scenario;
+pub mod setup;
 pub mod snapshot;
 pub mod watchdog;
 

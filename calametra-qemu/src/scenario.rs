@@ -159,7 +159,8 @@ impl Guest {
 }
 
 /// Where the lockstep QEMU and the guest may have been built: `CARGO_TARGET_DIR`, the target
-/// directory holding this test binary, and the workspace's `target/`.
+/// directory holding this test binary, the user's cache (`calametra guest-setup`,
+/// [`crate::setup::user_cache`]), and the `target/` of the workspace this crate was built in.
 pub(crate) fn target_dirs() -> Vec<PathBuf> {
     let mut v = Vec::new();
     if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
@@ -170,6 +171,7 @@ pub(crate) fn target_dirs() -> Vec<PathBuf> {
             v.push(t);
         }
     }
+    v.extend(crate::setup::user_cache());
     v.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
     v
 }
@@ -186,7 +188,7 @@ pub fn runner(scenario: fn(&mut Guest)) -> Result<Box<dyn Runner>, String> {
     }
     why.dedup();
     Err(format!(
-        "this guest scenario needs the lockstep QEMU and the guest ({}); run scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh",
+        "this guest scenario needs the lockstep QEMU and the guest ({}); set them up once with `calametra guest-setup` (or, in Calametra's repository, scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh)",
         why.join("; ")
     ))
 }

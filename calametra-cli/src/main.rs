@@ -1,5 +1,5 @@
 //! The `calametra` command-line tool: `replay`, `diff`, `determinism`, `show`, `review`,
-//! `sweep-report`, `export`, `compare`, `learn`, `qemu` and `completions`; `calametra --help` and
+//! `sweep-report`, `export`, `compare`, `learn`, `qemu`, `guest-setup` and `completions`; `calametra --help` and
 //! `calametra help <COMMAND>` say what each takes.
 //!
 //! Arguments are parsed by clap from the OS's strings: a file argument may be any path, and an

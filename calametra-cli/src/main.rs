@@ -1,6 +1,6 @@
 //! The `calametra` command-line tool: `replay`, `diff`, `determinism`, `show`, `review`,
-//! `sweep-report`, `export`, `compare`, `learn`, `qemu`, `guest-setup` and `completions`; `calametra --help` and
-//! `calametra help <COMMAND>` say what each takes.
+//! `sweep-report`, `export`, `compare`, `learn`, `qemu`, `guest-setup` and `completions`;
+//! `calametra --help` and `calametra help <COMMAND>` say what each takes.
 //!
 //! Arguments are parsed by clap from the OS's strings: a file argument may be any path, and an
 //! argument that must be text but is not UTF-8 is a usage error (exit 2), never a panic. Every

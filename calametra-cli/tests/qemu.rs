@@ -73,6 +73,34 @@ fn a_spec_no_model_registers_is_named_before_any_guest_boots() {
 }
 
 #[test]
+fn with_package_the_job_runs_in_the_test_binary_among_its_registered_models() {
+    // A format nobody registers: the error comes from inside calametra-tests' own_model_scenario
+    // binary (it lists the counter registered there), before any guest is looked for.
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("other.json");
+    std::fs::write(
+        &spec,
+        r#"{"format": "example.spec.nothing", "version": 1, "source": "a test"}"#,
+    )
+    .unwrap();
+    let (code, out) = tool(&[
+        "qemu",
+        "--spec",
+        spec.to_str().unwrap(),
+        "--package",
+        "calametra-tests",
+        "--test",
+        "own_model_scenario",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("`example.spec.nothing` is not a model registered in this binary")
+            && out.contains("example.spec.counter"),
+        "{out}"
+    );
+}
+
+#[test]
 #[ignore = "needs the lockstep QEMU and the guest: run scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh (scripts/test.sh does), then cargo test -p calametra-cli --test qemu -- --ignored"]
 fn a_model_of_the_users_own_crate_is_served_to_the_guest_from_its_test_binary() {
     let spec = repo_file("tests/tests/own_model/counter.json");

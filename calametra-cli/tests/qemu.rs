@@ -73,6 +73,29 @@ fn a_spec_no_model_registers_is_named_before_any_guest_boots() {
 }
 
 #[test]
+fn a_program_or_file_that_cannot_be_read_is_named_before_any_guest_boots() {
+    let spec = repo_file("specs/dfu11-usbd-dfu.json");
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-program");
+    let (code, out) = tool(&["qemu", "--spec", &spec, "--bin", missing.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("no-such-program"), "{out}");
+    let bin = dir.path().join("prog");
+    std::fs::write(&bin, "#!/bin/sh\nexit 0\n").unwrap();
+    let (code, out) = tool(&[
+        "qemu",
+        "--spec",
+        &spec,
+        "--bin",
+        bin.to_str().unwrap(),
+        "--file",
+        "/no/such/file:data.bin",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("/no/such/file"), "{out}");
+}
+
+#[test]
 fn with_package_the_job_runs_in_the_test_binary_among_its_registered_models() {
     // A format nobody registers: the error comes from inside calametra-tests' own_model_scenario
     // binary (it lists the counter registered there), before any guest is looked for.

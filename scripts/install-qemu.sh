@@ -3,7 +3,9 @@
 # QEMU 10 (qemu-system-x86 from bookworm-backports, which has usb-redir, qemu-xhci and -icount),
 # cpio and gzip for the guest's initramfs, kmod (depmod) for its module tree, and, to build the
 # guest's trigger6 DRM module, linux-headers-<kernel> for the exact kernel guest/build.sh puts in
-# the guest (`guest/build.sh --print-kernel`), with make, gcc and the static libc (t6probe).
+# the guest (`guest/build.sh --print-kernel`), with make, gcc and the static libc (t6probe), and
+# libusb-1.0's headers and pkg-config (libusb-1.0-0-dev: the C program the guest tests link
+# against the image's libusb, tests/guest-programs/).
 # Idempotent, and quick when everything is there.
 #
 # The backports suite is added by reusing the URI of the machine's own Debian apt source (deb822
@@ -40,10 +42,12 @@ need_root() {
     fi
 }
 
-# The kernel headers of the guest's kernel, and the tools that build the module and t6probe.
+# The kernel headers of the guest's kernel, the tools that build the module and t6probe, and
+# libusb-1.0's headers (the guest tests' C program).
 headers_ready() {
     [ -f "/lib/modules/$1/build/Makefile" ] && command -v make >/dev/null 2>&1 \
-        && command -v gcc >/dev/null 2>&1 && [ -f /usr/lib/x86_64-linux-gnu/libc.a ]
+        && command -v gcc >/dev/null 2>&1 && [ -f /usr/lib/x86_64-linux-gnu/libc.a ] \
+        && [ -f /usr/include/libusb-1.0/libusb.h ] && command -v pkg-config >/dev/null 2>&1
 }
 
 install_headers() {
@@ -59,9 +63,9 @@ install_headers() {
         return 0
     fi
     need_root
-    log "installing linux-headers-$kver (building the guest's trigger6 module), make, gcc, libc6-dev"
+    log "installing linux-headers-$kver (building the guest's trigger6 module), make, gcc, libc6-dev, libusb-1.0-0-dev, pkg-config"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        "linux-headers-$kver" make gcc libc6-dev >/dev/null
+        "linux-headers-$kver" make gcc libc6-dev libusb-1.0-0-dev pkg-config >/dev/null
     headers_ready "$kver" || { log "linux-headers-$kver was installed but /lib/modules/$kver/build is missing"; exit 1; }
     log "installed: linux-headers-$kver"
 }

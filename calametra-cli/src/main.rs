@@ -1,6 +1,6 @@
 //! The `calametra` command-line tool: `replay`, `diff`, `determinism`, `show`, `review`,
-//! `sweep-report`, `export`, `compare`, `learn`, `qemu` and `completions`; `calametra --help` and
-//! `calametra help <COMMAND>` say what each takes.
+//! `sweep-report`, `export`, `compare`, `learn`, `qemu`, `guest-setup` and `completions`;
+//! `calametra --help` and `calametra help <COMMAND>` say what each takes.
 //!
 //! Arguments are parsed by clap from the OS's strings: a file argument may be any path, and an
 //! argument that must be text but is not UTF-8 is a usage error (exit 2), never a panic. Every
@@ -9,9 +9,11 @@
 
 mod determinism;
 mod export;
+mod guest_setup;
 mod learn;
 mod models;
 mod pictures;
+mod qemu;
 mod review;
 mod sweep;
 mod trial;
@@ -106,8 +108,23 @@ enum Command {
     /// SHA-256. The same captures give the same bytes. Exit 1 for a capture with no device,
     /// several devices and no --device/--id (the devices are listed), or nothing to learn.
     Learn(learn::LearnArgs),
-    /// Serve a model to a Linux guest under QEMU
-    Qemu(QemuArgs),
+    /// Serve a model to a Linux guest under QEMU: lsusb, dfu-util, a script or your program
+    ///
+    /// One run of the lockstep QEMU (byte-exact, from the guest snapshot) with the model
+    /// registered for the spec's format; with --package P --test T it runs inside that test
+    /// binary, where a model of your own crate is registered. --bin FILE runs your program
+    /// (static, or linked against what the guest image holds: glibc, libusb-1.0, libudev) once
+    /// the device is configured, with --file SRC:DEST files and the arguments after `--`; its
+    /// exit status is the verdict. Exit 1 when the run does not pass.
+    Qemu(qemu::QemuArgs),
+    /// Build the lockstep QEMU and the guest image once into your cache, for guest scenarios
+    ///
+    /// For a crate outside Calametra's repository: runs the scripts calametra-qemu carries
+    /// (install-qemu.sh, then the guest's and the lockstep QEMU's builds, each pinned and kept
+    /// under the key of what it was built from) in $CALAMETRA_CACHE, else
+    /// $XDG_CACHE_HOME/calametra, else ~/.cache/calametra, where guest scenarios and `calametra
+    /// qemu` look. Quick once built.
+    GuestSetup(guest_setup::GuestSetupArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     ///
     /// e.g. `calametra completions bash > ~/.local/share/bash-completion/completions/calametra`
@@ -327,25 +344,6 @@ pub(crate) struct CompareArgs {
     pub(crate) cargo: Option<String>,
 }
 
-#[derive(Args, Debug)]
-pub(crate) struct QemuArgs {
-    /// The device spec whose model the guest sees.
-    #[arg(long, value_name = "SPEC")]
-    pub(crate) spec: PathBuf,
-    /// What the guest runs: `lsusb` or `dfu`.
-    #[arg(long, value_name = "NAME")]
-    pub(crate) probe: Option<String>,
-    /// A shell script for the guest to run instead of a probe.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) script: Option<PathBuf>,
-    /// The image `--probe dfu` downloads (default: 64 KiB whose bytes name their offset).
-    #[arg(long, value_name = "FILE")]
-    pub(crate) image: Option<PathBuf>,
-    /// The target directory holding the built guest (default: target).
-    #[arg(long, value_name = "DIR")]
-    pub(crate) guest: Option<PathBuf>,
-}
-
 /// A CLI failure: the message, and the exit code (2 for usage, 1 for a failed check).
 pub struct CliError(pub String, pub u8);
 
@@ -373,7 +371,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Export(a) => export_cmd(&a),
         Command::Compare(a) => models::compare(&a),
         Command::Learn(a) => learn::learn(&a),
-        Command::Qemu(a) => models::qemu(&a),
+        Command::Qemu(a) => qemu::qemu(&a),
+        Command::GuestSetup(a) => guest_setup::guest_setup(&a),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "calametra", &mut script);

@@ -1,11 +1,10 @@
-//! The commands that need the models, the capture readers and the QEMU bridge (`compare`,
-//! `qemu`). Models are found by their spec's `format` in the registry
+//! The command that needs the models and the capture readers (`compare`; `qemu` is in
+//! `qemu.rs`). Models are found by their spec's `format` in the registry
 //! ([`calametra_core::registry`]); this file names none of them.
 
-use crate::{CliError, CompareArgs, QemuArgs};
+use crate::{CliError, CompareArgs};
 use calametra_capture::by_spec::{compare_spec, compares_whole_captures, Compared, SpecOptions};
 use calametra_core::input::{open_regular, MAX_DOCUMENT_BYTES, MAX_TRACE_BYTES};
-use calametra_core::sim::RunConfig;
 use calametra_core::spec::Spec;
 use std::io::Read;
 // The shipped models register themselves by spec format; linking their crate is all this
@@ -243,53 +242,5 @@ fn compare_in_test_binary(a: &CompareArgs, package: &str, test: &str) -> Result<
             "the model differs from the capture (unexplained differences above)".into(),
             1,
         ))
-    }
-}
-
-/// `calametra qemu --spec SPEC [--probe lsusb|dfu] [--script FILE] [--image FILE] [--guest DIR]`.
-pub fn qemu(a: &QemuArgs) -> Result<(), CliError> {
-    use calametra_qemu::{Boxed, GuestImage, Probe, QemuConfig};
-    let spec = Spec::load(&a.spec).map_err(|e| CliError(e.to_string(), 1))?;
-    let def = calametra_core::registry::for_spec(&spec).map_err(|e| CliError(e, 1))?;
-    let model = (def.build)(&spec).map_err(|e| CliError(e, 1))?;
-    let probe = match (&a.script, a.probe.as_deref()) {
-        (Some(f), _) => Probe::script(
-            std::fs::read_to_string(f)
-                .map_err(|e| CliError(format!("{}: cannot read: {e}", f.display()), 1))?,
-        ),
-        (None, None | Some("lsusb")) => Probe::Lsusb,
-        (None, Some("dfu")) => {
-            let image = match &a.image {
-                Some(f) => std::fs::read(f)
-                    .map_err(|e| CliError(format!("{}: cannot read: {e}", f.display()), 1))?,
-                // A 64 KiB image whose bytes name their offset.
-                None => (0..65536u32).map(|i| (i ^ (i >> 8)) as u8).collect(),
-            };
-            Probe::Dfu { image, alt: 0 }
-        }
-        (None, Some(other)) => {
-            return Err(CliError(
-                format!("--probe `{other}`: expected lsusb or dfu (or --script FILE)"),
-                2,
-            ))
-        }
-    };
-    let target = a.guest.as_deref().unwrap_or(Path::new("target"));
-    let guest = GuestImage::find(target).map_err(|e| {
-        CliError(
-            format!("{e}\nbuild the guest first: scripts/install-qemu.sh && guest/build.sh"),
-            1,
-        )
-    })?;
-    let mut config = QemuConfig::new(guest);
-    // What the model says a guest run needs of it (a DFU device re-enumerates when it
-    // detaches, and its poll timeouts are timers).
-    config.bridge.apply(&def.qemu);
-    let run = calametra_qemu::run(Boxed(model), &RunConfig::default(), &probe, &config)
-        .map_err(|e| CliError(e.to_string(), 1))?;
-    println!("{}", run.summary());
-    match run.outcome {
-        calametra_qemu::Outcome::Passed => Ok(()),
-        _ => Err(CliError(format!("guest run ended: {:?}", run.outcome), 1)),
     }
 }

@@ -14,7 +14,10 @@
 //! `calametra-capture`): how a test binary runs `calametra compare --package P --test T` with
 //! the models of the user's own crate, though the facade links no capture reader.
 //!
-//! Nothing here runs a model or a comparison; this module only finds them.
+//! Likewise [`QemuHook`] (from `calametra-qemu`): how a test binary runs `calametra qemu
+//! --package P --test T`, serving a model of the user's own crate to the guest.
+//!
+//! Nothing here runs a model, a comparison or a guest; this module only finds them.
 
 use crate::spec::Spec;
 use crate::usb::{DevCtx, Device, Reply, Setup};
@@ -233,6 +236,32 @@ inventory::collect!(CompareHook);
 pub fn compare_hook() -> Result<&'static CompareHook, String> {
     inventory::iter::<CompareHook>.into_iter().next().ok_or_else(|| {
         "this test binary links no capture comparison: add `use calametra_capture as _;` to it (calametra-capture as a dev-dependency)".to_string()
+    })
+}
+
+/// What a guest run that `calametra qemu --package P --test T` asked a test binary for
+/// ended as: the run's summary for people and whether it passed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestReport {
+    /// The run's summary (outcome, trace hash, the program's output, the console's tail).
+    pub text: String,
+    /// Whether the guest run passed.
+    pub passed: bool,
+}
+
+/// The guest run a binary links (`calametra-qemu` submits it): `calametra qemu --package P
+/// --test T` runs inside that test binary so that a model registered there (one of the
+/// user's own crate) is served to the guest. Its argument is the job as the tool wrote it
+/// (JSON `calametra_qemu::job::Job` reads); the facade cannot name the QEMU crate (it links
+/// none), so the harness finds it here.
+pub struct QemuHook(pub fn(job: &str) -> Result<GuestReport, String>);
+
+inventory::collect!(QemuHook);
+
+/// The guest run linked into this binary; `Err` says how to link it.
+pub fn qemu_hook() -> Result<&'static QemuHook, String> {
+    inventory::iter::<QemuHook>.into_iter().next().ok_or_else(|| {
+        "this test binary links no guest run: add `use calametra_qemu as _;` to it (calametra-qemu as a dev-dependency)".to_string()
     })
 }
 

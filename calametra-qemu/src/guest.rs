@@ -38,6 +38,21 @@ impl GuestImage {
         Ok(g)
     }
 
+    /// Every path the guest's initramfs holds (relative to `/`, without a leading `./`):
+    /// what a program may find there (its shared libraries, the tools). Read from the gzip'd
+    /// newc archive `guest/build.sh` wrote; `Err` names the file and what is wrong with it.
+    pub fn files(&self) -> Result<std::collections::BTreeSet<String>, String> {
+        use std::io::Read;
+        let f = std::fs::File::open(&self.initramfs)
+            .map_err(|e| format!("{}: {e}", self.initramfs.display()))?;
+        let mut bytes = Vec::new();
+        flate2::read::MultiGzDecoder::new(f)
+            .take(1 << 30)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("{}: not a gzip'd archive: {e}", self.initramfs.display()))?;
+        cpio_names(&bytes).map_err(|e| format!("{}: {e}", self.initramfs.display()))
+    }
+
     /// The guest `guest/build.sh` last built under `target_dir` (`<target_dir>/guest/current`),
     /// or the one `CALAMETRA_GUEST_DIR` names.
     pub fn find(target_dir: &Path) -> Result<GuestImage, String> {
@@ -174,6 +189,45 @@ pub fn cpio(files: &[(String, Vec<u8>)]) -> Vec<u8> {
     out
 }
 
+/// The names in a newc cpio archive (up to its trailer), without a leading `./`; `Err` names
+/// the byte offset of a header that is not newc or an entry cut short.
+pub fn cpio_names(bytes: &[u8]) -> Result<std::collections::BTreeSet<String>, String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut at = 0usize;
+    let pad = |n: usize| n.div_ceil(4) * 4;
+    while at + 110 <= bytes.len() {
+        let head = &bytes[at..at + 110];
+        if &head[..6] != b"070701" && &head[..6] != b"070702" {
+            return Err(format!("byte {at}: expected a newc cpio header (070701)"));
+        }
+        let field = |i: usize| {
+            std::str::from_utf8(&head[6 + 8 * i..14 + 8 * i])
+                .ok()
+                .and_then(|h| usize::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("byte {at}: a cpio header field that is not hex"))
+        };
+        let (size, namesize) = (field(6)?, field(11)?);
+        let name_end = at + 110 + namesize;
+        let name = bytes
+            .get(at + 110..name_end.saturating_sub(1))
+            .ok_or_else(|| format!("byte {at}: a cpio entry's name is cut short"))?;
+        let name = String::from_utf8_lossy(name);
+        if name == "TRAILER!!!" {
+            return Ok(names);
+        }
+        let name = name.strip_prefix("./").unwrap_or(&name);
+        if !name.is_empty() && name != "." {
+            names.insert(name.to_string());
+        }
+        at = pad(name_end)
+            .checked_add(size)
+            .map(pad)
+            .filter(|&e| e <= bytes.len() + 3)
+            .ok_or_else(|| format!("byte {at}: a cpio entry's data is cut short"))?;
+    }
+    Err(format!("byte {at}: the archive ends before its trailer"))
+}
+
 /// Writes the run's initrd: the cached initramfs, zero padding to a 4-byte boundary, then the
 /// probe's archive (the kernel unpacks concatenated archives in order).
 pub fn write_initrd(base: &Path, probe: &Probe, to: &Path) -> io::Result<()> {
@@ -254,6 +308,29 @@ mod tests {
         assert_eq!(&h[14..22], "000081ed");
         assert_eq!(&h[54..62], "00000008");
         assert_eq!(&h[94..102], "00000013");
+    }
+
+    #[test]
+    fn the_names_of_an_archive_are_read_back() {
+        let a = cpio(&[
+            ("calametra/probe.sh".into(), b"echo hi\n".to_vec()),
+            ("lib/x86_64-linux-gnu/libusb-1.0.so.0".into(), vec![7; 5]),
+        ]);
+        let names: Vec<String> = cpio_names(&a).unwrap().into_iter().collect();
+        assert_eq!(
+            names,
+            [
+                "calametra",
+                "calametra/probe.sh",
+                "lib",
+                "lib/x86_64-linux-gnu",
+                "lib/x86_64-linux-gnu/libusb-1.0.so.0"
+            ]
+        );
+        assert!(cpio_names(b"not an archive at all, but long enough to hold a header: 0123456789 0123456789 0123456789 0123456789").is_err());
+        let mut cut = a.clone();
+        cut.truncate(200);
+        assert!(cpio_names(&cut).is_err());
     }
 
     #[test]

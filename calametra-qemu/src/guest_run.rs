@@ -9,6 +9,7 @@
 
 use crate::bridge::Stats;
 use crate::launcher::{Outcome, Timings};
+use crate::program::ProgramOutput;
 use calametra_core::choices::{self, Event};
 use calametra_core::clock::Nanos;
 use calametra_core::trace::TraceHash;
@@ -90,6 +91,14 @@ impl GuestRun {
         if !self.events.is_empty() {
             s.push_str(&format!("events: {}\n", choices::story(&self.events)));
         }
+        if let Some(p) = self.program() {
+            s.push_str(&format!("program: exit status {}\n", p.status));
+            for (what, lines) in [("stdout", &p.stdout), ("stderr", &p.stderr)] {
+                for l in lines {
+                    s.push_str(&format!("  {what}| {l}\n"));
+                }
+            }
+        }
         console_tail(&mut s, &self.console, &self.qemu_stderr);
         s
     }
@@ -123,6 +132,12 @@ impl GuestRun {
         Some(at(end)?.saturating_sub(at(begin)?))
     }
 
+    /// What the program the guest ran ([`crate::program::Program`]) did: its exit status,
+    /// standard output and error; `None` when the run ran none or it did not end.
+    pub fn program(&self) -> Option<ProgramOutput> {
+        ProgramOutput::of(&self.console)
+    }
+
     /// Frames served, for a lockstep run.
     pub fn frames(&self) -> Option<u64> {
         match self.via {
@@ -151,20 +166,29 @@ impl GuestRun {
 /// The run's outcome and verdict from how its loop `ended`, the invariant that `broke` (if
 /// any) and the first model gap of its `trace`: `emulator_blocked` stays (no verdict); an
 /// invariant, then a model gap, then the probe's failure is the failure; a model gap is its
-/// own outcome and a broken invariant a failed one.
+/// own outcome and a broken invariant a failed one. A probe that ran a [`crate::program`]
+/// fails as `guest program`, with its exit status and the last lines of its output (from the
+/// `console`).
 pub(crate) fn verdict(
     ended: Outcome,
     broke: Option<&Failure>,
     trace: &[String],
+    console: &[String],
 ) -> (Outcome, Option<Failure>) {
     let gap = crate::runloop::model_gap(trace);
     let failure = match (&ended, broke, &gap) {
         (Outcome::EmulatorBlocked { .. }, _, _) => None,
         (_, Some(f), _) => Some(f.clone()),
         (_, None, Some(g)) => Some(Failure::ModelGap(g.clone())),
-        (Outcome::Failed { reason, .. }, None, None) => Some(Failure::TaskError {
-            task: "guest probe".into(),
-            message: reason.clone(),
+        (Outcome::Failed { reason, .. }, None, None) => Some(match ProgramOutput::of(console) {
+            Some(p) if p.status != 0 => Failure::TaskError {
+                task: "guest program".into(),
+                message: p.describe(PROGRAM_LINES),
+            },
+            _ => Failure::TaskError {
+                task: "guest probe".into(),
+                message: reason.clone(),
+            },
         }),
         _ => None,
     };
@@ -181,6 +205,10 @@ pub(crate) fn verdict(
     };
     (outcome, failure)
 }
+
+/// Lines of a failed program's stderr and stdout its failure's text shows (the text is the
+/// failure's signature, numbers aside; the whole output is in the trace).
+pub const PROGRAM_LINES: usize = 5;
 
 /// The last 25 console lines and QEMU's stderr, for a run's summary.
 pub(crate) fn console_tail(s: &mut String, console: &[String], qemu_stderr: &str) {
@@ -212,16 +240,19 @@ mod tests {
         };
         let blocked = Outcome::EmulatorBlocked { reason: "x".into() };
         assert_eq!(
-            verdict(blocked.clone(), None, &[gap_line()]),
+            verdict(blocked.clone(), None, &[gap_line()], &[]),
             (blocked, None)
         );
-        let (o, f) = verdict(failed(), None, &[gap_line()]);
+        let (o, f) = verdict(failed(), None, &[gap_line()], &[]);
         assert_eq!(o.name(), "model_gap");
         assert!(matches!(f, Some(Failure::ModelGap(_))), "{f:?}");
-        let (o, f) = verdict(failed(), None, &[]);
+        let (o, f) = verdict(failed(), None, &[], &[]);
         assert_eq!(o, failed());
         assert!(matches!(f, Some(Failure::TaskError { .. })), "{f:?}");
-        assert_eq!(verdict(Outcome::Passed, None, &[]), (Outcome::Passed, None));
+        assert_eq!(
+            verdict(Outcome::Passed, None, &[], &[]),
+            (Outcome::Passed, None)
+        );
     }
 
     #[test]

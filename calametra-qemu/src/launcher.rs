@@ -472,7 +472,7 @@ pub fn run_with_host<D: Device>(
 
     let host = bridge.host();
     let trace: Vec<String> = host.lines().to_vec();
-    let (outcome, failure) = verdict(end.outcome, None, &trace);
+    let (outcome, failure) = verdict(end.outcome, None, &trace, &end.console);
     let (hash, records) = host.hash();
     let run = GuestRun {
         outcome,

@@ -19,8 +19,14 @@
 //! hashes the same on every run. Its runs restore a machine saved once after boot
 //! ([`snapshot`]) instead of booting.
 //!
-//! The entry point for the command line (`calametra qemu --spec ... [--probe ...]`) is
-//! [`run`] (or [`run_with_host`] to read the model afterwards):
+//! What the guest runs is a [`Probe`]: `lsusb`, a DFU campaign, a script, or a user's
+//! [`Program`] ([`program`]: a binary with its arguments and files, its exit status and output
+//! read back from the console; [`elf`] tells what a dynamically linked one needs of the image).
+//! `calametra qemu` runs a [`job::Job`] (the spec's registered model, one lockstep run), in its
+//! own process or, for a model of the user's own crate, inside the user's test binary through
+//! the [`QemuHook`](calametra_core::registry::QemuHook) this crate registers.
+//!
+//! The usb-redir entry point is [`run`] (or [`run_with_host`] to read the model afterwards):
 //!
 //! ```no_run
 //! use calametra_core::usb::Device;
@@ -47,15 +53,19 @@
 
 pub mod bridge;
 pub mod descriptors;
+pub mod elf;
 pub mod guest;
 pub mod guest_run;
+pub mod job;
 pub mod launcher;
 pub mod lockstep;
 pub mod probes;
+pub mod program;
 pub mod proto;
 pub mod qmp;
 pub mod runloop;
 pub mod scenario;
+pub mod setup;
 pub mod snapshot;
 pub mod watchdog;
 
@@ -63,6 +73,7 @@ pub use bridge::{Bridge, BridgeError, BridgeOptions};
 pub use guest::{GuestImage, Probe};
 pub use guest_run::{GuestRun, Via};
 pub use launcher::{run, run_with_host, Outcome, QemuConfig, QemuError, QemuRun, Timings};
+pub use program::{Program, ProgramOutput};
 pub use scenario::Guest;
 
 /// A boxed device served as a device (the command line builds models from specs at run time);

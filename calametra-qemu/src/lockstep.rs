@@ -362,8 +362,17 @@ pub fn run_with_extras<D: Device>(
             r.u64("n", i as u64).str("line", line);
         });
     }
+    // What a program the guest ran did, as one record (its lines are in the console too).
+    if let Some(p) = crate::program::ProgramOutput::of(&served.console) {
+        host.record("program", "guest", deterministic, |r| {
+            r.i64("status", i64::from(p.status))
+                .str("stdout", &p.stdout.join("\n"))
+                .str("stderr", &p.stderr.join("\n"))
+                .bool("complete", p.complete);
+        });
+    }
     let trace: Vec<String> = server.host().lines().to_vec();
-    let (outcome, failure) = verdict(served.outcome, server.failure(), &trace);
+    let (outcome, failure) = verdict(served.outcome, server.failure(), &trace, &served.console);
     let (frames, end_clock_ns) = (server.frames(), server.last_clock());
     let outcome_name = outcome.name();
     let host = server.host_mut();

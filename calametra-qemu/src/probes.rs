@@ -153,31 +153,10 @@ impl StaticBinary<'_> {
 }
 
 /// Whether a 64-bit ELF file has no program interpreter (`PT_INTERP`): a static executable.
-/// `Err` when the bytes are not a 64-bit little-endian ELF file or its program headers are cut.
+/// `Err` when the bytes are not a 64-bit little-endian ELF file or its program headers are cut
+/// ([`crate::elf::linking`]).
 pub fn is_static_elf(bytes: &[u8]) -> Result<bool, String> {
-    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 || bytes[5] != 1 {
-        return Err("not a 64-bit little-endian ELF file".into());
-    }
-    let u16_at = |i: usize| u16::from_le_bytes([bytes[i], bytes[i + 1]]) as usize;
-    let mut off = [0u8; 8];
-    off.copy_from_slice(&bytes[0x20..0x28]);
-    let phoff = u64::from_le_bytes(off);
-    let (size, count) = (u16_at(0x36), u16_at(0x38));
-    for i in 0..count as u64 {
-        let at = i
-            .checked_mul(size as u64)
-            .and_then(|o| o.checked_add(phoff))
-            .and_then(|a| usize::try_from(a).ok())
-            .ok_or("program header offset out of range")?;
-        let ty = bytes
-            .get(at..at.saturating_add(4))
-            .filter(|t| t.len() == 4)
-            .ok_or("truncated program headers")?;
-        if u32::from_le_bytes([ty[0], ty[1], ty[2], ty[3]]) == 3 {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+    crate::elf::linking(bytes).map(|l| l.interpreter.is_none())
 }
 
 #[cfg(test)]

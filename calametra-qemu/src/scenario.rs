@@ -28,6 +28,7 @@
 use crate::guest::Probe;
 use crate::guest_run::{GuestRun, Via};
 use crate::lockstep::{run_with_extras, External, ExternalAction, Extras, LockstepConfig};
+use crate::program::Program;
 use crate::{Boxed, Outcome};
 use calametra_core::clock::Nanos;
 use calametra_core::explore::Runner;
@@ -49,6 +50,7 @@ pub struct Guest {
     spec: Option<Arc<Spec>>,
     model: Option<Box<dyn Device>>,
     probe: Option<Probe>,
+    program: Option<Program>,
     extras: Extras,
     reenumerate_marks: Vec<String>,
 }
@@ -59,6 +61,7 @@ impl Guest {
             spec,
             model: None,
             probe: None,
+            program: None,
             extras: Extras::default(),
             reenumerate_marks: Vec::new(),
         }
@@ -109,6 +112,17 @@ impl Guest {
         });
     }
 
+    /// A program the guest runs against the model once it is configured
+    /// ([`Program`]: a binary with its arguments and files; `Program::from_package` builds a
+    /// binary target static for the guest). Its exit status is the verdict, and its status,
+    /// standard output and error are in the run's trace (a `program` record, and the console)
+    /// and in a failure's text. A dynamically linked program is checked before the run: a
+    /// library the guest image lacks fails the trial by name.
+    pub fn run_program(&mut self, program: Program) {
+        self.probe = Some(program.probe());
+        self.program = Some(program);
+    }
+
     /// An invariant over the model, checked after every frame; the first that breaks stops
     /// the guest on that frame.
     pub fn invariant<D: Device>(
@@ -145,8 +159,9 @@ impl Guest {
 }
 
 /// Where the lockstep QEMU and the guest may have been built: `CARGO_TARGET_DIR`, the target
-/// directory holding this test binary, and the workspace's `target/`.
-fn target_dirs() -> Vec<PathBuf> {
+/// directory holding this test binary, the user's cache (`calametra guest-setup`,
+/// [`crate::setup::user_cache`]), and the `target/` of the workspace this crate was built in.
+pub(crate) fn target_dirs() -> Vec<PathBuf> {
     let mut v = Vec::new();
     if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
         v.push(PathBuf::from(d));
@@ -156,6 +171,7 @@ fn target_dirs() -> Vec<PathBuf> {
             v.push(t);
         }
     }
+    v.extend(crate::setup::user_cache());
     v.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
     v
 }
@@ -172,7 +188,7 @@ pub fn runner(scenario: fn(&mut Guest)) -> Result<Box<dyn Runner>, String> {
     }
     why.dedup();
     Err(format!(
-        "this guest scenario needs the lockstep QEMU and the guest ({}); run scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh",
+        "this guest scenario needs the lockstep QEMU and the guest ({}); set them up once with `calametra guest-setup` (or, in Calametra's repository, scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh)",
         why.join("; ")
     ))
 }
@@ -211,7 +227,10 @@ impl GuestRunner {
         let probe = g
             .probe
             .take()
-            .ok_or("the guest scenario gave the guest nothing to run (guest.run_script(..))")?;
+            .ok_or("the guest scenario gave the guest nothing to run (guest.run_program(..) or guest.run_script(..))")?;
+        if let Some(p) = &g.program {
+            p.check_libraries(&self.lock.qemu.guest)?;
+        }
         let mut lock = self.lock.clone();
         lock.options
             .reenumerate_marks

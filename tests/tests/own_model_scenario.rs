@@ -10,6 +10,9 @@ mod counter;
 use calametra::prelude::*;
 use calametra::registry::{self, Boxed};
 use calametra_capture as _;
+// Likewise the guest run of `calametra qemu --spec tests/own_model/counter.json --package
+// calametra-tests --test own_model_scenario`, serving the counter registered here.
+use calametra_qemu as _;
 use counter::Counter;
 use std::cell::Cell;
 use std::rc::Rc;

@@ -157,6 +157,42 @@ fn a_model_of_the_users_own_crate_is_served_to_the_guest_from_its_test_binary() 
     );
 }
 
+/// A learned spec (`calametra learn` of the real JCD543 capture) is served to the guest like
+/// any model: Linux enumerates the learned dock from its recorded answers and lsusb names it.
+#[test]
+#[ignore = "needs the lockstep QEMU and the guest: run scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh (scripts/test.sh does), then cargo test -p calametra-cli --test qemu -- --ignored"]
+fn a_learned_spec_is_served_to_the_guest_and_enumerates() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("jcd543.json");
+    let (code, out) = tool(&[
+        "learn",
+        "--capture",
+        &repo_file("refdata/trace-JCD543-20220514T1928-4k-edid.pcapng.gz"),
+        "--out",
+        spec.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let script = dir.path().join("probe.sh");
+    std::fs::write(&script, "lsusb -d 0711:5601 && echo LEARNED-DOCK-ENUMERATED\n").unwrap();
+    let trace = dir.path().join("learned.jsonl");
+    let (code, out) = tool(&[
+        "qemu",
+        "--spec",
+        spec.to_str().unwrap(),
+        "--script",
+        script.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(
+        text.contains("ID 0711:5601 MCT Corp. USB Station")
+            && text.contains("LEARNED-DOCK-ENUMERATED"),
+        "the guest's lsusb of the learned dock is in the trace:\n{out}"
+    );
+}
+
 /// Compiles a C file of the repository with gcc against libusb-1.0 (`pkg-config`): the host's
 /// Debian libraries, the same as the guest image's.
 fn gcc(out: &Path, args: &[&str]) {

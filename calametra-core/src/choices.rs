@@ -475,8 +475,11 @@ impl DeciderState {
             if let Some(rng) = lazy(&mut self.streams, self.seed, StreamName::Schedule) {
                 self.swarm = Some(Swarm::strategy_only(Swarm::draw_strategy(rng, horizon)));
             }
-        } else if let Some(rng) = lazy(&mut self.streams, self.seed, StreamName::Swarm) {
-            self.swarm = Some(Swarm::draw_open_from(rng, fault_set, horizon));
+        } else if let (Some(seed), Some(rng)) = (
+            self.seed,
+            lazy(&mut self.streams, self.seed, StreamName::Swarm),
+        ) {
+            self.swarm = Some(Swarm::draw_open_from(rng, seed, fault_set, horizon));
         }
     }
 

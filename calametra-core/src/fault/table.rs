@@ -262,6 +262,17 @@ macro_rules! primitives {
         #[macro_export]
         macro_rules! __calametra_fault_kind {
             $(($name) => { $crate::fault::FaultKind::$V };)*
+            // `faults = stall`: one name where `none`, `transport` or `all` could stand.
+            $((@alone $name) => { $crate::fault::FaultKind::$V };)*
+            (@alone $d other:tt) => {
+                ::core::compile_error!(::core::concat!(
+                    "`faults` expects `none`, `transport`, `all`, a fault primitive (",
+                    $crate::__calametra_join_names!($($name)*),
+                    ") or a list like `[stall, disconnect]`; found `",
+                    ::core::stringify!($d other),
+                    "`"
+                ))
+            };
             ($d other:tt) => {
                 ::core::compile_error!(::core::concat!(
                     "unknown fault primitive `",

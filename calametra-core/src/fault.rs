@@ -81,6 +81,9 @@ macro_rules! table {
                 bend(data): data.truncate(n as usize),
                 at_transition: false => AtTransition::default(),
                 explore(len): (len > 0).then_some(Fault::Short(len / 2)),
+                // Any shorter length, of what the device returned at an IN transfer.
+                draw(len, below): Fault::Short(below(u64::from(len)) as u32),
+                at_reply: true,
                 mutant: Fault::Short(1),
             }
             /// The device drops off the bus; this and every pending transfer fail
@@ -150,6 +153,11 @@ macro_rules! table {
                 },
                 at_transition: false => AtTransition::default(),
                 explore(len): (len > 0).then_some(Fault::Corrupt { offset: 0, xor: 0xff }),
+                // Any byte, any mask but 0.
+                draw(len, below): Fault::Corrupt {
+                    offset: below(u64::from(len)) as u32,
+                    xor: 1 + below(255) as u8,
+                },
                 mutant: Fault::Corrupt { offset: 0, xor: 0xff },
             }
             $($added)*

@@ -544,7 +544,10 @@ impl World {
                 if let Reply::Data(d) = &mut r {
                     d.truncate(setup.length as usize);
                     if setup.is_in() {
-                        bend(d);
+                        match self.at_reply(xid, d.len()) {
+                            Some(f) => f.bend(d),
+                            None => bend(d),
+                        }
                     }
                 }
                 if !setup.is_in() && matches!(r, Reply::Ack) {
@@ -570,7 +573,10 @@ impl World {
                 let (mut r, e) = self.call(dev, |d, cx| d.poll_in(cx, *ep, *len));
                 if let Reply::Data(d) = &mut r {
                     d.truncate(*len);
-                    bend(d);
+                    match self.at_reply(xid, d.len()) {
+                        Some(f) => f.bend(d),
+                        None => bend(d),
+                    }
                 }
                 (r, e)
             }
@@ -621,6 +627,25 @@ impl World {
             self.disconnect_id(dev);
         }
         Some((dev, done || first_arrival))
+    }
+
+    /// An IN transfer's reply is known (`reply_len` bytes, before any fault): the baseline's
+    /// recorded site takes its length, and a fault deferred to the reply is settled
+    /// ([`crate::bus::Core::settle_fault`]) and returned, to bend the reply with.
+    fn at_reply(&mut self, xid: u64, reply_len: usize) -> Option<Fault> {
+        let x = self.core.transfers.get_mut(xid)?;
+        let site = x.site;
+        let settle = match x.deferred.take() {
+            Some(d) => x.fault.clone().map(|f| (f, d)),
+            None => None,
+        };
+        self.core.record_reply_len(site, reply_len);
+        let (fault, deferred) = settle?;
+        let f = self.core.settle_fault(site, fault, deferred, reply_len);
+        if let Some(x) = self.core.transfers.get_mut(xid) {
+            x.fault = Some(f.clone());
+        }
+        Some(f)
     }
 
     /// Fires one queued event.
@@ -759,7 +784,13 @@ impl World {
                 (site, site_kind, 0, false)
             }
         };
-        let fault = self.core.fault_at(site, &site_kind);
+        // An IN transfer's reply is not known yet: a fault the reply settles waits for it.
+        let at_reply = match &kind {
+            XKind::Control { setup, .. } => setup.is_in(),
+            XKind::In { .. } => true,
+            XKind::Out { .. } => false,
+        };
+        let (fault, deferred) = self.core.fault_at(site, &site_kind, at_reply);
         let t = &self.core.timing;
         let mut latency =
             if ctrl { t.control_ns } else { t.transfer_ns } + t.per_byte_ns * bytes as u64;
@@ -774,6 +805,7 @@ impl World {
             actor,
             site,
             fault,
+            deferred,
             waker,
             state: XState::InFlight,
             deadline_set,

@@ -69,6 +69,8 @@ pub(crate) struct Xfer {
     pub(crate) actor: Rc<str>,
     pub(crate) site: SiteId,
     pub(crate) fault: Option<Fault>,
+    /// Its fault's record and parameters, waiting for the reply ([`super::Core::fault_at`]).
+    pub(crate) deferred: Option<super::Deferred>,
     /// Whom its completion wakes: the polling task by id when it is one of the run's (no
     /// waker cloned, woken without atomics), or a waker.
     pub(crate) waker: Option<Wakeup>,
@@ -190,6 +192,7 @@ impl XferTable {
                     actor,
                     site,
                     fault,
+                    deferred,
                     waker,
                     state,
                     deadline_set,
@@ -202,6 +205,7 @@ impl XferTable {
                 to.actor = actor;
                 to.site = site;
                 to.fault = fault;
+                to.deferred = deferred;
                 to.waker = waker;
                 to.state = state;
                 to.deadline_set = deadline_set;
@@ -233,6 +237,7 @@ impl XferTable {
         let x = &mut slot.x;
         x.waker = None;
         x.fault = None;
+        x.deferred = None;
         // The payload is taken out of the kind where it is (the kind stays, emptied): the whole
         // kind copied out to reach it read its buffer back across two just-written halves, a
         // store-forwarding stall natively (~1% of workload C's time).
@@ -410,6 +415,7 @@ mod tests {
             actor: Rc::from("t"),
             site: SiteId { base: 0, n: 1 },
             fault: None,
+            deferred: None,
             waker: None,
             state,
             deadline_set: false,

@@ -70,6 +70,8 @@ macro_rules! primitives {
             bend($data:ident): $bend:expr,
             at_transition: $at_tr:literal => $transition:expr,
             explore($len:ident): $explore:expr,
+            $(draw($dlen:ident, $below:ident): $draw:expr,)?
+            $(at_reply: $at_reply:literal,)?
             mutant: $mutant:expr $(,)?
         }
     )*) => {
@@ -211,6 +213,37 @@ macro_rules! primitives {
             pub(crate) fn explored(kind: FaultKind, len: u32) -> Option<Fault> {
                 match kind {
                     $(FaultKind::$V => { let $len: u32 = len; $explore })*
+                }
+            }
+
+            /// What a seeded run injects of `kind` at a transfer whose payload is `len` bytes,
+            /// its parameters drawn by `below` (a draw in `0..n` from the primitive's own
+            /// stream, `fault/<name>`); `None` for a primitive without parameters to draw
+            /// (the explored fault is injected as it is).
+            #[allow(unused_variables, unreachable_code)]
+            pub(crate) fn drawn(
+                kind: FaultKind,
+                len: u32,
+                below: &mut dyn FnMut(u64) -> u64,
+            ) -> Option<Fault> {
+                match kind {
+                    $(FaultKind::$V => {
+                        $(
+                            let $dlen: u32 = len;
+                            let $below = below;
+                            return Some($draw);
+                        )?
+                        None
+                    })*
+                }
+            }
+
+            /// Whether the parameters of a fault of `kind` at an IN transfer are settled by
+            /// the reply (`short`: a cut of what the device returned, drawn over its length):
+            /// its record is written, and a seeded run's draw made, when the reply is known.
+            pub(crate) const fn at_reply(kind: FaultKind) -> bool {
+                match kind {
+                    $(FaultKind::$V => { false $(|| $at_reply)? })*
                 }
             }
 

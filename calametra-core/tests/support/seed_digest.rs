@@ -82,6 +82,10 @@ pub fn digest(seeds: u64) -> (String, usize) {
     (hex, faulted)
 }
 
-/// The digest's pinned value for 64 seeds, taken from the table as shipped before the test
-/// build's table gained a primitive.
-pub const PINNED_64: &str = "4a25a670b5415c17d82aecaefd852bf4b10bb2b0bcb79aef2649e557a6b3f833";
+/// The digest's pinned value for 64 seeds, taken from the table as shipped and equal with the
+/// test build's added primitive. It was `4a25a670b5415c17d82aecaefd852bf4b10bb2b0bcb79aef2649e557a6b3f833`
+/// (the code before the table, and the table) until seeded runs drew `short` and `corrupt`
+/// parameters from their own streams and a `short` at an IN transfer cut the reply (issue 41):
+/// the runs that inject those changed by design, and the value was taken again, from the
+/// shipped table.
+pub const PINNED_64: &str = "05cec2a13e292cca97dbf53d9f598a08df2e3b60ee3027047b219b3a5301ccc2";

@@ -468,6 +468,9 @@ impl World {
     fn deliver_to(&mut self, xid: u64) -> Option<(usize, bool)> {
         let x = self.core.transfers.get_mut(xid)?;
         let (dev, fault) = (x.dev, x.fault.clone());
+        // Whether an IN reply has anything to settle ([`World::at_reply`]): read here, so a
+        // reply with nothing to settle costs no second look-up.
+        let settles = x.deferred.is_some() || self.core.record_sites;
         let first_arrival = matches!(x.state, XState::InFlight);
         let slot = &self.devices[dev];
         let gone = !slot.attached || slot.generation != x.generation;
@@ -544,7 +547,7 @@ impl World {
                 if let Reply::Data(d) = &mut r {
                     d.truncate(setup.length as usize);
                     if setup.is_in() {
-                        match self.at_reply(xid, d.len()) {
+                        match settles.then(|| self.at_reply(xid, d.len())).flatten() {
                             Some(f) => f.bend(d),
                             None => bend(d),
                         }
@@ -573,7 +576,7 @@ impl World {
                 let (mut r, e) = self.call(dev, |d, cx| d.poll_in(cx, *ep, *len));
                 if let Reply::Data(d) = &mut r {
                     d.truncate(*len);
-                    match self.at_reply(xid, d.len()) {
+                    match settles.then(|| self.at_reply(xid, d.len())).flatten() {
                         Some(f) => f.bend(d),
                         None => bend(d),
                     }

@@ -121,9 +121,9 @@ fn update_tolerant(sim: &mut Sim) {
     judged(sim, "specs/dfu11-tolerant.json", TOLERANT, false);
 }
 
-/// A DFU_GETSTATUS answer cut to 3 bytes, which exploration's `short(n)` does not reach (it
-/// halves the 2048 bytes dfu-core asks for): dfu-core reports it as an error, and the device
-/// keeps its old image.
+/// A DFU_GETSTATUS answer cut to 3 bytes (exploration's `short(len/2)` of the 6-byte answer,
+/// since a site's length is the answer's; it halved the 2048 bytes dfu-core asks for before):
+/// dfu-core reports it as an error, and the device keeps its old image.
 #[calametra::scenario(
     spec = "../../specs/dfu11-tolerant.json",
     fault_schedule = "specs/faults/getstatus-short-answer.json",

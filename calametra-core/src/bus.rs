@@ -447,7 +447,7 @@ impl Core {
     /// whose parameters the reply settles ([`Fault::at_reply`]: `short`) is logged now but
     /// written to the trace, and (drawn by a seeded run) given its parameters, when the reply
     /// is known: the [`Deferred`] returned, which the transfer keeps
-    /// ([`crate::world::World`] settles it).
+    /// ([`Core::at_reply`] settles it).
     #[inline(always)]
     pub(crate) fn fault_at(
         &mut self,
@@ -583,6 +583,39 @@ impl Core {
         }
         self.write_fault(site, &f);
         f
+    }
+
+    /// An IN transfer's reply is known (`reply_len` bytes, before any fault): the baseline's
+    /// recorded site takes its length ([`Core::record_reply_len`]), and a fault deferred to
+    /// the reply is settled ([`Core::settle_fault`]) and returned, to bend the reply with (the
+    /// transfer's own fault otherwise). `settles`: whether there can be anything to settle (a
+    /// deferred fault, or sites recorded), read by the caller in its own look-up of the
+    /// transfer, so a reply with nothing to settle costs no second look-up.
+    #[inline(always)]
+    pub(crate) fn at_reply(&mut self, settles: bool, xid: u64, reply_len: usize) -> Option<Fault> {
+        if settles {
+            self.settle_reply(xid, reply_len)
+        } else {
+            None
+        }
+    }
+
+    /// [`Core::at_reply`] where there is something to settle.
+    #[inline(never)]
+    fn settle_reply(&mut self, xid: u64, reply_len: usize) -> Option<Fault> {
+        let x = self.transfers.get_mut(xid)?;
+        let site = x.site;
+        let settle = match x.deferred.take() {
+            Some(d) => x.fault.clone().map(|f| (f, d)),
+            None => None,
+        };
+        self.record_reply_len(site, reply_len);
+        let (fault, deferred) = settle?;
+        let f = self.settle_fault(site, fault, deferred, reply_len);
+        if let Some(x) = self.transfers.get_mut(xid) {
+            x.fault = Some(f.clone());
+        }
+        Some(f)
     }
 
     /// Makes the recorded site of this crossing (a baseline's, `RunConfig::record_sites`)

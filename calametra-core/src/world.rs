@@ -468,9 +468,7 @@ impl World {
     fn deliver_to(&mut self, xid: u64) -> Option<(usize, bool)> {
         let x = self.core.transfers.get_mut(xid)?;
         let (dev, fault) = (x.dev, x.fault.clone());
-        // Whether an IN reply has anything to settle ([`World::at_reply`]): read here, so a
-        // reply with nothing to settle costs no second look-up.
-        let settles = x.deferred.is_some() || self.core.record_sites;
+        let settles = x.deferred.is_some() || self.core.record_sites; // See `Core::at_reply`.
         let first_arrival = matches!(x.state, XState::InFlight);
         let slot = &self.devices[dev];
         let gone = !slot.attached || slot.generation != x.generation;
@@ -526,8 +524,8 @@ impl World {
             }
             Arrival::Deliver => {}
         }
-        let bend = |data: &mut Vec<u8>| {
-            if let Some(f) = &fault {
+        let bend = |settled: Option<Fault>, data: &mut Vec<u8>| {
+            if let Some(f) = settled.as_ref().or(fault.as_ref()) {
                 f.bend(data);
             }
         };
@@ -535,7 +533,7 @@ impl World {
         let bent = |data: &Vec<u8>| {
             bends.then(|| {
                 let mut d = data.clone();
-                bend(&mut d);
+                bend(None, &mut d);
                 d
             })
         };
@@ -547,10 +545,7 @@ impl World {
                 if let Reply::Data(d) = &mut r {
                     d.truncate(setup.length as usize);
                     if setup.is_in() {
-                        match settles.then(|| self.at_reply(xid, d.len())).flatten() {
-                            Some(f) => f.bend(d),
-                            None => bend(d),
-                        }
+                        bend(self.core.at_reply(settles, xid, d.len()), d);
                     }
                 }
                 if !setup.is_in() && matches!(r, Reply::Ack) {
@@ -576,10 +571,7 @@ impl World {
                 let (mut r, e) = self.call(dev, |d, cx| d.poll_in(cx, *ep, *len));
                 if let Reply::Data(d) = &mut r {
                     d.truncate(*len);
-                    match settles.then(|| self.at_reply(xid, d.len())).flatten() {
-                        Some(f) => f.bend(d),
-                        None => bend(d),
-                    }
+                    bend(self.core.at_reply(settles, xid, d.len()), d);
                 }
                 (r, e)
             }
@@ -630,25 +622,6 @@ impl World {
             self.disconnect_id(dev);
         }
         Some((dev, done || first_arrival))
-    }
-
-    /// An IN transfer's reply is known (`reply_len` bytes, before any fault): the baseline's
-    /// recorded site takes its length, and a fault deferred to the reply is settled
-    /// ([`crate::bus::Core::settle_fault`]) and returned, to bend the reply with.
-    fn at_reply(&mut self, xid: u64, reply_len: usize) -> Option<Fault> {
-        let x = self.core.transfers.get_mut(xid)?;
-        let site = x.site;
-        let settle = match x.deferred.take() {
-            Some(d) => x.fault.clone().map(|f| (f, d)),
-            None => None,
-        };
-        self.core.record_reply_len(site, reply_len);
-        let (fault, deferred) = settle?;
-        let f = self.core.settle_fault(site, fault, deferred, reply_len);
-        if let Some(x) = self.core.transfers.get_mut(xid) {
-            x.fault = Some(f.clone());
-        }
-        Some(f)
     }
 
     /// Fires one queued event.
@@ -787,13 +760,7 @@ impl World {
                 (site, site_kind, 0, false)
             }
         };
-        // An IN transfer's reply is not known yet: a fault the reply settles waits for it.
-        let at_reply = match &kind {
-            XKind::Control { setup, .. } => setup.is_in(),
-            XKind::In { .. } => true,
-            XKind::Out { .. } => false,
-        };
-        let (fault, deferred) = self.core.fault_at(site, &site_kind, at_reply);
+        let (fault, deferred) = self.core.fault_at(site, &site_kind, kind.is_in());
         let t = &self.core.timing;
         let mut latency =
             if ctrl { t.control_ns } else { t.transfer_ns } + t.per_byte_ns * bytes as u64;

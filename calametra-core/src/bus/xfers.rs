@@ -29,6 +29,16 @@ pub(crate) enum XKind {
 }
 
 impl XKind {
+    /// Whether the device sends this transfer's payload (a control IN, a bulk or interrupt
+    /// IN): its length is known only at the reply.
+    pub(crate) fn is_in(&self) -> bool {
+        match self {
+            XKind::Control { setup, .. } => setup.is_in(),
+            XKind::In { .. } => true,
+            XKind::Out { .. } => false,
+        }
+    }
+
     /// The bit of a bulk or interrupt endpoint in a device's halted set
     /// (`DeviceSlot::halted`: OUT endpoints in bits 0..15, IN endpoints in bits 16..31); 0 for a
     /// control transfer (a control stall is a protocol stall: the next setup clears it).

@@ -442,20 +442,38 @@ impl Core {
     /// answers `None` in a few compares, without the call ([`Core::find_fault`] builds a large
     /// frame). A run under a fault plan crosses mostly sites the plan does not name: those
     /// take this path too ([`SiteTable::may_plan`]).
+    ///
+    /// `at_reply`: the site is an IN transfer, whose reply is not known yet. A fault there
+    /// whose parameters the reply settles ([`Fault::at_reply`]: `short`) is logged now but
+    /// written to the trace, and (drawn by a seeded run) given its parameters, when the reply
+    /// is known: the [`Deferred`] returned, which the transfer keeps
+    /// ([`Core::at_reply`] settles it).
     #[inline(always)]
-    pub(crate) fn fault_at(&mut self, site: SiteId, kind: &SiteKind) -> Option<Fault> {
+    pub(crate) fn fault_at(
+        &mut self,
+        site: SiteId,
+        kind: &SiteKind,
+        at_reply: bool,
+    ) -> (Option<Fault>, Option<Deferred>) {
         if self.decide.pending_faults.is_empty()
             && (!self.decide.is_seeded() || self.fault_set.is_none())
             && !self.site_table.may_plan(&self.plan, site)
         {
-            return None;
+            return (None, None);
         }
-        self.find_fault(site, kind)
+        self.find_fault(site, kind, at_reply)
     }
 
     /// [`Core::fault_at`] where a fault may be found.
     #[inline(never)]
-    fn find_fault(&mut self, site: SiteId, kind: &SiteKind) -> Option<Fault> {
+    fn find_fault(
+        &mut self,
+        site: SiteId,
+        kind: &SiteKind,
+        at_reply: bool,
+    ) -> (Option<Fault>, Option<Deferred>) {
+        // Whether the fault came from this run's own draw (its parameters drawn then).
+        let mut drawn = false;
         let mut anchor = None;
         let fault = if let Some(f) = self.site_table.planned(&self.plan, site) {
             Some(f)
@@ -483,10 +501,24 @@ impl Core {
                 None
             } else {
                 let i = self.decide.faults_below(count as u64).unwrap_or(0) as usize;
+                drawn = true;
                 seeded_candidates(&self.fault_set, self.decide.swarm.as_ref(), family, kind).nth(i)
             }
         } else {
             None
+        };
+        let later = at_reply && fault.as_ref().is_some_and(|f| Fault::at_reply(f.kind()));
+        // A drawn fault's parameters: from the primitive's own stream, over the payload's
+        // length (or, settled at the reply, over the reply's, then).
+        let fault = match fault {
+            Some(f) if drawn && !later => {
+                let len = match kind {
+                    SiteKind::Transfer { len } => *len,
+                    SiteKind::Transition => 0,
+                };
+                Some(self.decide.draw_params(f, len))
+            }
+            f => f,
         };
         if let Some(f) = &fault {
             let anchor = anchor.unwrap_or_else(|| {
@@ -507,15 +539,110 @@ impl Core {
                 site: self.site_table.name(site),
                 fault: f.clone(),
             });
-            let now = self.now;
-            let fs = f.to_string();
-            let base = self.site_table.base(site.base);
-            self.trace.emit(now, "fault", "bus", true, |d| {
-                d.site("site", base, u64::from(site.n)).str("fault", &fs);
-            });
+            if later {
+                let deferred = Deferred {
+                    log_at: self.decide.log.len() - 1,
+                    draw: drawn,
+                };
+                return (fault, Some(deferred));
+            }
+            self.write_fault(site, f);
         }
-        fault
+        (fault, None)
     }
+
+    /// Writes the trace record of fault `f` at `site`, now.
+    pub(crate) fn write_fault(&mut self, site: SiteId, f: &Fault) {
+        let now = self.now;
+        let fs = f.to_string();
+        let base = self.site_table.base(site.base);
+        self.trace.emit(now, "fault", "bus", true, |d| {
+            d.site("site", base, u64::from(site.n)).str("fault", &fs);
+        });
+    }
+
+    /// Settles a fault [`Core::fault_at`] deferred to the reply (`fault`, at `site`, the reply
+    /// `reply_len` bytes): a drawn one gets its parameters from the primitive's stream over
+    /// the reply's length, the logged event is made the fault injected, and its record is
+    /// written now. Returns the fault to apply.
+    pub(crate) fn settle_fault(
+        &mut self,
+        site: SiteId,
+        fault: Fault,
+        deferred: Deferred,
+        reply_len: usize,
+    ) -> Fault {
+        let f = if deferred.draw {
+            let len = u32::try_from(reply_len).unwrap_or(u32::MAX);
+            self.decide.draw_params(fault, len)
+        } else {
+            fault
+        };
+        if let Some(Event::Fault { fault, .. }) = self.decide.log.get_mut(deferred.log_at) {
+            *fault = f.clone();
+        }
+        self.write_fault(site, &f);
+        f
+    }
+
+    /// An IN transfer's reply is known (`reply_len` bytes, before any fault): the baseline's
+    /// recorded site takes its length ([`Core::record_reply_len`]), and a fault deferred to
+    /// the reply is settled ([`Core::settle_fault`]) and returned, to bend the reply with (the
+    /// transfer's own fault otherwise). `settles`: whether there can be anything to settle (a
+    /// deferred fault, or sites recorded), read by the caller in its own look-up of the
+    /// transfer, so a reply with nothing to settle costs no second look-up.
+    #[inline(always)]
+    pub(crate) fn at_reply(&mut self, settles: bool, xid: u64, reply_len: usize) -> Option<Fault> {
+        if settles {
+            self.settle_reply(xid, reply_len)
+        } else {
+            None
+        }
+    }
+
+    /// [`Core::at_reply`] where there is something to settle.
+    #[inline(never)]
+    fn settle_reply(&mut self, xid: u64, reply_len: usize) -> Option<Fault> {
+        let x = self.transfers.get_mut(xid)?;
+        let site = x.site;
+        let settle = match x.deferred.take() {
+            Some(d) => x.fault.clone().map(|f| (f, d)),
+            None => None,
+        };
+        self.record_reply_len(site, reply_len);
+        let (fault, deferred) = settle?;
+        let f = self.settle_fault(site, fault, deferred, reply_len);
+        if let Some(x) = self.transfers.get_mut(xid) {
+            x.fault = Some(f.clone());
+        }
+        Some(f)
+    }
+
+    /// Makes the recorded site of this crossing (a baseline's, `RunConfig::record_sites`)
+    /// the IN transfer's reply length, once it is known: what `site::` trials then cut
+    /// (`short(len/2)`), not the length asked for.
+    pub(crate) fn record_reply_len(&mut self, site: SiteId, reply_len: usize) {
+        if !self.record_sites {
+            return;
+        }
+        let name = self.site_table.name(site);
+        if let Some(s) = self.sites.iter_mut().rev().find(|s| s.name == name) {
+            s.kind = SiteKind::Transfer {
+                len: u32::try_from(reply_len).unwrap_or(u32::MAX),
+            };
+        }
+    }
+}
+
+/// A fault whose record and parameters wait for its IN transfer's reply
+/// ([`Core::fault_at`]): where its event is in the run's log, and whether its parameters are
+/// still to be drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Deferred {
+    /// The index of its [`Event::Fault`] in the run's log.
+    pub(crate) log_at: usize,
+    /// Whether the run drew it (its parameters are drawn at the reply).
+    pub(crate) draw: bool,
 }
 
 /// The faults a seeded run may draw at a site of `kind` (in [`FaultSet::candidates`] order):

@@ -80,7 +80,9 @@ pub fn compare(
     };
     match r.failure.clone() {
         None => Replay::Passes(r),
-        Some(f) if f.signature() != signature => Replay::Different(r, f),
+        // A case saved before signatures normalized hex words and lists records the old
+        // form, which still names this failure.
+        Some(f) if !f.has_signature(signature) => Replay::Different(r, f),
         Some(_) if exact => Replay::Exact(r),
         Some(_) => Replay::OtherHash(r),
     }
@@ -131,7 +133,7 @@ impl Handled {
         self.fin
             .failure
             .as_ref()
-            .filter(|f| f.signature() != self.signature)
+            .filter(|f| !f.has_signature(&self.signature))
     }
 }
 
@@ -144,12 +146,12 @@ pub fn handle(
     found: Found<'_>,
     store: &dyn Store,
 ) -> Handled {
-    let sig = found.failure.signature();
+    let sig = case_signature(store, owner, found.failure);
     let r = found.run;
     let reproduced = replay(runner, base, &r.events, false)
         .ok()
         .and_then(|rr| rr.failure)
-        .is_some_and(|f| f.signature() == sig);
+        .is_some_and(|f| f.has_signature(&sig));
     let mut budget = runner.shrink_budget();
     let shrunk = if reproduced {
         minimize(r.events.clone(), &mut |cand| {
@@ -160,7 +162,7 @@ pub fn handle(
             }
             let rr = replay(runner, base, cand, false).ok()?;
             match rr.failure {
-                Some(f) if f.signature() == sig => Some(rr.events),
+                Some(f) if f.has_signature(&sig) => Some(rr.events),
                 _ => None,
             }
         })
@@ -222,6 +224,27 @@ pub fn handle(
         case,
         saved,
     }
+}
+
+/// The signature a find's case is saved under: its failure's [`Failure::signature`], or,
+/// when the store keeps this owner's case of the failure under its legacy signature (saved
+/// before signatures normalized hex words and lists: [`Failure::legacy_signature`]), that one,
+/// so the kept case stays the failure's file rather than a second file beside it.
+fn case_signature(store: &dyn Store, owner: &Owner, failure: &Failure) -> String {
+    let sig = failure.signature();
+    let legacy = failure.legacy_signature();
+    if legacy != sig {
+        if let Some(c) = store.find(&regress::id_for(&owner.scenario, &legacy)) {
+            if c.signature == legacy
+                && c.scenario == owner.scenario
+                && c.package == owner.package
+                && c.target == owner.target
+            {
+                return legacy;
+            }
+        }
+    }
+    sig
 }
 
 /// Reads the case the store keeps for the signature back and replays it: it must be this case
@@ -561,6 +584,35 @@ mod tests {
 
     const A: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     const B: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+    /// A failure whose case the store keeps under its legacy signature (saved before hashes
+    /// and attempt lists were normalized) is saved under that one, the same file; with no such
+    /// case, or another owner's, under its signature.
+    #[test]
+    fn a_case_kept_under_the_legacy_signature_stays_the_failures_file() {
+        let f = Failure::Invariant {
+            name: "installed_as_claimed".into(),
+            message: "the host reports 16384 bytes, sha256 e62e2321e187.. installed".into(),
+        };
+        let (sig, legacy) = (f.signature(), f.legacy_signature());
+        assert_ne!(sig, legacy);
+        let dir = tempfile::tempdir().unwrap();
+        let store = regress::Dir(dir.path().to_path_buf());
+        assert_eq!(case_signature(&store, &owner(), &f), sig, "nothing kept");
+        let old = Regression {
+            id: regress::id_for("s", &legacy),
+            signature: legacy.clone(),
+            ..case(None)
+        };
+        assert!(matches!(store.save(&old), Ok(Saved::Written(_))));
+        assert_eq!(case_signature(&store, &owner(), &f), legacy);
+        let other = Owner {
+            target: "another".into(),
+            ..owner()
+        };
+        assert_eq!(case_signature(&store, &other, &f), sig);
+        assert_eq!(case_signature(&regress::Off, &owner(), &f), sig);
+    }
 
     #[test]
     fn the_build_decision() {

@@ -56,7 +56,7 @@ pub use event::{
     without_anchors, Anchor, Event,
 };
 
-use crate::fault::{Fault, FaultSet};
+use crate::fault::{Fault, FaultKind, FaultSet};
 use crate::swarm::{Priorities, Strategy, Swarm};
 use rand_chacha::ChaCha8Rng;
 use std::cell::Cell;
@@ -172,6 +172,11 @@ impl Drop for Decider {
     }
 }
 
+/// The stream a seeded run draws a primitive's parameters from: `fault/<name>`.
+pub fn fault_param_stream(kind: FaultKind) -> String {
+    format!("fault/{}", kind.as_str())
+}
+
 /// The state of a run's [`Decider`].
 pub(crate) struct DeciderState {
     pub(crate) source: Source,
@@ -234,6 +239,9 @@ pub(crate) struct DeciderState {
     scratch: String,
     /// How many events the thread's last seeded run logged ([`DeciderState::take_log`]).
     last_log: usize,
+    /// The streams a seeded run drew fault parameters from (`fault/short`,
+    /// `fault/corrupt`), each derived on its first draw in the run.
+    fault_params: Vec<(FaultKind, ChaCha8Rng)>,
 }
 
 impl DeciderState {
@@ -266,6 +274,7 @@ impl DeciderState {
             texts: Vec::new(),
             scratch: String::new(),
             last_log: 0,
+            fault_params: Vec::new(),
         }
     }
 
@@ -300,7 +309,9 @@ impl DeciderState {
             texts,
             scratch: _,
             last_log: _,
+            fault_params,
         } = self;
+        fault_params.clear();
         *source = Source::Default;
         *seed = None;
         *swarm = None;
@@ -475,8 +486,11 @@ impl DeciderState {
             if let Some(rng) = lazy(&mut self.streams, self.seed, StreamName::Schedule) {
                 self.swarm = Some(Swarm::strategy_only(Swarm::draw_strategy(rng, horizon)));
             }
-        } else if let Some(rng) = lazy(&mut self.streams, self.seed, StreamName::Swarm) {
-            self.swarm = Some(Swarm::draw_open_from(rng, fault_set, horizon));
+        } else if let (Some(seed), Some(rng)) = (
+            self.seed,
+            lazy(&mut self.streams, self.seed, StreamName::Swarm),
+        ) {
+            self.swarm = Some(Swarm::draw_open_from(rng, seed, fault_set, horizon));
         }
     }
 
@@ -680,6 +694,31 @@ impl DeciderState {
     /// A raw draw from the externals stream (where an external lands); None when not seeded.
     pub(crate) fn externals_below(&mut self, n: u64) -> Option<u64> {
         lazy(&mut self.streams, self.seed, StreamName::Externals).map(|r| below(r, n.max(1)))
+    }
+
+    /// `f`, drawn by a seeded run at a transfer of `len` payload bytes (or, for a primitive
+    /// settled at the reply, `len` reply bytes), with its parameters drawn from the
+    /// primitive's own stream `fault/<name>` ([`fault_param_stream`]; derived on its first
+    /// draw in the run, so no other stream moves); `f` as it is when not seeded or when the
+    /// primitive has no parameters to draw. The drawn fault is what the run logs and traces,
+    /// so a replay injects the same values.
+    pub(crate) fn draw_params(&mut self, f: Fault, len: u32) -> Fault {
+        let Some(seed) = self.seed else {
+            return f;
+        };
+        let kind = f.kind();
+        let params = &mut self.fault_params;
+        crate::fault::Fault::drawn(kind, len, &mut |n| {
+            let i = match params.iter().position(|(k, _)| *k == kind) {
+                Some(i) => i,
+                None => {
+                    params.push((kind, stream_named(seed, &fault_param_stream(kind))));
+                    params.len() - 1
+                }
+            };
+            below(&mut params[i].1, n.max(1))
+        })
+        .unwrap_or(f)
     }
 
     /// A raw draw from the faults stream; None when not seeded.

@@ -206,7 +206,7 @@ pub(crate) fn transition(cx: &mut DevCtx<'_>, machine: &str, from: &str, to: &st
             .site("site", base, u64::from(site.n));
     });
     cx.core.cover_transition(cx.name, machine, from, to);
-    let fault = cx.core.fault_at(site, &SiteKind::Transition);
+    let (fault, _) = cx.core.fault_at(site, &SiteKind::Transition, false);
     let Some(fault) = fault else {
         return true;
     };

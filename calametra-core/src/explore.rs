@@ -36,6 +36,18 @@ impl Probe {
         }
     }
 
+    /// [`Probe::parse_suffix`], but a `site::<site>::<fault>` whose fault names no primitive
+    /// is an error (what [`Fault::parse`] says: the known forms), not "no probe": a trial
+    /// asked for by its exact name is refused, never silently not run.
+    pub fn parse_suffix_checked(s: &str) -> Result<Option<Probe>, String> {
+        if let Some((site, fault)) = s.strip_prefix("site::").and_then(|r| r.rsplit_once("::")) {
+            if !site.is_empty() && site.contains('#') {
+                Fault::parse(fault)?;
+            }
+        }
+        Ok(Probe::parse_suffix(s))
+    }
+
     /// Reads a trial-name suffix back (`baseline`, `seed::0x2a`, `site::ctrl.dnload#3::stall`).
     pub fn parse_suffix(s: &str) -> Option<Probe> {
         if s == "baseline" {
@@ -229,5 +241,19 @@ mod tests {
         ] {
             assert_eq!(Probe::parse_suffix(bad), None, "{bad}");
         }
+        // An unknown primitive in a site trial's name is an error naming the known ones.
+        let e = Probe::parse_suffix_checked("site::a#1::melt").unwrap_err();
+        assert!(
+            e.contains("`melt` is not a fault") && e.contains("corrupt(offset,xor)"),
+            "{e}"
+        );
+        assert_eq!(Probe::parse_suffix_checked("finds::x"), Ok(None));
+        assert_eq!(
+            Probe::parse_suffix_checked("site::a#1::stall"),
+            Ok(Some(Probe::Site {
+                site: "a#1".into(),
+                fault: Fault::Stall
+            }))
+        );
     }
 }

@@ -4,95 +4,228 @@
 //! `bulk.out#5`, `intr.in#1`) or a model transition (`flip.pending->shown#1`). `#n` counts the
 //! site's occurrences in the run, from 1.
 //!
-//! How each primitive acts is defined here and nowhere else ([`Fault::on_arrival`],
-//! [`Fault::latency`], [`Fault::bend`], [`Fault::at_transition`]): the world applies a transfer's
-//! fault where the transfer crosses the bus, for in-process runs and for `DeviceHost` (which the
-//! usb-redir and lockstep bridges drive) alike; a transition fault is answered by the model
-//! through `DevCtx::transition`.
+//! The primitives are the table below, one entry each, and nowhere else: its name, its
+//! trial-name and schedule-file forms, how it parses and shows, whether `faults = all` takes it,
+//! what it does on arrival, to the latency and to the bytes, whether and what it does at a
+//! transition, what exploration injects and what a guided sweep's mutation adds. `table.rs`
+//! turns the table into [`Fault`], [`FaultKind`] and their methods ([`Fault::on_arrival`],
+//! [`Fault::latency`], [`Fault::bend`], [`Fault::at_transition`], ...), and into the macro by
+//! which `#[calametra::scenario(faults = [..])]` names a primitive, so the compiler checks
+//! the name. DESIGN.md, "Adding a fault primitive", is the checklist. The world applies a
+//! transfer's fault where the transfer crosses the bus, for in-process runs and for
+//! `DeviceHost` (which the usb-redir and lockstep bridges drive) alike; a transition fault is
+//! answered by the model through `DevCtx::transition`.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-/// A fault primitive.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Fault {
-    /// The endpoint answers with a STALL handshake; the request never reaches the device. At a
-    /// transition site: the transition is refused and the request in progress stalls.
-    Stall,
-    /// The request is swallowed: it never completes, until the host's own timeout gives up.
-    Timeout,
-    /// Only `n` bytes cross (an IN reply is cut, an OUT payload is cut before the device sees it).
-    Short(u32),
-    /// The device drops off the bus; this and every pending transfer fail `Disconnected`.
-    Disconnect,
-    /// The transfer (or the transfer in progress at a transition) completes `ns` later.
-    #[serde(rename = "delay_ns")]
-    Delay(u64),
-    /// One byte of the payload is XORed.
-    Corrupt {
-        /// Byte offset into the payload (wraps to its length).
-        offset: u32,
-        /// The XOR mask.
-        xor: u8,
-    },
+mod table;
+
+/// Only the test build's table ends with [`Fault::Zero`], the primitive the added-primitive
+/// test adds (see DESIGN.md, "Adding a fault primitive").
+macro_rules! table {
+    ($d:tt $($added:tt)*) => {
+        table::primitives! { ($d)
+            /// The endpoint answers with a STALL handshake; the request never reaches the
+            /// device. At a transition site: the transition is refused and the request in
+            /// progress stalls.
+            Stall => {
+                name: stall,
+                form: "stall",
+                json: "\"stall\"",
+                in_all: true,
+                parse(a): a.none(Fault::Stall),
+                show(f): f.write_str("stall"),
+                arrival: Arrival::Stall,
+                latency: 0,
+                bends: false,
+                bend(data): (),
+                at_transition: true => AtTransition { refused: true, ..AtTransition::default() },
+                explore(len): Some(Fault::Stall),
+                mutant: Fault::Stall,
+            }
+            /// The request is swallowed: it never completes, until the host's own timeout
+            /// gives up.
+            Timeout => {
+                name: timeout,
+                form: "timeout",
+                json: "\"timeout\"",
+                in_all: true,
+                parse(a): a.none(Fault::Timeout),
+                show(f): f.write_str("timeout"),
+                arrival: Arrival::Swallow,
+                latency: 0,
+                bends: false,
+                bend(data): (),
+                at_transition: false => AtTransition::default(),
+                explore(len): Some(Fault::Timeout),
+                mutant: Fault::Timeout,
+            }
+            /// Only `n` bytes cross (an IN reply is cut, an OUT payload is cut before the
+            /// device sees it).
+            Short(n: u32) => {
+                name: short,
+                form: "short(n)",
+                json: "{\"short\":n}",
+                in_all: true,
+                parse(a): {
+                    let [n] = a.list::<1>("short(n)")?;
+                    Ok(Fault::Short(a.int(n, "length too large")?))
+                },
+                show(f): write!(f, "short({n})"),
+                arrival: Arrival::Deliver,
+                latency: 0,
+                bends: true,
+                bend(data): data.truncate(n as usize),
+                at_transition: false => AtTransition::default(),
+                explore(len): (len > 0).then_some(Fault::Short(len / 2)),
+                // Any shorter length, of what the device returned at an IN transfer.
+                draw(len, below): Fault::Short(below(u64::from(len)) as u32),
+                at_reply: true,
+                mutant: Fault::Short(1),
+            }
+            /// The device drops off the bus; this and every pending transfer fail
+            /// `Disconnected`.
+            Disconnect => {
+                name: disconnect,
+                form: "disconnect",
+                json: "\"disconnect\"",
+                in_all: true,
+                parse(a): a.none(Fault::Disconnect),
+                show(f): f.write_str("disconnect"),
+                arrival: Arrival::Disconnect,
+                latency: 0,
+                bends: false,
+                bend(data): (),
+                at_transition: true => AtTransition { disconnect: true, ..AtTransition::default() },
+                explore(len): Some(Fault::Disconnect),
+                mutant: Fault::Disconnect,
+            }
+            /// The transfer (or the transfer in progress at a transition) completes `ns`
+            /// later.
+            #[serde(rename = "delay_ns")]
+            Delay(ns: u64) => {
+                name: delay,
+                form: "delay(d)",
+                json: "{\"delay_ns\":n}",
+                in_all: true,
+                parse(a): {
+                    let [d] = a.list::<1>("delay(d)")?;
+                    Ok(Fault::Delay(crate::clock::parse_ns(d)?))
+                },
+                show(f): write!(f, "delay({})", crate::clock::format_ns_exact(ns)),
+                arrival: Arrival::Deliver,
+                latency: ns,
+                bends: false,
+                bend(data): (),
+                at_transition: true => AtTransition { delay: ns, ..AtTransition::default() },
+                explore(len): Some(Fault::Delay(1_000_000)),
+                mutant: Fault::Delay(1_000_000),
+            }
+            /// One byte of the payload is XORed.
+            Corrupt {
+                /// Byte offset into the payload (wraps to its length).
+                offset: u32,
+                /// The XOR mask.
+                xor: u8,
+            } => {
+                name: corrupt,
+                form: "corrupt(offset,xor)",
+                json: "{\"corrupt\":{\"offset\":o,\"xor\":x}}",
+                in_all: true,
+                parse(a): {
+                    let [o, x] = a.list::<2>("corrupt(offset,xor)")?;
+                    Ok(Fault::Corrupt {
+                        offset: a.int(o, "offset too large")?,
+                        xor: a.int(x, "xor must fit a byte")?,
+                    })
+                },
+                show(f): write!(f, "corrupt({offset},{xor:#04x})"),
+                arrival: Arrival::Deliver,
+                latency: 0,
+                bends: true,
+                // The offset wraps to the length; an empty payload has nothing to corrupt.
+                bend(data): if !data.is_empty() {
+                    let i = offset as usize % data.len();
+                    data[i] ^= xor;
+                },
+                at_transition: false => AtTransition::default(),
+                explore(len): (len > 0).then_some(Fault::Corrupt { offset: 0, xor: 0xff }),
+                // Any byte, any mask but 0.
+                draw(len, below): Fault::Corrupt {
+                    offset: below(u64::from(len)) as u32,
+                    xor: 1 + below(255) as u8,
+                },
+                mutant: Fault::Corrupt { offset: 0, xor: 0xff },
+            }
+            $($added)*
+        }
+    };
 }
 
-/// The kind of a fault, without its parameters: what `faults = [..]` lists. Serialized by its
-/// name (`"stall"`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FaultKind {
-    /// [`Fault::Stall`].
-    Stall,
-    /// [`Fault::Timeout`].
-    Timeout,
-    /// [`Fault::Short`].
-    Short,
-    /// [`Fault::Disconnect`].
-    Disconnect,
-    /// [`Fault::Delay`].
-    Delay,
-    /// [`Fault::Corrupt`].
-    Corrupt,
+#[cfg(not(test))]
+table!($);
+
+// The test build's table: the six above and the primitive the added-primitive test adds, as
+// DESIGN.md's checklist "Adding a fault primitive" says (an entry at the end, not in `all`).
+#[cfg(test)]
+table! { $
+    /// Every byte of the payload arrives as zero (test builds only: the primitive the
+    /// added-primitive test adds).
+    Zero => {
+        name: zero,
+        form: "zero",
+        json: "\"zero\"",
+        in_all: false,
+        parse(a): a.none(Fault::Zero),
+        show(f): f.write_str("zero"),
+        arrival: Arrival::Deliver,
+        latency: 0,
+        bends: true,
+        bend(data): data.iter_mut().for_each(|b| *b = 0),
+        at_transition: false => AtTransition::default(),
+        explore(len): (len > 0).then_some(Fault::Zero),
+        mutant: Fault::Zero,
+    }
 }
 
 impl FaultKind {
-    /// Every kind, in the order trials are generated.
-    pub const ALL: [FaultKind; 6] = [
-        FaultKind::Stall,
-        FaultKind::Timeout,
-        FaultKind::Short,
-        FaultKind::Disconnect,
-        FaultKind::Delay,
-        FaultKind::Corrupt,
-    ];
+    /// The primitives `faults = all` and `faults = transport` explore ([`FaultKind::in_all`]),
+    /// as bits over [`FaultKind::ALL`].
+    pub(crate) const IN_ALL_BITS: u64 = {
+        let mut bits = 0;
+        let mut i = 0;
+        while i < FaultKind::COUNT {
+            if FaultKind::ALL[i].in_all() {
+                bits |= 1 << i;
+            }
+            i += 1;
+        }
+        bits
+    };
 
-    /// Parses `stall`, `timeout`, `short`, `disconnect`, `delay`, `corrupt`.
-    pub fn parse(s: &str) -> Option<FaultKind> {
-        Some(match s {
-            "stall" => FaultKind::Stall,
-            "timeout" => FaultKind::Timeout,
-            "short" => FaultKind::Short,
-            "disconnect" => FaultKind::Disconnect,
-            "delay" => FaultKind::Delay,
-            "corrupt" => FaultKind::Corrupt,
-            _ => return None,
-        })
+    /// The error for text that names no primitive (or a primitive with the wrong arguments):
+    /// every primitive's form, from the table.
+    pub(crate) fn not_a_fault(text: &str) -> String {
+        let forms: Vec<&str> = FaultKind::ALL.iter().map(|k| k.form()).collect();
+        format!("`{text}` is not a fault; expected {}", either_or(&forms))
     }
 
-    /// The kind's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FaultKind::Stall => "stall",
-            FaultKind::Timeout => "timeout",
-            FaultKind::Short => "short",
-            FaultKind::Disconnect => "disconnect",
-            FaultKind::Delay => "delay",
-            FaultKind::Corrupt => "corrupt",
-        }
+    /// Every primitive's form in a fault schedule file, for its errors.
+    pub(crate) fn json_forms() -> String {
+        let forms: Vec<&str> = FaultKind::ALL.iter().map(|k| k.json_form()).collect();
+        either_or(&forms)
+    }
+}
+
+/// `a, b or c`.
+fn either_or(items: &[&str]) -> String {
+    match items.split_last() {
+        None => String::new(),
+        Some((last, [])) => (*last).to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
     }
 }
 
@@ -119,123 +252,6 @@ pub struct AtTransition {
     pub disconnect: bool,
     /// The request in progress completes this much later.
     pub delay: u64,
-}
-
-impl Fault {
-    /// What this fault does when its transfer first reaches the device: `stall`, `timeout`
-    /// and `disconnect` stop it there; the others let it through.
-    pub fn on_arrival(&self) -> Arrival {
-        match self {
-            Fault::Stall => Arrival::Stall,
-            Fault::Timeout => Arrival::Swallow,
-            Fault::Disconnect => Arrival::Disconnect,
-            Fault::Short(_) | Fault::Delay(_) | Fault::Corrupt { .. } => Arrival::Deliver,
-        }
-    }
-
-    /// The extra time its transfer takes to cross the bus (`delay`; 0 for the others).
-    pub fn latency(&self) -> u64 {
-        match self {
-            Fault::Delay(d) => *d,
-            _ => 0,
-        }
-    }
-
-    /// Whether it changes the bytes that cross (`short`, `corrupt`).
-    pub fn bends(&self) -> bool {
-        matches!(self, Fault::Short(_) | Fault::Corrupt { .. })
-    }
-
-    /// Bends bytes crossing the bus: `short(n)` keeps the first `n`, `corrupt(offset, xor)`
-    /// XORs the byte at `offset` (wrapped to the length; nothing to corrupt when empty); the
-    /// others leave them.
-    pub fn bend(&self, data: &mut Vec<u8>) {
-        match *self {
-            Fault::Short(n) => data.truncate(n as usize),
-            Fault::Corrupt { offset, xor } if !data.is_empty() => {
-                let i = offset as usize % data.len();
-                data[i] ^= xor;
-            }
-            _ => {}
-        }
-    }
-
-    /// What it does at a transition site: `stall` refuses the transition, `disconnect` drops
-    /// the device after the call, `delay` delays the request in progress; the others do
-    /// nothing there.
-    pub fn at_transition(&self) -> AtTransition {
-        match self {
-            Fault::Stall => AtTransition {
-                refused: true,
-                ..AtTransition::default()
-            },
-            Fault::Disconnect => AtTransition {
-                disconnect: true,
-                ..AtTransition::default()
-            },
-            Fault::Delay(d) => AtTransition {
-                delay: *d,
-                ..AtTransition::default()
-            },
-            _ => AtTransition::default(),
-        }
-    }
-
-    /// The fault's kind.
-    pub fn kind(&self) -> FaultKind {
-        match self {
-            Fault::Stall => FaultKind::Stall,
-            Fault::Timeout => FaultKind::Timeout,
-            Fault::Short(_) => FaultKind::Short,
-            Fault::Disconnect => FaultKind::Disconnect,
-            Fault::Delay(_) => FaultKind::Delay,
-            Fault::Corrupt { .. } => FaultKind::Corrupt,
-        }
-    }
-
-    /// Parses the trial-name form: `stall`, `short(4)`, `delay(1ms)`, `corrupt(0,0xff)`.
-    pub fn parse(s: &str) -> Result<Fault, String> {
-        let s = s.trim();
-        let (name, arg) = match s.split_once('(') {
-            Some((n, rest)) => (
-                n,
-                Some(
-                    rest.strip_suffix(')')
-                        .ok_or_else(|| format!("`{s}`: missing `)`"))?,
-                ),
-            ),
-            None => (s, None),
-        };
-        let int = |a: &str| -> Result<u64, String> {
-            let a = a.trim();
-            let r = match a.strip_prefix("0x") {
-                Some(h) => u64::from_str_radix(h, 16),
-                None => a.parse(),
-            };
-            r.map_err(|_| format!("`{s}`: `{a}` is not a number"))
-        };
-        match (name, arg) {
-            ("stall", None) => Ok(Fault::Stall),
-            ("timeout", None) => Ok(Fault::Timeout),
-            ("disconnect", None) => Ok(Fault::Disconnect),
-            ("short", Some(a)) => Ok(Fault::Short(
-                u32::try_from(int(a)?).map_err(|_| format!("`{s}`: length too large"))?,
-            )),
-            ("delay", Some(a)) => Ok(Fault::Delay(crate::clock::parse_ns(a)?)),
-            ("corrupt", Some(a)) => {
-                let (o, x) = a
-                    .split_once(',')
-                    .ok_or_else(|| format!("`{s}`: expected corrupt(offset,xor)"))?;
-                Ok(Fault::Corrupt {
-                    offset: u32::try_from(int(o)?).map_err(|_| format!("`{s}`: offset too large"))?,
-                    xor: u8::try_from(int(x)?).map_err(|_| format!("`{s}`: xor must fit a byte"))?,
-                })
-            }
-            _ => Err(format!(
-                "`{s}` is not a fault; expected stall, timeout, short(n), disconnect, delay(d) or corrupt(offset,xor)"
-            )),
-        }
-    }
 }
 
 impl fmt::Display for FaultKind {
@@ -308,13 +324,11 @@ impl SiteFamily {
     }
 
     /// Whether a fault of `kind` means something at a site of this family (a transition takes
-    /// `stall`, `disconnect` and `delay`; a transfer every primitive).
+    /// the primitives whose entry says `at_transition: true`, `stall`, `disconnect` and
+    /// `delay`; a transfer every primitive).
     pub fn takes(self, kind: FaultKind) -> bool {
         match self {
-            SiteFamily::Transition => matches!(
-                kind,
-                FaultKind::Stall | FaultKind::Disconnect | FaultKind::Delay
-            ),
+            SiteFamily::Transition => kind.at_transition(),
             _ => true,
         }
     }
@@ -334,27 +348,15 @@ impl fmt::Display for SiteFamily {
     }
 }
 
-impl fmt::Display for Fault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Fault::Stall => f.write_str("stall"),
-            Fault::Timeout => f.write_str("timeout"),
-            Fault::Short(n) => write!(f, "short({n})"),
-            Fault::Disconnect => f.write_str("disconnect"),
-            Fault::Delay(ns) => write!(f, "delay({})", crate::clock::format_ns_exact(*ns)),
-            Fault::Corrupt { offset, xor } => write!(f, "corrupt({offset},{xor:#04x})"),
-        }
-    }
-}
-
 /// Which faults a scenario explores: the attribute's `faults = ...`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FaultSet {
     /// No fault trials, no faults in seeded schedules.
     None,
-    /// Every primitive at every transfer site.
+    /// Every primitive in `all` ([`FaultKind::in_all`]) at every transfer site.
     Transport,
-    /// Every primitive at every transfer and transition site.
+    /// Every primitive in `all` ([`FaultKind::in_all`]) at every transfer and transition
+    /// site.
     All,
     /// These primitives at every site where they mean something.
     Only(Vec<FaultKind>),
@@ -370,7 +372,8 @@ impl FaultSet {
     pub fn kinds(&self) -> Vec<FaultKind> {
         let bits = self.kind_bits();
         FaultKind::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .enumerate()
             .filter(|&(i, _)| bits & (1 << i) != 0)
             .map(|(_, k)| k)
@@ -382,7 +385,7 @@ impl FaultSet {
     pub(crate) fn kind_bits(&self) -> u64 {
         match self {
             FaultSet::None => 0,
-            FaultSet::Transport | FaultSet::All => (1 << FaultKind::ALL.len()) - 1,
+            FaultSet::Transport | FaultSet::All => FaultKind::IN_ALL_BITS,
             FaultSet::Only(kinds) => FaultKind::ALL
                 .iter()
                 .enumerate()
@@ -408,8 +411,8 @@ impl FaultSet {
     fn allows(&self, kind: FaultKind, site: &SiteKind) -> bool {
         match self {
             FaultSet::None => false,
-            FaultSet::Transport => matches!(site, SiteKind::Transfer { .. }),
-            FaultSet::All => true,
+            FaultSet::Transport => kind.in_all() && matches!(site, SiteKind::Transfer { .. }),
+            FaultSet::All => kind.in_all(),
             FaultSet::Only(kinds) => kinds.contains(&kind),
         }
     }
@@ -448,30 +451,19 @@ impl SiteKind {
         self.each_meaningful().collect()
     }
 
-    /// [`SiteKind::meaningful`] without building a vector.
+    /// [`SiteKind::meaningful`] without building a vector: each primitive's explored fault
+    /// ([`Fault::explored`]) in table order, where it means something (a transition has no
+    /// payload, and takes the primitives that apply at transitions).
     pub(crate) fn each_meaningful(&self) -> impl Iterator<Item = Fault> {
-        let some: [Option<Fault>; 6] = match *self {
-            SiteKind::Transfer { len } => [
-                Some(Fault::Stall),
-                Some(Fault::Timeout),
-                (len > 0).then_some(Fault::Short(len / 2)),
-                Some(Fault::Disconnect),
-                Some(Fault::Delay(1_000_000)),
-                (len > 0).then_some(Fault::Corrupt {
-                    offset: 0,
-                    xor: 0xff,
-                }),
-            ],
-            SiteKind::Transition => [
-                Some(Fault::Stall),
-                Some(Fault::Disconnect),
-                Some(Fault::Delay(1_000_000)),
-                None,
-                None,
-                None,
-            ],
+        let (len, transition) = match *self {
+            SiteKind::Transfer { len } => (len, false),
+            SiteKind::Transition => (0, true),
         };
-        some.into_iter().flatten()
+        FaultKind::ALL
+            .iter()
+            .copied()
+            .filter(move |k| !transition || k.at_transition())
+            .filter_map(move |k| Fault::explored(k, len))
     }
 }
 
@@ -565,7 +557,7 @@ impl FaultPlan {
             .map_err(|e| {
                 err(
                     &format!("{field}.fault"),
-                    format!("{e}; expected \"stall\", \"timeout\", \"disconnect\", {{\"short\":n}}, {{\"delay_ns\":n}} or {{\"corrupt\":{{\"offset\":o,\"xor\":x}}}}"),
+                    format!("{e}; expected {}", FaultKind::json_forms()),
                 )
             })?;
             if plan.faults.insert(site.to_string(), fault).is_some() {
@@ -589,9 +581,96 @@ impl FaultPlan {
     }
 }
 
+/// The seed digest's workload, shared with `tests/added_primitive.rs` (it names the core
+/// crate `cc`).
+#[cfg(test)]
+use crate as cc;
+#[cfg(test)]
+#[path = "../tests/support/seed_digest.rs"]
+mod seed_digest;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// DESIGN.md, "Adding a fault primitive": the test build's table ends with `zero`, added
+    /// as the checklist says. Every seed of every scenario that does not name it runs as it
+    /// did (the seed digest is the one pinned against the shipped table, which
+    /// `tests/added_primitive.rs` checks), and a scenario that names it gets it: parsed,
+    /// shown, drawn by its swarms from its own stream, injected, and acting on the bytes.
+    #[test]
+    fn an_added_primitive_changes_no_seed_that_does_not_ask_for_it() {
+        assert_eq!(FaultKind::ALL.last(), Some(&FaultKind::Zero));
+        let (digest, _) = super::seed_digest::digest(64);
+        assert_eq!(digest, super::seed_digest::PINNED_64);
+
+        // Named by the macro's path, parsed, shown, serialized like the others.
+        assert_eq!(__calametra_fault_kind!(zero), FaultKind::Zero);
+        assert_eq!(Fault::parse("zero"), Ok(Fault::Zero));
+        assert_eq!(Fault::Zero.to_string(), "zero");
+        assert_eq!(serde_json::to_string(&FaultKind::Zero).unwrap(), "\"zero\"");
+        assert!(Fault::parse("nothing")
+            .unwrap_err()
+            .contains("corrupt(offset,xor) or zero"));
+        // Not in `all`: a scenario names it.
+        assert!(!FaultSet::All.kinds().contains(&FaultKind::Zero));
+        let only = FaultSet::Only(vec![FaultKind::Zero]);
+        assert_eq!(
+            only.candidates(&SiteKind::Transfer { len: 4 }),
+            [Fault::Zero]
+        );
+        assert!(only.candidates(&SiteKind::Transition).is_empty());
+
+        // A scenario that asks for it: its swarms turn it on (from `swarm/zero`) and its
+        // seeded runs inject it; where injected, an IN reply arrives zeroed.
+        let mut injected = 0;
+        for seed in 0..64 {
+            let s = crate::swarm::Swarm::draw(seed, &only, &[], 16);
+            assert_eq!(
+                s.faults,
+                [FaultKind::Zero],
+                "seed {seed}: the only one, so on"
+            );
+            let r = crate::run(
+                crate::RunConfig {
+                    source: crate::choices::Source::Seeded(seed),
+                    fault_set: only.clone(),
+                    ..crate::RunConfig::default()
+                },
+                &|sim: &mut crate::Sim| {
+                    let dev = sim.attach(crate::device::Loopback::default());
+                    let iface = dev.interface();
+                    sim.spawn("a", async move {
+                        for _ in 0..40 {
+                            let t = std::time::Duration::from_millis(100);
+                            let _ = iface
+                                .control_out(crate::device::Loopback::store(&[7, 7]), t)
+                                .await;
+                            let _ = iface.control_in(crate::device::Loopback::load(2), t).await;
+                        }
+                    });
+                },
+            );
+            injected += r
+                .events
+                .iter()
+                .filter(|e| {
+                    matches!(
+                        e,
+                        crate::choices::Event::Fault {
+                            fault: Fault::Zero,
+                            ..
+                        }
+                    )
+                })
+                .count();
+        }
+        assert!(injected > 0, "no seed injected `zero`");
+        let mut d = vec![1, 2, 3];
+        Fault::Zero.bend(&mut d);
+        assert_eq!(d, [0, 0, 0]);
+        assert_eq!(Fault::Zero.on_arrival(), Arrival::Deliver);
+    }
 
     #[test]
     fn each_primitive_acts_as_documented_where_it_applies() {
@@ -682,8 +761,20 @@ mod tests {
             offset: 0,
             xor: 0xff,
         };
+        // The primitives of `all`, in their pinned order; the test build's added primitive
+        // comes after them.
+        let of_all = |k: &SiteKind| -> Vec<Fault> {
+            k.meaningful()
+                .into_iter()
+                .filter(|f| f.kind().in_all())
+                .collect()
+        };
         assert_eq!(
-            SiteKind::Transfer { len: 4 }.meaningful(),
+            SiteKind::Transfer { len: 4 }.meaningful().last(),
+            Some(&Fault::Zero)
+        );
+        assert_eq!(
+            of_all(&SiteKind::Transfer { len: 4 }),
             vec![
                 Fault::Stall,
                 Fault::Timeout,

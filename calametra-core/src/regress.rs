@@ -315,6 +315,13 @@ pub trait Store: Send + Sync {
     /// Offers `case`; the store keeps the best case of its signature. `Err` says why it could
     /// not be kept.
     fn save(&self, case: &Regression) -> Result<Saved, String>;
+
+    /// The case the store keeps as `<id>.json`, if it keeps one that reads back (`None` for
+    /// a store that keeps nothing).
+    fn find(&self, id: &str) -> Option<Regression> {
+        let _ = id;
+        None
+    }
 }
 
 /// What a store did with a case.
@@ -368,6 +375,14 @@ pub struct Dir(pub PathBuf);
 impl Store for Dir {
     fn save(&self, case: &Regression) -> Result<Saved, String> {
         case.save_best(&self.0).map_err(|e| e.to_string())
+    }
+
+    fn find(&self, id: &str) -> Option<Regression> {
+        let path = self.0.join(format!("{id}.json"));
+        let text =
+            crate::input::read_regular(&path, crate::input::MAX_DOCUMENT_BYTES, "saved case")
+                .ok()?;
+        Regression::parse(&path, &text).ok()
     }
 }
 

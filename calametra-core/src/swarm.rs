@@ -8,7 +8,10 @@
 //! scenario's fault set and external names:
 //!
 //! - the fault primitives that are on: a non-empty subset of the scenario's fault set (each on
-//!   with odds 1/2; when none came up, one of them);
+//!   with odds 1/2; when none came up, one of them); the six primitives swarms came with take
+//!   one `swarm` draw each whatever the set, a primitive added after them one draw from its
+//!   own stream `swarm/<name>` only when the set holds it ([`SWARM_STREAM_PRIMITIVES`]), so
+//!   adding a primitive changes no run of a scenario that does not ask for it;
 //! - the site families that are on (`ctrl`, `bulk.out`, `bulk.in`, `intr.in`, `transition`): a
 //!   non-empty subset of the families where one of those primitives means something, each on
 //!   with odds 3/4 (a scenario crosses only some families, often control transfers alone, and
@@ -45,7 +48,7 @@
 //! order, so adding an external at the end changes nothing else of the swarm.
 
 use crate::fault::{Fault, FaultKind, FaultSet, SiteFamily};
-use crate::stream::{below, stream, StreamName};
+use crate::stream::{below, stream, stream_named, StreamName};
 use rand_chacha::ChaCha8Rng;
 use rand_core::RngCore;
 use serde::{Deserialize, Serialize};
@@ -529,6 +532,52 @@ fn nth_bit(mut bits: u64, k: usize) -> u64 {
     bits & bits.wrapping_neg()
 }
 
+/// How many fault primitives take their on/off draw from the `swarm` stream: the six that
+/// existed when swarms came (the table's first six, `stall` to `corrupt`), one draw each in
+/// table order whatever the scenario explores. Each primitive after them takes its draw from
+/// its own stream, `swarm/<name>` ([`own_stream`]), and only when the scenario's set holds
+/// it: a primitive added to the table moves no draw, so no run, of a scenario that does not
+/// ask for it.
+pub const SWARM_STREAM_PRIMITIVES: usize = 6;
+
+/// The stream a primitive after the first [`SWARM_STREAM_PRIMITIVES`] draws its swarm
+/// on/off from: `swarm/<name>`.
+pub fn own_stream(kind: FaultKind) -> String {
+    format!("swarm/{}", kind.as_str())
+}
+
+/// The fault primitives that are on (bits over [`FaultKind::ALL`]): as [`subset`] with odds
+/// 2/4 over the first [`SWARM_STREAM_PRIMITIVES`] (their draws and the fallback's from the
+/// `swarm` stream `rng`, taken whatever the scenario explores), each later primitive that
+/// `allowed` holds on with odds 2/4 by one draw from its own stream of `seed`.
+fn primitive_subset(rng: &mut ChaCha8Rng, seed: u64, allowed: u64) -> u64 {
+    let mut bits = 0u64;
+    for i in 0..SWARM_STREAM_PRIMITIVES.min(FaultKind::COUNT) {
+        if rng.next_u64() % 4 < 2 {
+            bits |= 1 << i;
+        }
+    }
+    let fallback = rng.next_u64();
+    for (i, kind) in FaultKind::ALL
+        .iter()
+        .enumerate()
+        .skip(SWARM_STREAM_PRIMITIVES)
+    {
+        if allowed & (1 << i) != 0 && stream_named(seed, &own_stream(*kind)).next_u64() % 4 < 2 {
+            bits |= 1 << i;
+        }
+    }
+    let on = bits & allowed;
+    if on == 0 && allowed != 0 {
+        nth_bit(
+            allowed,
+            (fallback % u64::from(allowed.count_ones())) as usize,
+        )
+    } else {
+        on
+    }
+}
+
 /// The members of `all` whose bit is set in `bits`, in `all` order (one allocation, none
 /// when empty).
 fn members<T: Copy>(all: &[T], bits: u64) -> Vec<T> {
@@ -578,22 +627,23 @@ impl Swarm {
     /// declared them. The two together draw exactly what [`Swarm::draw`] draws.
     pub(crate) fn draw_open(seed: u64, fault_set: &FaultSet, horizon: u64) -> (Swarm, ChaCha8Rng) {
         let mut rng = stream(seed, StreamName::Swarm);
-        let swarm = Swarm::draw_open_from(&mut rng, fault_set, horizon);
+        let swarm = Swarm::draw_open_from(&mut rng, seed, fault_set, horizon);
         (swarm, rng)
     }
 
-    /// [`Swarm::draw_open`] from the `swarm` stream `rng` where it is kept (a decider's slot,
-    /// [`crate::choices::DeciderState::open_swarm`]: the stream is not moved), left where
-    /// the draw stopped.
+    /// [`Swarm::draw_open`] from the `swarm` stream `rng` of `seed` where it is kept (a
+    /// decider's slot, [`crate::choices::DeciderState::open_swarm`]: the stream is not moved),
+    /// left where the draw stopped.
     pub(crate) fn draw_open_from(
         rng: &mut ChaCha8Rng,
+        seed: u64,
         fault_set: &FaultSet,
         horizon: u64,
     ) -> Swarm {
         // As bits until the two lists are made: what `FaultSet::kinds` and
         // `FaultSet::reaches` answer, without a list for each question.
         let kinds = fault_set.kind_bits();
-        let faults = subset(rng, FaultKind::ALL.len(), kinds, 2);
+        let faults = primitive_subset(rng, seed, kinds);
         let families = bits_of(&SiteFamily::ALL, |f| {
             f.takes_any(faults) && fault_set.reaches_with(*f, kinds)
         });
@@ -780,8 +830,13 @@ mod tests {
             let n = Swarm::draw(seed, &FaultSet::None, &[], 64);
             assert!(n.faults.is_empty() && n.sites.is_empty());
         }
-        assert_eq!(on.len(), 6, "every primitive on somewhere");
-        assert_eq!(off.len(), 6, "every primitive off somewhere");
+        // `all` turns on the primitives in it (not the test build's added one).
+        assert_eq!(
+            on.len(),
+            FaultKind::IN_ALL_BITS.count_ones() as usize,
+            "every primitive of `all` on somewhere"
+        );
+        assert_eq!(off.len(), FaultKind::COUNT, "every primitive off somewhere");
         assert_eq!(fam_on.len(), 5);
         assert_eq!(fam_off.len(), 5);
         assert_eq!(
@@ -1098,7 +1153,17 @@ mod tests {
             }
         }
         let mut rng = stream(seed, StreamName::Swarm);
-        let faults = subset(&mut rng, &FaultKind::ALL, &fault_set.kinds(), 2);
+        // The primitives drawn from the `swarm` stream (every set here holds only those).
+        assert!(fault_set
+            .kinds()
+            .iter()
+            .all(|k| FaultKind::ALL[..SWARM_STREAM_PRIMITIVES].contains(k)));
+        let faults = subset(
+            &mut rng,
+            &FaultKind::ALL[..SWARM_STREAM_PRIMITIVES],
+            &fault_set.kinds(),
+            2,
+        );
         let families: Vec<SiteFamily> = SiteFamily::ALL
             .into_iter()
             .filter(|f| faults.iter().any(|k| f.takes(*k)) && fault_set.reaches(*f))
@@ -1107,7 +1172,12 @@ mod tests {
         if faults.is_empty() {
             sites.clear();
         }
-        let mut s = Swarm::draw_open_from(&mut stream(seed, StreamName::Swarm), &FaultSet::None, 0);
+        let mut s = Swarm::draw_open_from(
+            &mut stream(seed, StreamName::Swarm),
+            seed,
+            &FaultSet::None,
+            0,
+        );
         s.faults = faults;
         s.sites = sites;
         let odds = DENSITIES[menu(&mut rng, DENSITIES.len())];

@@ -685,17 +685,7 @@ impl Corpus {
                     } else {
                         kinds[below(&mut rng, kinds.len() as u64) as usize]
                     };
-                    let fault = match kind {
-                        crate::fault::FaultKind::Stall => crate::fault::Fault::Stall,
-                        crate::fault::FaultKind::Timeout => crate::fault::Fault::Timeout,
-                        crate::fault::FaultKind::Short => crate::fault::Fault::Short(1),
-                        crate::fault::FaultKind::Disconnect => crate::fault::Fault::Disconnect,
-                        crate::fault::FaultKind::Delay => crate::fault::Fault::Delay(1_000_000),
-                        crate::fault::FaultKind::Corrupt => crate::fault::Fault::Corrupt {
-                            offset: 0,
-                            xor: 0xff,
-                        },
-                    };
+                    let fault = crate::fault::Fault::mutant(kind);
                     let mut unit = Vec::new();
                     let site = if !e.outcomes.is_empty() && below(&mut rng, 2) == 0 {
                         // The first or second crossing of a request after an outcome: a fault

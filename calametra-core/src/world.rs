@@ -468,6 +468,7 @@ impl World {
     fn deliver_to(&mut self, xid: u64) -> Option<(usize, bool)> {
         let x = self.core.transfers.get_mut(xid)?;
         let (dev, fault) = (x.dev, x.fault.clone());
+        let settles = x.deferred.is_some() || self.core.record_sites; // See `Core::at_reply`.
         let first_arrival = matches!(x.state, XState::InFlight);
         let slot = &self.devices[dev];
         let gone = !slot.attached || slot.generation != x.generation;
@@ -523,8 +524,8 @@ impl World {
             }
             Arrival::Deliver => {}
         }
-        let bend = |data: &mut Vec<u8>| {
-            if let Some(f) = &fault {
+        let bend = |settled: Option<Fault>, data: &mut Vec<u8>| {
+            if let Some(f) = settled.as_ref().or(fault.as_ref()) {
                 f.bend(data);
             }
         };
@@ -532,7 +533,7 @@ impl World {
         let bent = |data: &Vec<u8>| {
             bends.then(|| {
                 let mut d = data.clone();
-                bend(&mut d);
+                bend(None, &mut d);
                 d
             })
         };
@@ -544,7 +545,7 @@ impl World {
                 if let Reply::Data(d) = &mut r {
                     d.truncate(setup.length as usize);
                     if setup.is_in() {
-                        bend(d);
+                        bend(self.core.at_reply(settles, xid, d.len()), d);
                     }
                 }
                 if !setup.is_in() && matches!(r, Reply::Ack) {
@@ -570,7 +571,7 @@ impl World {
                 let (mut r, e) = self.call(dev, |d, cx| d.poll_in(cx, *ep, *len));
                 if let Reply::Data(d) = &mut r {
                     d.truncate(*len);
-                    bend(d);
+                    bend(self.core.at_reply(settles, xid, d.len()), d);
                 }
                 (r, e)
             }
@@ -759,7 +760,7 @@ impl World {
                 (site, site_kind, 0, false)
             }
         };
-        let fault = self.core.fault_at(site, &site_kind);
+        let (fault, deferred) = self.core.fault_at(site, &site_kind, kind.is_in());
         let t = &self.core.timing;
         let mut latency =
             if ctrl { t.control_ns } else { t.transfer_ns } + t.per_byte_ns * bytes as u64;
@@ -774,6 +775,7 @@ impl World {
             actor,
             site,
             fault,
+            deferred,
             waker,
             state: XState::InFlight,
             deadline_set,

@@ -1,7 +1,8 @@
 //! `#[calametra::scenario]`: parses and validates the attribute's arguments and emits an
 //! `inventory` registration through `::calametra::__private`. It only parses and emits; the
 //! runtime in `calametra` does the work. Bad arguments are compile errors that point at the
-//! argument.
+//! argument. Fault primitives are not known here: a name in `faults = [..]` is emitted as the
+//! core table's `fault_kind!(name)`, which the compiler resolves or refuses with the list.
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
@@ -11,14 +12,6 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Error, Expr, ExprLit, ItemFn, Lit, LitStr, Meta, Token};
 
-const PRIMITIVES: [&str; 6] = [
-    "stall",
-    "timeout",
-    "short",
-    "disconnect",
-    "delay",
-    "corrupt",
-];
 const KNOWN: &str = "spec, schedules, faults, seed, max_steps, virtual_timeout, expect, fault_schedule, guest, marks, marks_floor";
 
 struct Args(Punctuated<Meta, Token![,]>);
@@ -114,23 +107,17 @@ fn duration_ns(s: &LitStr) -> syn::Result<u64> {
     Ok((n * scale).round() as u64)
 }
 
+/// A fault primitive named in `faults = ..`: emitted as the core table's `fault_kind!` of its
+/// name, spanned at the name, so the compiler checks it against the table (an unknown name is
+/// a compile error listing the known ones). The macro keeps no list of primitives.
+fn kind(p: &syn::Path) -> syn::Result<TokenStream2> {
+    let id = p
+        .get_ident()
+        .ok_or_else(|| Error::new(p.span(), "expected a fault primitive's name, like `stall`"))?;
+    Ok(quote_spanned!(id.span()=> ::calametra::__private::fault_kind!(#id)))
+}
+
 fn faults(e: &Expr) -> syn::Result<TokenStream2> {
-    let kind = |p: &syn::Path| -> syn::Result<TokenStream2> {
-        let id = p
-            .get_ident()
-            .ok_or_else(|| Error::new(p.span(), "expected a fault primitive"))?
-            .to_string();
-        if !PRIMITIVES.contains(&id.as_str()) {
-            return Err(Error::new(
-                p.span(),
-                format!(
-                    "unknown fault primitive `{id}`; expected one of: {}",
-                    PRIMITIVES.join(", ")
-                ),
-            ));
-        }
-        Ok(quote!(#id))
-    };
     match e {
         Expr::Path(p) => {
             let id = p
@@ -142,14 +129,18 @@ fn faults(e: &Expr) -> syn::Result<TokenStream2> {
                 "none" => Ok(quote!(::calametra::__private::FaultsArg::None)),
                 "transport" => Ok(quote!(::calametra::__private::FaultsArg::Transport)),
                 "all" => Ok(quote!(::calametra::__private::FaultsArg::All)),
-                _ if PRIMITIVES.contains(&id.as_str()) => {
-                    let k = kind(&p.path)?;
+                // Any other name: one primitive (`faults = stall`), checked by the compiler.
+                _ => {
+                    let id = p.path.get_ident().ok_or_else(|| {
+                        Error::new(
+                            e.span(),
+                            "`faults` expects `none`, `transport`, `all` or a list like `[stall, disconnect]`",
+                        )
+                    })?;
+                    let k =
+                        quote_spanned!(id.span()=> ::calametra::__private::fault_kind!(@alone #id));
                     Ok(quote!(::calametra::__private::FaultsArg::Only(&[#k])))
                 }
-                _ => Err(Error::new(
-                    e.span(),
-                    format!("`faults` expects `none`, `transport`, `all` or a list like `[stall, disconnect]`; found `{id}`"),
-                )),
             }
         }
         Expr::Array(a) => {
@@ -346,7 +337,8 @@ fn opt_u64(v: Option<u64>) -> TokenStream2 {
 /// one trial per fault site and primitive, one per seeded schedule, and saved regressions.
 ///
 /// Arguments: `spec = "specs/x.json"`, `schedules = 48`, `faults = none | transport | all |
-/// [stall, ...]`, `seed = 0x..`, `max_steps = N`, `virtual_timeout = "2s"`,
+/// [stall, ...]` (each primitive named through the core's table, `fault_kind!`, so the
+/// compiler checks it; the macro keeps no list of primitives), `seed = 0x..`, `max_steps = N`, `virtual_timeout = "2s"`,
 /// `expect = "invariant"`, `fault_schedule = "specs/faults/x.json"`, `marks = ["A", ...]` (the
 /// coverage marks the scenario declares), `marks_floor = N` (a `marks` trial fails when a
 /// declared mark is reached by fewer than N of the fixed seeds).

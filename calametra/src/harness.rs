@@ -44,7 +44,7 @@ use crate::sweep;
 use calametra_core::chain::{self, CaseState, Found, Handled, Owner};
 use calametra_core::choices::{count_events, Event};
 use calametra_core::explore::{self, InProcess, Probe, Runner};
-use calametra_core::fault::{FaultKind, FaultPlan, FaultSet};
+use calametra_core::fault::{FaultPlan, FaultSet};
 use calametra_core::regress::{self, Regression, Saved, Store};
 use calametra_core::sim::{Failure, RunConfig, RunResult};
 use calametra_core::spec::Spec;
@@ -386,9 +386,7 @@ fn fault_set(arg: &FaultsArg) -> FaultSet {
         FaultsArg::None => FaultSet::None,
         FaultsArg::Transport => FaultSet::Transport,
         FaultsArg::All => FaultSet::All,
-        FaultsArg::Only(kinds) => {
-            FaultSet::Only(kinds.iter().filter_map(|k| FaultKind::parse(k)).collect())
-        }
+        FaultsArg::Only(kinds) => FaultSet::Only(kinds.to_vec()),
     }
 }
 
@@ -1972,7 +1970,8 @@ pub fn main() {
             continue;
         }
         defined.push(def.path());
-        // A trial asked for by its exact name, which listing may not make by itself.
+        // A trial asked for by its exact name, which listing may not make by itself; one
+        // naming an unknown fault primitive fails with the known ones, never runs nothing.
         let guided = match (&args.filter, args.exact) {
             (Some(f), true) => f
                 .strip_prefix(&format!("{}::", def.path()))
@@ -1980,11 +1979,20 @@ pub fn main() {
             _ => None,
         };
         let requested: Vec<Probe> = match (&args.filter, args.exact) {
-            (Some(f), true) => f
+            (Some(f), true) => match f
                 .strip_prefix(&format!("{}::", def.path()))
-                .and_then(Probe::parse_suffix)
-                .into_iter()
-                .collect(),
+                .map(Probe::parse_suffix_checked)
+            {
+                Some(Err(e)) => {
+                    let name = f.clone();
+                    trials.push(test_trial(f.clone(), move || {
+                        Err(format!("`{name}`: {e}").into())
+                    }));
+                    Vec::new()
+                }
+                Some(Ok(p)) => p.into_iter().collect(),
+                None => Vec::new(),
+            },
             _ => Vec::new(),
         };
         if matches!(def.func, Body::Guest(_)) {

@@ -139,9 +139,13 @@ pub mod __private {
         Transport,
         /// `all`
         All,
-        /// `[stall, ...]`
-        Only(&'static [&'static str]),
+        /// `[stall, ...]`: each named through [`fault_kind!`], so the compiler checked it.
+        Only(&'static [calametra_core::fault::FaultKind]),
     }
+
+    /// The fault primitive a scenario's `faults = [..]` names (`fault_kind!(stall)`), from
+    /// the core's table; an unknown name is a compile error listing the known ones.
+    pub use calametra_core::__calametra_fault_kind as fault_kind;
 
     /// Builds a guest scenario's runner (`calametra_qemu::scenario::runner`); `Err` says why it
     /// cannot run here (the QEMU build or the guest is missing) and how to get it.

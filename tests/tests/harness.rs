@@ -86,6 +86,15 @@ fn list_exact_filter_and_scenario_paths() {
     assert!(ok, "{out}");
     assert_eq!(ran(&out), ["three_tasks::baseline"]);
 
+    // --exact with an unknown fault primitive is refused, naming the known ones (it used to
+    // run nothing and pass).
+    let (ok, out) = run(bin("demo").args(["--exact", "nested::inner::site::ctrl.store#1::melt"]));
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("`melt` is not a fault; expected stall, timeout, short(n)"),
+        "{out}"
+    );
+
     // --exact SCENARIO (what IDEs send for a function) runs all of its trials.
     let (ok, out) = run(bin("demo").args(["--exact", "three_tasks"]));
     assert!(ok, "{out}");

@@ -29,6 +29,16 @@ pub(crate) enum XKind {
 }
 
 impl XKind {
+    /// Whether the device sends this transfer's payload (a control IN, a bulk or interrupt
+    /// IN): its length is known only at the reply.
+    pub(crate) fn is_in(&self) -> bool {
+        match self {
+            XKind::Control { setup, .. } => setup.is_in(),
+            XKind::In { .. } => true,
+            XKind::Out { .. } => false,
+        }
+    }
+
     /// The bit of a bulk or interrupt endpoint in a device's halted set
     /// (`DeviceSlot::halted`: OUT endpoints in bits 0..15, IN endpoints in bits 16..31); 0 for a
     /// control transfer (a control stall is a protocol stall: the next setup clears it).
@@ -69,6 +79,8 @@ pub(crate) struct Xfer {
     pub(crate) actor: Rc<str>,
     pub(crate) site: SiteId,
     pub(crate) fault: Option<Fault>,
+    /// Its fault's record and parameters, waiting for the reply ([`super::Core::fault_at`]).
+    pub(crate) deferred: Option<super::Deferred>,
     /// Whom its completion wakes: the polling task by id when it is one of the run's (no
     /// waker cloned, woken without atomics), or a waker.
     pub(crate) waker: Option<Wakeup>,
@@ -190,6 +202,7 @@ impl XferTable {
                     actor,
                     site,
                     fault,
+                    deferred,
                     waker,
                     state,
                     deadline_set,
@@ -202,6 +215,7 @@ impl XferTable {
                 to.actor = actor;
                 to.site = site;
                 to.fault = fault;
+                to.deferred = deferred;
                 to.waker = waker;
                 to.state = state;
                 to.deadline_set = deadline_set;
@@ -233,6 +247,7 @@ impl XferTable {
         let x = &mut slot.x;
         x.waker = None;
         x.fault = None;
+        x.deferred = None;
         // The payload is taken out of the kind where it is (the kind stays, emptied): the whole
         // kind copied out to reach it read its buffer back across two just-written halves, a
         // store-forwarding stall natively (~1% of workload C's time).
@@ -410,6 +425,7 @@ mod tests {
             actor: Rc::from("t"),
             site: SiteId { base: 0, n: 1 },
             fault: None,
+            deferred: None,
             waker: None,
             state,
             deadline_set: false,

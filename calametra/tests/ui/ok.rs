@@ -13,4 +13,7 @@ fn marked_by_a_const(sim: &mut Sim) { let _ = sim; }
 fn hours(sim: &mut Sim) { let _ = sim; }
 #[calametra::scenario(schedules = 1, virtual_timeout = "1.5m")]
 fn minutes(sim: &mut Sim) { let _ = sim; }
+// One primitive alone, named without a list.
+#[calametra::scenario(schedules = 1, faults = delay)]
+fn one_primitive(sim: &mut Sim) { let _ = sim; }
 calametra::main!();

@@ -32,6 +32,10 @@ pub struct Options {
     /// How long to wait before asking again when a DFU_GETSTATUS answer was lost or garbled
     /// (the device may have moved to a busy state whose bwPollTimeout we never saw).
     pub busy_fallback: Duration,
+    /// The longest bwPollTimeout slept in full. A DFU_GETSTATUS garbled on the way can report
+    /// hours (the field is 24 bits of milliseconds); past this the device is asked again, as
+    /// after a lost answer, rather than the update stalling for as long as the garble says.
+    pub max_poll_wait: Duration,
     /// Plant the bug exploration must find (see the crate docs). Defaults to whether the crate
     /// was built with feature `planted-bug`; scenarios may hold both variants side by side.
     pub planted_bug: bool,
@@ -45,6 +49,7 @@ impl Default for Options {
             verify_attempts: 4,
             reenumerate_poll: Duration::from_millis(25),
             busy_fallback: Duration::from_millis(100),
+            max_poll_wait: Duration::from_secs(5),
             planted_bug: cfg!(feature = "planted-bug"),
         }
     }
@@ -389,7 +394,7 @@ async fn to_idle<I: UsbInterface>(c: &Client<'_, I>, opts: &Options) -> Result<(
             state::ERROR => c.clr_status().await,
             state::DNLOAD_IDLE | state::UPLOAD_IDLE => c.abort().await,
             state::DNBUSY | state::MANIFEST => {
-                c.sleep(st.poll_timeout).await;
+                c.sleep(st.poll_timeout.min(opts.max_poll_wait)).await;
                 Ok(())
             }
             // The DFU_GETSTATUS itself moves these on.
@@ -481,7 +486,7 @@ async fn download<I: UsbInterface>(
                     done = true;
                     break;
                 }
-                state::DNBUSY | state::DNLOAD_SYNC => c.sleep(st.poll_timeout).await,
+                state::DNBUSY | state::DNLOAD_SYNC => c.sleep(st.poll_timeout.min(opts.max_poll_wait)).await,
                 _ => return Err(Fail::Retry(format!("{what}: unexpected {st}"))),
             }
         }
@@ -552,7 +557,7 @@ async fn manifest<I: UsbInterface>(
             state::IDLE if tolerant => return Ok(Manifested::Tolerant),
             state::MANIFEST_WAIT_RESET if !tolerant => return Ok(Manifested::WaitReset),
             state::MANIFEST_SYNC | state::MANIFEST => {
-                c.sleep(st.poll_timeout).await;
+                c.sleep(st.poll_timeout.min(opts.max_poll_wait)).await;
                 // A non-tolerant device goes on to dfuMANIFEST-WAIT-RESET, where it need not
                 // answer: stop asking.
                 if !tolerant && st.state == state::MANIFEST {

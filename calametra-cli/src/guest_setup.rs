@@ -2,7 +2,7 @@
 //! cache (`calametra_qemu::setup`), for guest scenarios and `calametra qemu` in any crate. The
 //! scripts are the ones `calametra-qemu` carries; nothing here builds anything itself.
 
-use crate::CliError;
+use crate::output::{clean, CliError};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -45,7 +45,7 @@ pub(crate) fn guest_setup(a: &GuestSetupArgs) -> Result<(), CliError> {
     if a.cache.is_some() && std::env::var_os("CALAMETRA_CACHE").is_none() {
         println!(
             "guest scenarios find it with CALAMETRA_CACHE={}",
-            crate::clean(&cache.display().to_string())
+            clean(&cache.display().to_string())
         );
     }
     Ok(())

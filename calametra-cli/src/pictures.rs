@@ -6,8 +6,8 @@
 //! within limits and checked (a file name with a separator is refused), and every output goes
 //! through the tool's one output writer.
 
-use crate::models::read_bounded;
-use crate::{fail, not_an_input, write_output, CliError};
+use crate::input::read_bounded;
+use crate::output::{clean, fail, not_an_input, write_output, CliError};
 use calametra_core::input::MAX_DOCUMENT_BYTES;
 use calametra_core::picture::{file_stem, PictureEntry, PictureIndex};
 use std::path::{Path, PathBuf};
@@ -84,7 +84,7 @@ pub(crate) fn copy_on_show(
         write_output(&path, &bytes)?;
         println!(
             "{}",
-            crate::clean(&format!(
+            clean(&format!(
                 "scanout {when}: wrote {} ({}, from step {})",
                 path.display(),
                 entry.about,

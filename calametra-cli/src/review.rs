@@ -32,12 +32,31 @@
 //! under `<dir>/<test target>/<scenario path>/` instead, for the one package `--package` names
 //! (the directory does not say whose targets they are), and the test binaries are run with it.
 
-use crate::{cargo_or_default, CliError, ReviewArgs};
+use crate::output::{cargo_or_default, clean, fail, CliError};
 use calametra::report::shell_quote;
 use calametra_core::regress::is_case_file_name;
+use clap::Args;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The arguments of `calametra review`.
+#[derive(Args, Debug)]
+pub(crate) struct ReviewArgs {
+    /// Only this package's saved cases (required with CALAMETRA_REGRESSIONS=<dir>).
+    #[arg(long, value_name = "P")]
+    package: Option<String>,
+    /// Delete the files in these states (comma-separated: fixed,stale,...): only saved cases
+    /// (regular `<12 hex>.json` files, never through a symlink), listed first.
+    #[arg(long, value_name = "STATE,..")]
+    prune: Option<String>,
+    /// Delete what --prune lists without asking (needed when standard input is not a terminal).
+    #[arg(long, requires = "prune")]
+    yes: bool,
+    /// The cargo that runs the test binaries (default: $CARGO, else `cargo`).
+    #[arg(long, value_name = "CARGO")]
+    cargo: Option<String>,
+}
 
 /// The states `--prune` accepts.
 const STATES: &[&str] = &[
@@ -51,10 +70,6 @@ const STATES: &[&str] = &[
     "unreadable",
     "not-run",
 ];
-
-fn fail(msg: impl Into<String>) -> CliError {
-    CliError(msg.into(), 1)
-}
 
 /// One saved case and what it shows.
 struct Row {
@@ -349,7 +364,7 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
                     return Err(CliError(
                         format!(
                             "--prune: unknown state `{}`; expected some of {}",
-                            crate::clean(w),
+                            clean(w),
                             STATES.join(", ")
                         ),
                         2,
@@ -440,7 +455,7 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
         }
     }
     let here = std::env::current_dir().unwrap_or_default();
-    let shown = |f: &Path| crate::clean(&f.strip_prefix(&here).unwrap_or(f).display().to_string());
+    let shown = |f: &Path| clean(&f.strip_prefix(&here).unwrap_or(f).display().to_string());
     if !ignored.is_empty() {
         println!(
             "ignored {}, not saved cases (never pruned: a saved case is a regular file named <12 hex digits>.json, and review follows no symlink){}",
@@ -458,7 +473,7 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for r in &rows {
         *counts.entry(r.state.as_str()).or_default() += 1;
-        let first = crate::clean(r.detail.lines().next().unwrap_or(""));
+        let first = clean(r.detail.lines().next().unwrap_or(""));
         println!("{:<18} {}\n{:<18} {first}", r.state, shown(&r.file), "");
     }
     let summary: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();

@@ -12,7 +12,7 @@
 //! What must not live here: the sweep itself (the harness's), the merge of partitions
 //! (`calametra_core::sweep::merge`).
 
-use super::{cargo_or_default, clean, fail, usage, CliError};
+use crate::output::{cargo_or_default, clean, fail, usage, CliError};
 use calametra_core::sweep::{Budget, Summary};
 use clap::Args;
 use std::collections::BTreeMap;

@@ -5,7 +5,7 @@
 //! and its trace is what `replay` and `show` then read, exactly as a trace file given by hand.
 //! Only the finding lives here; replaying and showing are the commands' own.
 
-use super::{fail, CliError};
+use crate::output::{fail, CliError};
 use crate::sweep::{test_binaries, trials};
 use std::path::{Path, PathBuf};
 use std::process::Command;

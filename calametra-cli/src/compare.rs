@@ -5,6 +5,9 @@
 
 use crate::input::{capture_magic_ok, read_bounded};
 use crate::output::{cargo_or_default, clean, write_output, CliError};
+use calametra::env_names::{
+    COMPARE_CAPTURE, COMPARE_DEVICE, COMPARE_NO_HOTPLUG, COMPARE_OUT, COMPARE_SPEC,
+};
 use calametra_capture::by_spec::{compare_spec, compares_whole_captures, Compared, SpecOptions};
 use calametra_core::input::{MAX_DOCUMENT_BYTES, MAX_TRACE_BYTES};
 use calametra_core::spec::Spec;
@@ -171,17 +174,11 @@ fn compare_in_test_binary(a: &CompareArgs, package: &str, test: &str) -> Result<
     c.args([
         "test", "-p", package, "--test", test, "--", "--exact", trial,
     ])
-    .env("CALAMETRA_COMPARE_OUT", &out)
-    .env("CALAMETRA_COMPARE_CAPTURE", &capture)
-    .env("CALAMETRA_COMPARE_SPEC", &spec)
-    .env(
-        "CALAMETRA_COMPARE_DEVICE",
-        a.device.as_deref().unwrap_or(""),
-    )
-    .env(
-        "CALAMETRA_COMPARE_NO_HOTPLUG",
-        if a.no_hotplug { "1" } else { "0" },
-    );
+    .env(COMPARE_OUT, &out)
+    .env(COMPARE_CAPTURE, &capture)
+    .env(COMPARE_SPEC, &spec)
+    .env(COMPARE_DEVICE, a.device.as_deref().unwrap_or(""))
+    .env(COMPARE_NO_HOTPLUG, if a.no_hotplug { "1" } else { "0" });
     let status = c
         .status()
         .map_err(|e| CliError(format!("cannot run `{cargo}`: {e}"), 1))?;

@@ -29,6 +29,7 @@ pub use check::check;
 
 use crate::output::{cargo_or_default, clean, fail, usage, CliError};
 use crate::replaying::replay_target;
+use calametra::env_names::{REGRESSIONS, REPLAY_FILE, TRACE_OUT};
 use calametra::report::shell_quote;
 use calametra_core::divergence::{analyse, read, Options};
 use calametra_core::regress::write_atomic;
@@ -188,8 +189,8 @@ fn file_plan(file: &Path, cargo: &str) -> Result<Plan, CliError> {
         args: vec!["--exact".into(), trial.clone(), "--include-ignored".into()],
         cwd: dir,
         env: vec![
-            ("CALAMETRA_REPLAY_FILE".into(), abs.display().to_string()),
-            ("CALAMETRA_REGRESSIONS".into(), "off".into()),
+            (REPLAY_FILE.into(), abs.display().to_string()),
+            (REGRESSIONS.into(), "off".into()),
         ],
         trial: Some(trial),
         label: scenario.replace("::", "."),
@@ -234,7 +235,7 @@ fn seed_plan(a: &DeterminismArgs, cargo: &str) -> Result<Plan, CliError> {
         program: exe,
         args: vec!["--exact".into(), trial.clone(), "--include-ignored".into()],
         cwd: dir,
-        env: vec![("CALAMETRA_REGRESSIONS".into(), "off".into())],
+        env: vec![(REGRESSIONS.into(), "off".into())],
         trial: Some(trial),
         label: format!("{}-seed-{seed:#x}", scenario.replace("::", ".")),
     })
@@ -346,7 +347,7 @@ fn write_config(out: &Path, plan: &Plan, runs: usize, parallel: usize) -> Result
         .iter()
         .map(|(k, v)| json!({ "name": k, "value": v }))
         .collect();
-    env.push(json!({ "name": "CALAMETRA_TRACE_OUT", "value": "<run dir>/trace.jsonl" }));
+    env.push(json!({ "name": TRACE_OUT, "value": "<run dir>/trace.jsonl" }));
     let config = json!({
         "format": CONFIG_FORMAT,
         "version": 1,
@@ -379,7 +380,7 @@ fn command_line(plan: &Plan, trace: &Path) -> String {
         s.push_str(&format!("{k}={} ", shell_quote(v)));
     }
     s.push_str(&format!(
-        "CALAMETRA_TRACE_OUT={} {}",
+        "{TRACE_OUT}={} {}",
         shell_quote(&trace.display().to_string()),
         shell_quote(&plan.program.display().to_string())
     ));
@@ -439,7 +440,7 @@ fn start(plan: &Plan, out: &Path, index: usize) -> Result<Running, (PathBuf, std
     let mut c = Command::new(&plan.program);
     c.args(&plan.args)
         .current_dir(&plan.cwd)
-        .env("CALAMETRA_TRACE_OUT", &trace)
+        .env(TRACE_OUT, &trace)
         .stdin(Stdio::null());
     // Its own process group, so a timeout kills what it started too (a trial's QEMU).
     #[cfg(unix)]
@@ -618,7 +619,7 @@ fn analyse_runs(
                 format!("it {} before its trace was whole: {e}", reference.status)
             } else if plan.trial.is_some() && !reference.dir.join("trace.jsonl").exists() {
                 format!(
-                    "the test binary wrote no trace to CALAMETRA_TRACE_OUT (its harness must write the trial's run there: every record and the closing `summary` record): {e}"
+                    "the test binary wrote no trace to {TRACE_OUT} (its harness must write the trial's run there: every record and the closing `summary` record): {e}"
                 )
             } else {
                 e.clone()

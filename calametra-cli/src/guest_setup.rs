@@ -3,6 +3,7 @@
 //! scripts are the ones `calametra-qemu` carries; nothing here builds anything itself.
 
 use crate::output::{clean, CliError};
+use calametra::env_names::CACHE;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -25,14 +26,16 @@ pub(crate) struct GuestSetupArgs {
 
 /// `calametra guest-setup [--cache DIR] [--no-install] [--reuse TARGET]`.
 pub(crate) fn guest_setup(a: &GuestSetupArgs) -> Result<(), CliError> {
-    let cache = match a.cache.clone().or_else(calametra_qemu::setup::user_cache) {
-        Some(c) => c,
-        None => return Err(CliError(
-            "no cache directory: set CALAMETRA_CACHE, XDG_CACHE_HOME or HOME, or give --cache DIR"
-                .into(),
-            2,
-        )),
-    };
+    let cache =
+        match a.cache.clone().or_else(calametra_qemu::setup::user_cache) {
+            Some(c) => c,
+            None => return Err(CliError(
+                format!(
+                    "no cache directory: set {CACHE}, XDG_CACHE_HOME or HOME, or give --cache DIR"
+                ),
+                2,
+            )),
+        };
     let setup = calametra_qemu::setup::Setup {
         cache: cache.clone(),
         install: !a.no_install,
@@ -42,9 +45,9 @@ pub(crate) fn guest_setup(a: &GuestSetupArgs) -> Result<(), CliError> {
     println!("guest:  {}", done.guest.display());
     println!("qemu:   {}", done.qemu.display());
     println!("cache:  {}", cache.display());
-    if a.cache.is_some() && std::env::var_os("CALAMETRA_CACHE").is_none() {
+    if a.cache.is_some() && std::env::var_os(CACHE).is_none() {
         println!(
-            "guest scenarios find it with CALAMETRA_CACHE={}",
+            "guest scenarios find it with {CACHE}={}",
             clean(&cache.display().to_string())
         );
     }

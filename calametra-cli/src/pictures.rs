@@ -8,6 +8,7 @@
 
 use crate::input::read_bounded;
 use crate::output::{clean, fail, not_an_input, write_output, CliError};
+use calametra::env_names::SCANOUT;
 use calametra_core::input::MAX_DOCUMENT_BYTES;
 use calametra_core::picture::{file_stem, PictureEntry, PictureIndex};
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ pub(crate) fn read_index(dir: &Path, file: &Path) -> Result<PictureIndex, CliErr
     let path = dir.join(PictureIndex::FILE);
     if !path.exists() {
         return Err(fail(format!(
-            "the test binary wrote no pictures to CALAMETRA_SCANOUT: its harness must watch the run's pictures (RunConfig::pictures) and write them with their index {} (replaying {})",
+            "the test binary wrote no pictures to {SCANOUT}: its harness must watch the run's pictures (RunConfig::pictures) and write them with their index {} (replaying {})",
             PictureIndex::FILE,
             file.display()
         )));

@@ -5,6 +5,7 @@
 //! registered. Nothing here serves a model; `calametra-qemu` does.
 
 use crate::output::{cargo_or_default, clean, CliError};
+use calametra::env_names::{QEMU_JOB, QEMU_OUT};
 use calametra_qemu::job::{Job, What};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -163,8 +164,8 @@ fn in_test_binary(
         .args([
             "test", "-p", package, "--test", test, "--", "--exact", trial,
         ])
-        .env("CALAMETRA_QEMU_JOB", &job_file)
-        .env("CALAMETRA_QEMU_OUT", &out)
+        .env(QEMU_JOB, &job_file)
+        .env(QEMU_OUT, &out)
         .status()
         .map_err(|e| CliError(format!("cannot run `{cargo}`: {e}"), 1))?;
     let text = std::fs::read_to_string(&out).map_err(|_| {

@@ -5,6 +5,7 @@
 use crate::output::{cargo_or_default, clean, fail, CliError};
 use crate::pictures;
 use crate::replaying::{file_or_trial, run_replay_trial, state_at};
+use calametra::env_names::{SCANOUT, TRACE_OUT};
 use calametra_core::choices::story;
 use clap::Args;
 use std::path::PathBuf;
@@ -67,9 +68,9 @@ pub(crate) fn replay(a: &ReplayArgs) -> Result<(), CliError> {
     let tmp = tempfile::tempdir().map_err(|e| fail(format!("a temporary directory: {e}")))?;
     let trace_out = tmp.path().join("replayed.jsonl");
     let pictures = tmp.path().join("pictures");
-    let mut env = vec![("CALAMETRA_TRACE_OUT", trace_out.as_os_str())];
+    let mut env = vec![(TRACE_OUT, trace_out.as_os_str())];
     if a.scanout.is_some() {
-        env.push(("CALAMETRA_SCANOUT", pictures.as_os_str()));
+        env.push((SCANOUT, pictures.as_os_str()));
     }
     let r = run_replay_trial(&file, &cargo, &env, false)?;
     if !r.passed || !r.ran {
@@ -130,7 +131,7 @@ pub(crate) fn replay(a: &ReplayArgs) -> Result<(), CliError> {
             let n = rec.iter().filter(|r| r.deterministic).count();
             match own {
                 Some(own) if own != hash => Err(fail(format!(
-                    "replay: the run replays to {hash}, but the {n} records of {} hash to {own}: the records were edited after the summary was written (the test binary wrote no CALAMETRA_TRACE_OUT, so the first edited record cannot be named)",
+                    "replay: the run replays to {hash}, but the {n} records of {} hash to {own}: the records were edited after the summary was written (the test binary wrote no {TRACE_OUT}, so the first edited record cannot be named)",
                     file.display()
                 ))),
                 _ => {

@@ -7,6 +7,7 @@
 use crate::input::records;
 use crate::output::{cargo_or_default, clean, fail, usage, CliError};
 use crate::{pictures, trial};
+use calametra::env_names::{REPLAY_FILE, SCANOUT, STATE_OUT, STOP_AT};
 use calametra_core::regress::Regression;
 use std::path::{Path, PathBuf};
 
@@ -69,7 +70,7 @@ pub(crate) fn run_replay_trial(
         &trial,
         "--include-ignored",
     ])
-    .env("CALAMETRA_REPLAY_FILE", &abs)
+    .env(REPLAY_FILE, &abs)
     .stderr(std::process::Stdio::inherit());
     for (k, v) in env {
         c.env(k, v);
@@ -122,21 +123,20 @@ pub(crate) fn state_at(
     let step_text = std::ffi::OsString::from(step.to_string());
     let pictures = tmp.path().join("pictures");
     let mut env = vec![
-        ("CALAMETRA_STOP_AT", step_text.as_os_str()),
-        ("CALAMETRA_STATE_OUT", out.as_os_str()),
+        (STOP_AT, step_text.as_os_str()),
+        (STATE_OUT, out.as_os_str()),
     ];
     if scanout.is_some() {
-        env.push(("CALAMETRA_SCANOUT", pictures.as_os_str()));
+        env.push((SCANOUT, pictures.as_os_str()));
     }
     run_replay_trial(file, cargo, &env, false)?;
     let text = std::fs::read_to_string(&out).map_err(|_| {
         fail(format!(
-            "the test binary wrote no state to CALAMETRA_STATE_OUT: its harness must replay with RunConfig::stop_at = CALAMETRA_STOP_AT and write RunResult::state there (StateDump::to_json) (replaying {})",
+            "the test binary wrote no state to {STATE_OUT}: its harness must replay with RunConfig::stop_at = {STOP_AT} and write RunResult::state there (StateDump::to_json) (replaying {})",
             file.display()
         ))
     })?;
-    let dump =
-        StateDump::from_json(&text).map_err(|e| fail(format!("CALAMETRA_STATE_OUT: {e}")))?;
+    let dump = StateDump::from_json(&text).map_err(|e| fail(format!("{STATE_OUT}: {e}")))?;
     print!("{}", clean(&dump.render()));
     if let Some(dir) = scanout {
         let when = match (&dump.reached, &dump.ended) {

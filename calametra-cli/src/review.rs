@@ -33,6 +33,7 @@
 //! (the directory does not say whose targets they are), and the test binaries are run with it.
 
 use crate::output::{cargo_or_default, clean, fail, CliError};
+use calametra::env_names::{CASE_STATES, REGRESSIONS, REPLAY, SWEEP};
 use calametra::report::shell_quote;
 use calametra_core::regress::is_case_file_name;
 use clap::Args;
@@ -257,12 +258,7 @@ fn run_target(
         .map_err(|e| fail(format!("cannot create a temporary directory: {e}")))?;
     let file = states.path().join("states.jsonl");
     let var = regs
-        .map(|r| {
-            format!(
-                "CALAMETRA_REGRESSIONS={} ",
-                shell_quote(&r.display().to_string())
-            )
-        })
+        .map(|r| format!("{REGRESSIONS}={} ", shell_quote(&r.display().to_string())))
         .unwrap_or_default();
     let (verb, flag) = match kind {
         Kind::Test => ("test", "--test"),
@@ -278,11 +274,11 @@ fn run_target(
     // turn the binary into a sweep, which writes no states: review replays, so they go.
     let mut cmd = Command::new(cargo);
     match regs {
-        Some(r) => cmd.env("CALAMETRA_REGRESSIONS", r),
-        None => cmd.env_remove("CALAMETRA_REGRESSIONS"),
+        Some(r) => cmd.env(REGRESSIONS, r),
+        None => cmd.env_remove(REGRESSIONS),
     };
     for (k, _) in std::env::vars_os() {
-        if k.to_str().is_some_and(|k| k.starts_with("CALAMETRA_SWEEP")) {
+        if k.to_str().is_some_and(|k| k.starts_with(SWEEP)) {
             cmd.env_remove(k);
         }
     }
@@ -297,8 +293,8 @@ fn run_target(
             "--",
             "regression::",
         ])
-        .env("CALAMETRA_CASE_STATES", &file)
-        .env_remove("CALAMETRA_REPLAY")
+        .env(CASE_STATES, &file)
+        .env_remove(REPLAY)
         .output()
         .map_err(|e| fail(format!("cannot run `{cargo} {verb}`: {e}")))?;
     let text = std::fs::read_to_string(&file).map_err(|_| {
@@ -329,19 +325,19 @@ fn run_target(
 /// directory): the root of the saved cases of the package `--package` names, which it requires.
 /// `None` when unset: each package's `calametra-regressions/`.
 fn regressions_root(package: Option<&str>) -> Result<Option<PathBuf>, CliError> {
-    let Some(v) = std::env::var_os("CALAMETRA_REGRESSIONS").filter(|v| !v.is_empty()) else {
+    let Some(v) = std::env::var_os(REGRESSIONS).filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
     if v == "off" {
         return Err(CliError(
-            "CALAMETRA_REGRESSIONS=off: saved cases are off, so there are none to review; unset it to review each package's calametra-regressions/".into(),
+            format!("{REGRESSIONS}=off: saved cases are off, so there are none to review; unset it to review each package's calametra-regressions/"),
             2,
         ));
     }
     if package.is_none() {
         return Err(CliError(
             format!(
-                "CALAMETRA_REGRESSIONS={} holds <test target>/<scenario path>/<id>.json, not packages: say whose test targets they are with --package P",
+                "{REGRESSIONS}={} holds <test target>/<scenario path>/<id>.json, not packages: say whose test targets they are with --package P",
                 Path::new(&v).display()
             ),
             2,

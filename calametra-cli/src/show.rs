@@ -4,6 +4,7 @@
 use crate::export;
 use crate::output::{cargo_or_default, clean, fail, CliError};
 use crate::replaying::{file_or_trial, state_at};
+use calametra::env_names::REPLAY_FILE;
 use calametra_core::choices::story;
 use calametra_core::tracefile::load_replayable;
 use clap::Args;
@@ -85,7 +86,7 @@ pub(crate) fn show(a: &ShowArgs) -> Result<(), CliError> {
                 false,
             ),
             None => format!(
-                "CALAMETRA_REPLAY_FILE={} {}",
+                "{REPLAY_FILE}={} {}",
                 calametra::report::shell_quote(&file.display().to_string()),
                 calametra::report::replay_command(
                     &r.package,

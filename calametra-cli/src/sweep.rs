@@ -13,6 +13,7 @@
 //! (`calametra_core::sweep::merge`).
 
 use crate::output::{cargo_or_default, clean, fail, usage, CliError};
+use calametra::env_names::{SWEEP, SWEEP_GUIDE, SWEEP_PARTITION, SWEEP_SUMMARY};
 use calametra_core::sweep::{Budget, Summary};
 use clap::Args;
 use std::collections::BTreeMap;
@@ -175,7 +176,7 @@ pub fn trials(b: &TestBinary, ignored_only: bool) -> Result<Vec<String>, CliErro
     let out = Command::new(&b.exe)
         .args(["--list", which])
         .current_dir(&b.dir)
-        .env_remove("CALAMETRA_SWEEP")
+        .env_remove(SWEEP)
         .stderr(Stdio::null())
         .output()
         .map_err(|e| fail(format!("{}: cannot list its trials: {e}", b.exe.display())))?;
@@ -250,18 +251,18 @@ pub fn sweep(a: &SweepArgs) -> Result<(), CliError> {
         let mut c = Command::new(&b.exe);
         c.args(&a.filter)
             .current_dir(&b.dir)
-            .env("CALAMETRA_SWEEP", &share)
-            .env("CALAMETRA_SWEEP_SUMMARY", &summary);
+            .env(SWEEP, &share)
+            .env(SWEEP_SUMMARY, &summary);
         if let Some(p) = &a.partition {
-            c.env("CALAMETRA_SWEEP_PARTITION", p);
+            c.env(SWEEP_PARTITION, p);
         }
         if a.guide {
-            c.env("CALAMETRA_SWEEP_GUIDE", "1");
+            c.env(SWEEP_GUIDE, "1");
         } else if a.no_guide {
-            c.env("CALAMETRA_SWEEP_GUIDE", "0");
+            c.env(SWEEP_GUIDE, "0");
         }
         println!(
-            "\n$ CALAMETRA_SWEEP={share} cargo test -p {} --test {}{}",
+            "\n$ {SWEEP}={share} cargo test -p {} --test {}{}",
             b.package,
             b.target,
             a.partition

@@ -7,6 +7,7 @@ use crate::output::{
 };
 use crate::pictures;
 use crate::replaying::run_replay_trial;
+use calametra::env_names::SCANOUT;
 use calametra_core::tracefile::load_replayable;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -48,12 +49,7 @@ fn export_frames(file: &Path, cargo: &str, to_stderr: bool) -> Result<Vec<super:
     load_replayable(file).map_err(fail)?;
     let tmp = tempfile::tempdir().map_err(|e| fail(format!("a temporary directory: {e}")))?;
     let dir = tmp.path().join("pictures");
-    let r = run_replay_trial(
-        file,
-        cargo,
-        &[("CALAMETRA_SCANOUT", dir.as_os_str())],
-        to_stderr,
-    )?;
+    let r = run_replay_trial(file, cargo, &[(SCANOUT, dir.as_os_str())], to_stderr)?;
     if !r.passed || !r.ran {
         return Err(fail(format!(
             "--frames: the replay of {} failed (see the trial's output above), so the pictures it would give are not this trace's",

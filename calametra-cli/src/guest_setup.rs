@@ -26,16 +26,17 @@ pub(crate) struct GuestSetupArgs {
 
 /// `calametra guest-setup [--cache DIR] [--no-install] [--reuse TARGET]`.
 pub(crate) fn guest_setup(a: &GuestSetupArgs) -> Result<(), CliError> {
-    let cache =
-        match a.cache.clone().or_else(calametra_qemu::setup::user_cache) {
-            Some(c) => c,
-            None => return Err(CliError(
+    let cache = match a.cache.clone().or_else(calametra_qemu::setup::user_cache) {
+        Some(c) => c,
+        None => {
+            return Err(CliError(
                 format!(
                     "no cache directory: set {CACHE}, XDG_CACHE_HOME or HOME, or give --cache DIR"
                 ),
                 2,
-            )),
-        };
+            ))
+        }
+    };
     let setup = calametra_qemu::setup::Setup {
         cache: cache.clone(),
         install: !a.no_install,

@@ -24,7 +24,8 @@ mod sweep;
 mod sweep_report;
 
 // What the commands share: outputs and errors, reading inputs, running a replay trial, a
-// trial's name, the pictures a replay wrote.
+// trial's name, the pictures a replay wrote, the test binaries cargo builds.
+mod binaries;
 mod input;
 mod output;
 mod pictures;

@@ -5,8 +5,8 @@
 //! and its trace is what `replay` and `show` then read, exactly as a trace file given by hand.
 //! Only the finding lives here; replaying and showing are the commands' own.
 
+use crate::binaries::{test_binaries, trials};
 use crate::output::{fail, CliError};
-use crate::sweep::{test_binaries, trials};
 use calametra::env_names::{REGRESSIONS, SWEEP, TRACE_OUT};
 use std::path::{Path, PathBuf};
 use std::process::Command;

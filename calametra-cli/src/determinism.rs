@@ -23,10 +23,17 @@
 //! how; its `summary` lists the runs kept and deleted and the counts, and is checked against
 //! the `run-*` directories present (`calametra determinism --check DIR` checks again later).
 
-use super::{cargo_or_default, fail, replay_target, usage, CliError, DeterminismArgs};
+mod check;
+
+pub use check::check;
+
+use crate::output::{cargo_or_default, clean, fail, usage, CliError};
+use crate::replaying::replay_target;
+use calametra::env_names::{REGRESSIONS, REPLAY_FILE, TRACE_OUT};
 use calametra::report::shell_quote;
 use calametra_core::divergence::{analyse, read, Options};
 use calametra_core::regress::write_atomic;
+use clap::Args;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -69,7 +76,7 @@ struct RunOut {
 pub fn determinism(a: &DeterminismArgs) -> Result<(), CliError> {
     if let Some(dir) = &a.check {
         let s = check(dir).map_err(|e| CliError(e, 2))?;
-        println!("{}", crate::clean(&s));
+        println!("{}", clean(&s));
         return Ok(());
     }
     let runs = a.runs;
@@ -182,8 +189,8 @@ fn file_plan(file: &Path, cargo: &str) -> Result<Plan, CliError> {
         args: vec!["--exact".into(), trial.clone(), "--include-ignored".into()],
         cwd: dir,
         env: vec![
-            ("CALAMETRA_REPLAY_FILE".into(), abs.display().to_string()),
-            ("CALAMETRA_REGRESSIONS".into(), "off".into()),
+            (REPLAY_FILE.into(), abs.display().to_string()),
+            (REGRESSIONS.into(), "off".into()),
         ],
         trial: Some(trial),
         label: scenario.replace("::", "."),
@@ -228,7 +235,7 @@ fn seed_plan(a: &DeterminismArgs, cargo: &str) -> Result<Plan, CliError> {
         program: exe,
         args: vec!["--exact".into(), trial.clone(), "--include-ignored".into()],
         cwd: dir,
-        env: vec![("CALAMETRA_REGRESSIONS".into(), "off".into())],
+        env: vec![(REGRESSIONS.into(), "off".into())],
         trial: Some(trial),
         label: format!("{}-seed-{seed:#x}", scenario.replace("::", ".")),
     })
@@ -340,7 +347,7 @@ fn write_config(out: &Path, plan: &Plan, runs: usize, parallel: usize) -> Result
         .iter()
         .map(|(k, v)| json!({ "name": k, "value": v }))
         .collect();
-    env.push(json!({ "name": "CALAMETRA_TRACE_OUT", "value": "<run dir>/trace.jsonl" }));
+    env.push(json!({ "name": TRACE_OUT, "value": "<run dir>/trace.jsonl" }));
     let config = json!({
         "format": CONFIG_FORMAT,
         "version": 1,
@@ -373,7 +380,7 @@ fn command_line(plan: &Plan, trace: &Path) -> String {
         s.push_str(&format!("{k}={} ", shell_quote(v)));
     }
     s.push_str(&format!(
-        "CALAMETRA_TRACE_OUT={} {}",
+        "{TRACE_OUT}={} {}",
         shell_quote(&trace.display().to_string()),
         shell_quote(&plan.program.display().to_string())
     ));
@@ -433,7 +440,7 @@ fn start(plan: &Plan, out: &Path, index: usize) -> Result<Running, (PathBuf, std
     let mut c = Command::new(&plan.program);
     c.args(&plan.args)
         .current_dir(&plan.cwd)
-        .env("CALAMETRA_TRACE_OUT", &trace)
+        .env(TRACE_OUT, &trace)
         .stdin(Stdio::null());
     // Its own process group, so a timeout kills what it started too (a trial's QEMU).
     #[cfg(unix)]
@@ -612,7 +619,7 @@ fn analyse_runs(
                 format!("it {} before its trace was whole: {e}", reference.status)
             } else if plan.trial.is_some() && !reference.dir.join("trace.jsonl").exists() {
                 format!(
-                    "the test binary wrote no trace to CALAMETRA_TRACE_OUT (its harness must write the trial's run there: every record and the closing `summary` record): {e}"
+                    "the test binary wrote no trace to {TRACE_OUT} (its harness must write the trial's run there: every record and the closing `summary` record): {e}"
                 )
             } else {
                 e.clone()
@@ -742,7 +749,7 @@ fn analyse_runs(
         "fingerprints": hashes.iter().map(|(k, v)| json!({"fingerprint": k, "runs": v.len()})).collect::<Vec<_>>(),
     });
     write_json(&out.join("summary"), &summary)?;
-    print!("{}", crate::clean(&report));
+    print!("{}", clean(&report));
     let checked = check(out).map_err(|e| CliError(e, 2))?;
     println!("{checked}");
     if divergent + unusable == 0 {
@@ -763,135 +770,60 @@ fn analyse_runs(
     }
 }
 
-/// Checks a determinism directory: its `summary` lists exactly the `run-*` directories present
-/// (each with its `command`, `status`, `stdout`, `stderr`, `trace.jsonl` and `summary`, and a
-/// divergent one with its `divergence`), and its counts add up. Returns a one-line account.
-pub fn check(dir: &Path) -> Result<String, String> {
-    let read_json = |name: &str| -> Result<Value, String> {
-        let p = dir.join(name);
-        // Bounded, regular files only: a FIFO named `config` must not hang the check.
-        let text = calametra_core::input::read_regular(
-            &p,
-            calametra_core::input::MAX_DOCUMENT_BYTES,
-            name,
-        )
-        .map_err(|e| format!("{}: {e}", p.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))
-    };
-    let config = read_json("config")?;
-    if config["format"] != CONFIG_FORMAT {
-        return Err(format!(
-            "{}: field `format`: expected `{CONFIG_FORMAT}`",
-            dir.join("config").display()
-        ));
+/// The arguments of `calametra determinism`.
+#[derive(Args, Debug)]
+pub(crate) struct DeterminismArgs {
+    /// A saved case or a trace file to replay N times.
+    file: Option<PathBuf>,
+    /// Check a determinism directory's summary against its runs, and do nothing else.
+    #[arg(long, value_name = "DIR")]
+    check: Option<PathBuf>,
+    /// The package of the test binary (with --test or --bin, --scenario and --seed).
+    #[arg(long, value_name = "P")]
+    package: Option<String>,
+    /// The test target holding the scenario.
+    #[arg(long, value_name = "T")]
+    test: Option<String>,
+    /// The binary target holding the scenario (a harness binary under src/bin/).
+    #[arg(long, value_name = "T")]
+    bin: Option<String>,
+    /// The scenario's path (`module::scenario`).
+    #[arg(long, value_name = "PATH")]
+    scenario: Option<String>,
+    /// The seed (`0x4f21a9` or decimal).
+    #[arg(long, value_name = "SEED")]
+    seed: Option<String>,
+    /// Runs in all (at least 2: a reference and one to compare).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    runs: usize,
+    /// Runs at a time.
+    #[arg(long, value_name = "P", default_value_t = 1)]
+    parallel: usize,
+    /// The longest one run may take (`90s`, `10m`): a run still going then is killed, with its
+    /// process group, and counts as unusable ("timed out"). Default: no limit.
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    timeout: Option<std::time::Duration>,
+    /// The directory to keep runs in (new or empty; default target/calametra/determinism/...).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Deterministic records of context in each divergence.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    context: usize,
+    /// Non-deterministic records shown past the divergence (see `diff`).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    nondeterm_window: usize,
+    /// The cargo that builds the test binary (default: $CARGO, else `cargo`).
+    #[arg(long, value_name = "CARGO")]
+    cargo: Option<String>,
+    /// A program (and its arguments) that writes its trace where $CALAMETRA_TRACE_OUT says.
+    #[arg(last = true, value_name = "PROGRAM ARGS")]
+    program: Vec<String>,
+}
+
+/// `--timeout`: the one duration grammar of `CALAMETRA_SWEEP`, and more than zero.
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    match calametra_core::sweep::parse_duration(s)? {
+        d if d.is_zero() => Err(format!("`{s}`: expected a duration above zero")),
+        d => Ok(d),
     }
-    let summary = read_json("summary")?;
-    let sp = dir.join("summary");
-    if summary["format"] != SUMMARY_FORMAT {
-        return Err(format!(
-            "{}: field `format`: expected `{SUMMARY_FORMAT}`",
-            sp.display()
-        ));
-    }
-    let runs = summary["runs"].as_u64().unwrap_or(0) as usize;
-    if Some(runs as u64) != config["runs"].as_u64() {
-        return Err(format!(
-            "{}: {runs} runs, but the config asked for {}",
-            sp.display(),
-            config["runs"]
-        ));
-    }
-    let kept: Vec<(String, String)> = summary["kept"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|k| {
-            (
-                k["run"].as_str().unwrap_or("").to_string(),
-                k["role"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect();
-    let deleted: Vec<String> = summary["deleted"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|d| d.as_str().map(str::to_string))
-        .collect();
-    let mut present: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .flatten()
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("run-"))
-        .collect();
-    present.sort();
-    let mut listed: Vec<String> = kept.iter().map(|(r, _)| r.clone()).collect();
-    listed.sort();
-    if present != listed {
-        return Err(format!(
-            "{}: the runs kept ({}) are not the run directories present ({})",
-            sp.display(),
-            listed.join(", "),
-            present.join(", ")
-        ));
-    }
-    if kept.len() + deleted.len() != runs {
-        return Err(format!(
-            "{}: {} kept and {} deleted make {}, not {runs} runs",
-            sp.display(),
-            kept.len(),
-            deleted.len(),
-            kept.len() + deleted.len()
-        ));
-    }
-    if deleted.iter().any(|d| listed.contains(d)) {
-        return Err(format!("{}: a run is both kept and deleted", sp.display()));
-    }
-    let count = |role: &str| kept.iter().filter(|(_, r)| r == role).count();
-    if summary.get("unusable").is_some_and(|u| u.is_string()) {
-        return Ok(format!(
-            "checked {}: the reference was unusable; {} run directories kept",
-            dir.display(),
-            kept.len()
-        ));
-    }
-    for (field, n) in [
-        ("divergent", count("divergent")),
-        ("unusable", count("unusable")),
-        ("identical", deleted.len()),
-    ] {
-        if summary[field].as_u64() != Some(n as u64) {
-            return Err(format!(
-                "{}: field `{field}` says {}, but {n} runs are so",
-                sp.display(),
-                summary[field]
-            ));
-        }
-    }
-    for (run, role) in &kept {
-        let mut need = vec!["command", "status", "stdout", "stderr", "summary"];
-        if role != "unusable" {
-            need.push("trace.jsonl");
-        }
-        if role == "divergent" {
-            need.push("divergence");
-        }
-        for f in need {
-            if !dir.join(run).join(f).is_file() {
-                return Err(format!("{}: missing `{f}`", dir.join(run).display()));
-            }
-        }
-    }
-    if count("reference") != 1 {
-        return Err(format!("{}: no reference run kept", sp.display()));
-    }
-    Ok(format!(
-        "checked {}: {runs} runs: 1 reference, {} identical (deleted), {} divergent, {} unusable; the summary lists exactly the {} run directories present",
-        dir.display(),
-        deleted.len(),
-        count("divergent"),
-        count("unusable"),
-        kept.len()
-    ))
 }

@@ -4,7 +4,10 @@
 //! that showed it). Both are built from records read back from a JSONL trace. [`pcapng`]
 //! writes the run's transfers as a usbmon capture (`export --pcapng`).
 
+mod command;
 pub mod pcapng;
+
+pub(crate) use command::{export_cmd, ExportArgs};
 
 use calametra_core::picture::PictureEntry;
 use calametra_core::trace::{push_json_str, Record};

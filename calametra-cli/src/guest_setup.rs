@@ -2,7 +2,8 @@
 //! cache (`calametra_qemu::setup`), for guest scenarios and `calametra qemu` in any crate. The
 //! scripts are the ones `calametra-qemu` carries; nothing here builds anything itself.
 
-use crate::CliError;
+use crate::output::{clean, CliError};
+use calametra::env_names::CACHE;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -27,11 +28,14 @@ pub(crate) struct GuestSetupArgs {
 pub(crate) fn guest_setup(a: &GuestSetupArgs) -> Result<(), CliError> {
     let cache = match a.cache.clone().or_else(calametra_qemu::setup::user_cache) {
         Some(c) => c,
-        None => return Err(CliError(
-            "no cache directory: set CALAMETRA_CACHE, XDG_CACHE_HOME or HOME, or give --cache DIR"
-                .into(),
-            2,
-        )),
+        None => {
+            return Err(CliError(
+                format!(
+                    "no cache directory: set {CACHE}, XDG_CACHE_HOME or HOME, or give --cache DIR"
+                ),
+                2,
+            ))
+        }
     };
     let setup = calametra_qemu::setup::Setup {
         cache: cache.clone(),
@@ -42,10 +46,10 @@ pub(crate) fn guest_setup(a: &GuestSetupArgs) -> Result<(), CliError> {
     println!("guest:  {}", done.guest.display());
     println!("qemu:   {}", done.qemu.display());
     println!("cache:  {}", cache.display());
-    if a.cache.is_some() && std::env::var_os("CALAMETRA_CACHE").is_none() {
+    if a.cache.is_some() && std::env::var_os(CACHE).is_none() {
         println!(
-            "guest scenarios find it with CALAMETRA_CACHE={}",
-            crate::clean(&cache.display().to_string())
+            "guest scenarios find it with {CACHE}={}",
+            clean(&cache.display().to_string())
         );
     }
     Ok(())

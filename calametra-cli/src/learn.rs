@@ -6,8 +6,8 @@
 //! the same bytes. Bad input exits 1 with a message naming the file (and the offset or field);
 //! a bad argument exits 2.
 
-use crate::models::read_bounded;
-use crate::CliError;
+use crate::input::{capture_magic_ok, read_bounded};
+use crate::output::{clean, is_stream, note_written, write_output, CliError};
 use calametra_capture::learn::{learn as learn_captures, Input, Selection};
 use calametra_core::input::MAX_TRACE_BYTES;
 use clap::Args;
@@ -43,22 +43,17 @@ pub(crate) fn learn(a: &LearnArgs) -> Result<(), CliError> {
     };
     let mut inputs = Vec::new();
     for path in &a.capture {
-        let bytes = read_bounded(
-            path,
-            MAX_TRACE_BYTES,
-            "capture",
-            Some(crate::models::capture_magic_ok),
-        )?;
+        let bytes = read_bounded(path, MAX_TRACE_BYTES, "capture", Some(capture_magic_ok))?;
         inputs.push(Input::parse(path, &bytes).map_err(|e| CliError(e.to_string(), 1))?);
     }
     let (spec, report) =
         learn_captures(&inputs, &selection).map_err(|e| CliError(e.to_string(), 1))?;
-    crate::write_output(&a.out, &spec.to_json())?;
-    if crate::is_stream(&a.out) {
-        eprint!("{}", crate::clean(&report.to_string()));
+    write_output(&a.out, &spec.to_json())?;
+    if is_stream(&a.out) {
+        eprint!("{}", clean(&report.to_string()));
     } else {
-        print!("{}", crate::clean(&report.to_string()));
+        print!("{}", clean(&report.to_string()));
     }
-    crate::note_written(&a.out, &format!(" ({})", spec.name));
+    note_written(&a.out, &format!(" ({})", spec.name));
     Ok(())
 }

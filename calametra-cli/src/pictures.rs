@@ -6,8 +6,9 @@
 //! within limits and checked (a file name with a separator is refused), and every output goes
 //! through the tool's one output writer.
 
-use crate::models::read_bounded;
-use crate::{fail, not_an_input, write_output, CliError};
+use crate::input::read_bounded;
+use crate::output::{clean, fail, not_an_input, write_output, CliError};
+use calametra::env_names::SCANOUT;
 use calametra_core::input::MAX_DOCUMENT_BYTES;
 use calametra_core::picture::{file_stem, PictureEntry, PictureIndex};
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ pub(crate) fn read_index(dir: &Path, file: &Path) -> Result<PictureIndex, CliErr
     let path = dir.join(PictureIndex::FILE);
     if !path.exists() {
         return Err(fail(format!(
-            "the test binary wrote no pictures to CALAMETRA_SCANOUT: its harness must watch the run's pictures (RunConfig::pictures) and write them with their index {} (replaying {})",
+            "the test binary wrote no pictures to {SCANOUT}: its harness must watch the run's pictures (RunConfig::pictures) and write them with their index {} (replaying {})",
             PictureIndex::FILE,
             file.display()
         )));
@@ -84,7 +85,7 @@ pub(crate) fn copy_on_show(
         write_output(&path, &bytes)?;
         println!(
             "{}",
-            crate::clean(&format!(
+            clean(&format!(
                 "scanout {when}: wrote {} ({}, from step {})",
                 path.display(),
                 entry.about,

@@ -4,7 +4,8 @@
 //! `CALAMETRA_QEMU_*` variables of `calametra::tool`), where a model of the user's own crate is
 //! registered. Nothing here serves a model; `calametra-qemu` does.
 
-use crate::CliError;
+use crate::output::{cargo_or_default, clean, CliError};
+use calametra::env_names::{QEMU_JOB, QEMU_OUT};
 use calametra_qemu::job::{Job, What};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -120,7 +121,7 @@ pub(crate) fn qemu(a: &QemuArgs) -> Result<(), CliError> {
             (r.text, r.passed)
         }
     };
-    print!("{}", crate::clean(&text));
+    print!("{}", clean(&text));
     if passed {
         Ok(())
     } else {
@@ -156,15 +157,15 @@ fn in_test_binary(
     let (job_file, out) = (tmp.path().join("job.json"), tmp.path().join("qemu.json"));
     std::fs::write(&job_file, json)
         .map_err(|e| CliError(format!("{}: {e}", job_file.display()), 1))?;
-    let cargo = crate::cargo_or_default(&a.cargo);
+    let cargo = cargo_or_default(&a.cargo);
     let trial = "calametra::qemu";
     println!("$ {cargo} test -p {package} --test {test} -- --exact {trial}");
     let status = std::process::Command::new(&cargo)
         .args([
             "test", "-p", package, "--test", test, "--", "--exact", trial,
         ])
-        .env("CALAMETRA_QEMU_JOB", &job_file)
-        .env("CALAMETRA_QEMU_OUT", &out)
+        .env(QEMU_JOB, &job_file)
+        .env(QEMU_OUT, &out)
         .status()
         .map_err(|e| CliError(format!("cannot run `{cargo}`: {e}"), 1))?;
     let text = std::fs::read_to_string(&out).map_err(|_| {

@@ -32,12 +32,32 @@
 //! under `<dir>/<test target>/<scenario path>/` instead, for the one package `--package` names
 //! (the directory does not say whose targets they are), and the test binaries are run with it.
 
-use crate::{cargo_or_default, CliError, ReviewArgs};
+use crate::output::{cargo_or_default, clean, fail, CliError};
+use calametra::env_names::{CASE_STATES, REGRESSIONS, REPLAY, SWEEP};
 use calametra::report::shell_quote;
 use calametra_core::regress::is_case_file_name;
+use clap::Args;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The arguments of `calametra review`.
+#[derive(Args, Debug)]
+pub(crate) struct ReviewArgs {
+    /// Only this package's saved cases (required with CALAMETRA_REGRESSIONS=<dir>).
+    #[arg(long, value_name = "P")]
+    package: Option<String>,
+    /// Delete the files in these states (comma-separated: fixed,stale,...): only saved cases
+    /// (regular `<12 hex>.json` files, never through a symlink), listed first.
+    #[arg(long, value_name = "STATE,..")]
+    prune: Option<String>,
+    /// Delete what --prune lists without asking (needed when standard input is not a terminal).
+    #[arg(long, requires = "prune")]
+    yes: bool,
+    /// The cargo that runs the test binaries (default: $CARGO, else `cargo`).
+    #[arg(long, value_name = "CARGO")]
+    cargo: Option<String>,
+}
 
 /// The states `--prune` accepts.
 const STATES: &[&str] = &[
@@ -51,10 +71,6 @@ const STATES: &[&str] = &[
     "unreadable",
     "not-run",
 ];
-
-fn fail(msg: impl Into<String>) -> CliError {
-    CliError(msg.into(), 1)
-}
 
 /// One saved case and what it shows.
 struct Row {
@@ -242,12 +258,7 @@ fn run_target(
         .map_err(|e| fail(format!("cannot create a temporary directory: {e}")))?;
     let file = states.path().join("states.jsonl");
     let var = regs
-        .map(|r| {
-            format!(
-                "CALAMETRA_REGRESSIONS={} ",
-                shell_quote(&r.display().to_string())
-            )
-        })
+        .map(|r| format!("{REGRESSIONS}={} ", shell_quote(&r.display().to_string())))
         .unwrap_or_default();
     let (verb, flag) = match kind {
         Kind::Test => ("test", "--test"),
@@ -263,11 +274,11 @@ fn run_target(
     // turn the binary into a sweep, which writes no states: review replays, so they go.
     let mut cmd = Command::new(cargo);
     match regs {
-        Some(r) => cmd.env("CALAMETRA_REGRESSIONS", r),
-        None => cmd.env_remove("CALAMETRA_REGRESSIONS"),
+        Some(r) => cmd.env(REGRESSIONS, r),
+        None => cmd.env_remove(REGRESSIONS),
     };
     for (k, _) in std::env::vars_os() {
-        if k.to_str().is_some_and(|k| k.starts_with("CALAMETRA_SWEEP")) {
+        if k.to_str().is_some_and(|k| k.starts_with(SWEEP)) {
             cmd.env_remove(k);
         }
     }
@@ -282,8 +293,8 @@ fn run_target(
             "--",
             "regression::",
         ])
-        .env("CALAMETRA_CASE_STATES", &file)
-        .env_remove("CALAMETRA_REPLAY")
+        .env(CASE_STATES, &file)
+        .env_remove(REPLAY)
         .output()
         .map_err(|e| fail(format!("cannot run `{cargo} {verb}`: {e}")))?;
     let text = std::fs::read_to_string(&file).map_err(|_| {
@@ -314,19 +325,19 @@ fn run_target(
 /// directory): the root of the saved cases of the package `--package` names, which it requires.
 /// `None` when unset: each package's `calametra-regressions/`.
 fn regressions_root(package: Option<&str>) -> Result<Option<PathBuf>, CliError> {
-    let Some(v) = std::env::var_os("CALAMETRA_REGRESSIONS").filter(|v| !v.is_empty()) else {
+    let Some(v) = std::env::var_os(REGRESSIONS).filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
     if v == "off" {
         return Err(CliError(
-            "CALAMETRA_REGRESSIONS=off: saved cases are off, so there are none to review; unset it to review each package's calametra-regressions/".into(),
+            format!("{REGRESSIONS}=off: saved cases are off, so there are none to review; unset it to review each package's calametra-regressions/"),
             2,
         ));
     }
     if package.is_none() {
         return Err(CliError(
             format!(
-                "CALAMETRA_REGRESSIONS={} holds <test target>/<scenario path>/<id>.json, not packages: say whose test targets they are with --package P",
+                "{REGRESSIONS}={} holds <test target>/<scenario path>/<id>.json, not packages: say whose test targets they are with --package P",
                 Path::new(&v).display()
             ),
             2,
@@ -349,7 +360,7 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
                     return Err(CliError(
                         format!(
                             "--prune: unknown state `{}`; expected some of {}",
-                            crate::clean(w),
+                            clean(w),
                             STATES.join(", ")
                         ),
                         2,
@@ -440,7 +451,7 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
         }
     }
     let here = std::env::current_dir().unwrap_or_default();
-    let shown = |f: &Path| crate::clean(&f.strip_prefix(&here).unwrap_or(f).display().to_string());
+    let shown = |f: &Path| clean(&f.strip_prefix(&here).unwrap_or(f).display().to_string());
     if !ignored.is_empty() {
         println!(
             "ignored {}, not saved cases (never pruned: a saved case is a regular file named <12 hex digits>.json, and review follows no symlink){}",
@@ -458,7 +469,7 @@ pub fn review(a: &ReviewArgs) -> Result<(), CliError> {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for r in &rows {
         *counts.entry(r.state.as_str()).or_default() += 1;
-        let first = crate::clean(r.detail.lines().next().unwrap_or(""));
+        let first = clean(r.detail.lines().next().unwrap_or(""));
         println!("{:<18} {}\n{:<18} {first}", r.state, shown(&r.file), "");
     }
     let summary: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();

@@ -5,8 +5,9 @@
 //! and its trace is what `replay` and `show` then read, exactly as a trace file given by hand.
 //! Only the finding lives here; replaying and showing are the commands' own.
 
-use super::{fail, CliError};
-use crate::sweep::{test_binaries, trials};
+use crate::binaries::{test_binaries, trials};
+use crate::output::{fail, CliError};
+use calametra::env_names::{REGRESSIONS, SWEEP, TRACE_OUT};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -60,7 +61,7 @@ pub fn trace_of(
     };
     let trace = dir.join("trial.jsonl");
     println!(
-        "$ CALAMETRA_TRACE_OUT={} CALAMETRA_REGRESSIONS=off cargo test -p {} --test {} -- --exact {} --include-ignored",
+        "$ {TRACE_OUT}={} {REGRESSIONS}=off cargo test -p {} --test {} -- --exact {} --include-ignored",
         calametra::report::shell_quote(&trace.display().to_string()),
         b.package,
         b.target,
@@ -71,9 +72,9 @@ pub fn trace_of(
     let _ = Command::new(&b.exe)
         .args(["--exact", name, "--include-ignored"])
         .current_dir(&b.dir)
-        .env("CALAMETRA_TRACE_OUT", &trace)
-        .env("CALAMETRA_REGRESSIONS", "off")
-        .env_remove("CALAMETRA_SWEEP")
+        .env(TRACE_OUT, &trace)
+        .env(REGRESSIONS, "off")
+        .env_remove(SWEEP)
         .stdout(std::process::Stdio::null())
         .status()
         .map_err(|e| fail(format!("{}: cannot run: {e}", b.exe.display())))?;

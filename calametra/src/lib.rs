@@ -85,6 +85,7 @@ pub use calametra_core::*;
 pub struct ReadmeDoctests;
 pub use calametra_macros::scenario;
 
+pub mod env_names;
 pub mod harness;
 pub mod report;
 pub mod send;

@@ -15,6 +15,10 @@
 //! Nothing here runs a scenario; the comparison itself lives in `calametra-capture`, the guest
 //! run in `calametra-qemu`.
 
+use crate::env_names::{
+    COMPARE_CAPTURE, COMPARE_DEVICE, COMPARE_NO_HOTPLUG, COMPARE_OUT, COMPARE_SPEC, QEMU_JOB,
+    QEMU_OUT,
+};
 use calametra_core::registry::{compare_hook, CompareRequest};
 use std::path::PathBuf;
 
@@ -28,36 +32,25 @@ fn path_var(name: &str) -> Option<PathBuf> {
 /// The comparison the environment asks for; `Err` names the variable and what was expected.
 fn request() -> Result<CompareRequest, String> {
     let need = |name: &str| {
-        path_var(name).ok_or_else(|| {
-            format!("{name}: missing; CALAMETRA_COMPARE_OUT needs the capture and the spec")
-        })
+        path_var(name)
+            .ok_or_else(|| format!("{name}: missing; {COMPARE_OUT} needs the capture and the spec"))
     };
-    let device = match std::env::var("CALAMETRA_COMPARE_DEVICE")
-        .ok()
-        .filter(|v| !v.is_empty())
-    {
+    let device = match std::env::var(COMPARE_DEVICE).ok().filter(|v| !v.is_empty()) {
         None => None,
         Some(d) => {
-            let bad = || format!("CALAMETRA_COMPARE_DEVICE=`{d}`: expected BUS:ADDR");
+            let bad = || format!("{COMPARE_DEVICE}=`{d}`: expected BUS:ADDR");
             let (b, a) = d.split_once(':').ok_or_else(bad)?;
             Some((b.parse().map_err(|_| bad())?, a.parse().map_err(|_| bad())?))
         }
     };
-    let no_hotplug = match std::env::var("CALAMETRA_COMPARE_NO_HOTPLUG")
-        .ok()
-        .as_deref()
-    {
+    let no_hotplug = match std::env::var(COMPARE_NO_HOTPLUG).ok().as_deref() {
         None | Some("") | Some("0") => false,
         Some("1") => true,
-        Some(v) => {
-            return Err(format!(
-                "CALAMETRA_COMPARE_NO_HOTPLUG=`{v}`: expected 1 or 0"
-            ))
-        }
+        Some(v) => return Err(format!("{COMPARE_NO_HOTPLUG}=`{v}`: expected 1 or 0")),
     };
     Ok(CompareRequest {
-        capture: need("CALAMETRA_COMPARE_CAPTURE")?,
-        spec: need("CALAMETRA_COMPARE_SPEC")?,
+        capture: need(COMPARE_CAPTURE)?,
+        spec: need(COMPARE_SPEC)?,
         device,
         no_hotplug,
     })
@@ -66,8 +59,8 @@ fn request() -> Result<CompareRequest, String> {
 /// The guest job `CALAMETRA_QEMU_JOB` names, run by the hook linked in; `Err` names the
 /// variable or the file and what was expected.
 fn qemu_job() -> Result<serde_json::Value, String> {
-    let file = path_var("CALAMETRA_QEMU_JOB")
-        .ok_or("CALAMETRA_QEMU_JOB: missing; CALAMETRA_QEMU_OUT needs the job")?;
+    let file = path_var(QEMU_JOB)
+        .ok_or_else(|| format!("{QEMU_JOB}: missing; {QEMU_OUT} needs the job"))?;
     let job = calametra_core::input::read_regular(
         &file,
         calametra_core::input::MAX_DOCUMENT_BYTES,
@@ -93,15 +86,15 @@ fn write_result(var: &str, out: &std::path::Path, json: serde_json::Value) -> Op
 /// result was written, whatever it says; 2: it could not be written), `None` when no job was
 /// asked for and the binary runs its trials.
 pub fn run_if_asked() -> Option<i32> {
-    if let Some(out) = path_var("CALAMETRA_QEMU_OUT") {
+    if let Some(out) = path_var(QEMU_OUT) {
         let json = qemu_job().unwrap_or_else(|e| serde_json::json!({ "error": e }));
-        return write_result("CALAMETRA_QEMU_OUT", &out, json);
+        return write_result(QEMU_OUT, &out, json);
     }
-    let out = path_var("CALAMETRA_COMPARE_OUT")?;
+    let out = path_var(COMPARE_OUT)?;
     let result = request().and_then(|r| (compare_hook()?.0)(&r));
     let json = match result {
         Ok(r) => serde_json::json!({"text": r.text, "compared": r.compared, "clean": r.clean}),
         Err(e) => serde_json::json!({ "error": e }),
     };
-    write_result("CALAMETRA_COMPARE_OUT", &out, json)
+    write_result(COMPARE_OUT, &out, json)
 }

@@ -28,6 +28,7 @@
 
 mod device;
 pub mod flash;
+mod image;
 mod invariants;
 pub mod spec;
 mod standard;

@@ -6,6 +6,8 @@
 //! descriptor) against the spec's scalar fields so the two can never disagree silently. Nothing
 //! here keeps state or talks to the bus.
 
+use super::image::image_complete;
+pub use super::image::ImageCheck;
 use calametra_core::spec::Spec;
 use calametra_core::Error;
 use std::collections::BTreeMap;
@@ -49,15 +51,6 @@ impl Attributes {
             will_detach: b & 8 != 0,
         }
     }
-}
-
-/// How the device decides that a downloaded image is complete before manifesting it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ImageCheck {
-    /// Any non-empty image is accepted.
-    None,
-    /// The last 4 bytes are the CRC-32 (IEEE, as `zlib.crc32`) of the rest, little-endian.
-    Crc32Trailer,
 }
 
 /// One mode's descriptor set: the device descriptor and the whole configuration.
@@ -223,7 +216,7 @@ impl DfuSpec {
                 ),
             ));
         }
-        if !factory_image.is_empty() && !super::flash::image_complete(image_check, &factory_image) {
+        if !factory_image.is_empty() && !image_complete(image_check, &factory_image) {
             return Err(spec.error(
                 "flash.factory_image",
                 "fails the spec's own flash.image_check (a CRC-32 trailer over the bytes before it)",

@@ -9,6 +9,7 @@
 //! test (see `tests/trigger6.rs`) with a [`Sabotage`](super::Sabotage) lie it must catch.
 
 use super::bulk::PixelFormat;
+pub use super::model::RamWrite;
 use super::model::Trigger6;
 use super::timing::RECORD_LEN;
 use std::rc::Rc;
@@ -23,15 +24,6 @@ pub enum Connection {
     Disconnected,
     /// A monitor is there.
     Connected,
-}
-
-/// A region of VRAM a driver wrote (or believes it wrote).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RamWrite {
-    /// First byte.
-    pub addr: u64,
-    /// Bytes.
-    pub len: u64,
 }
 
 /// A flip a driver submitted: where it put the frame and the bytes it wrote there.

@@ -1,66 +1,52 @@
-//! The command that needs the models and the capture readers (`compare`; `qemu` is in
-//! `qemu.rs`). Models are found by their spec's `format` in the registry
+//! `calametra compare`: a real capture replayed against the model its spec's `format` names
+//! (in this tool, or with --package P --test T inside that test binary, where a model of the
+//! user's own crate is registered). Models are found by their spec's `format` in the registry
 //! ([`calametra_core::registry`]); this file names none of them.
 
-use crate::{CliError, CompareArgs};
+use crate::input::{capture_magic_ok, read_bounded};
+use crate::output::{cargo_or_default, clean, write_output, CliError};
+use calametra::env_names::{
+    COMPARE_CAPTURE, COMPARE_DEVICE, COMPARE_NO_HOTPLUG, COMPARE_OUT, COMPARE_SPEC,
+};
 use calametra_capture::by_spec::{compare_spec, compares_whole_captures, Compared, SpecOptions};
-use calametra_core::input::{open_regular, MAX_DOCUMENT_BYTES, MAX_TRACE_BYTES};
+use calametra_core::input::{MAX_DOCUMENT_BYTES, MAX_TRACE_BYTES};
 use calametra_core::spec::Spec;
-use std::io::Read;
+use clap::Args;
 // The shipped models register themselves by spec format; linking their crate is all this
 // tool does to find them.
 use calametra_models as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Whether a capture's first bytes can begin a capture: gzip, pcapng, pcap (either byte order,
-/// micro- or nanoseconds) or usbmon text (no NUL or other control bytes but tab, CR and LF).
-pub(crate) fn capture_magic_ok(head: &[u8]) -> bool {
-    const MAGIC: [[u8; 4]; 5] = [
-        [0x0a, 0x0d, 0x0d, 0x0a],
-        [0xd4, 0xc3, 0xb2, 0xa1],
-        [0xa1, 0xb2, 0xc3, 0xd4],
-        [0x4d, 0x3c, 0xb2, 0xa1],
-        [0xa1, 0xb2, 0x3c, 0x4d],
-    ];
-    head.starts_with(&[0x1f, 0x8b])
-        || MAGIC.iter().any(|m| head.starts_with(m))
-        || head
-            .iter()
-            .all(|&b| b >= 0x20 || b == b'\t' || b == b'\n' || b == b'\r')
-}
-
-/// Reads a regular file of at most `max` bytes ([`calametra_core::input::open_regular`]: a
-/// FIFO or `/dev/zero` is refused before it is read); with `magic`, its first bytes are
-/// checked before the rest is read. Errors exit 1, as the other bad inputs of `compare`.
-pub(crate) fn read_bounded(
-    path: &Path,
-    max: u64,
-    what: &str,
-    magic: Option<fn(&[u8]) -> bool>,
-) -> Result<Vec<u8>, CliError> {
-    let bad = |e: String| CliError(format!("{}: {e}", path.display()), 1);
-    let mut f = open_regular(path, max, what).map_err(bad)?;
-    let mut bytes = Vec::new();
-    if let Some(ok) = magic {
-        (&mut f)
-            .take(16)
-            .read_to_end(&mut bytes)
-            .map_err(|e| bad(format!("cannot read the {what}: {e}")))?;
-        if !ok(&bytes) {
-            return Err(bad(format!(
-                "not a {what}: its first bytes are not gzip, pcapng, pcap or usbmon text"
-            )));
-        }
-    }
-    f.take(max + 1 - bytes.len() as u64)
-        .read_to_end(&mut bytes)
-        .map_err(|e| bad(format!("cannot read the {what}: {e}")))?;
-    if bytes.len() as u64 > max {
-        return Err(bad(format!(
-            "cannot read the {what}: it grew past its limit while it was read"
-        )));
-    }
-    Ok(bytes)
+/// The arguments of `calametra compare`.
+#[derive(Args, Debug)]
+pub(crate) struct CompareArgs {
+    /// The capture: pcap or pcapng (usbmon link type 189 or 220) or usbmon text, maybe gzipped.
+    #[arg(long, value_name = "CAPTURE")]
+    pub(crate) capture: PathBuf,
+    /// The device spec whose model is compared.
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) spec: PathBuf,
+    /// Compare only this device's control transfers (default: the busiest device).
+    #[arg(long, value_name = "BUS:ADDR")]
+    pub(crate) device: Option<String>,
+    /// Do not script the capture's monitor hot-plug into the model (Trigger 6).
+    #[arg(long)]
+    pub(crate) no_hotplug: bool,
+    /// Write each frame a flip showed as a PNG into DIR (Trigger 6); as every output, a
+    /// symlink in DIR is refused (exit 1 after the comparison), never replaced.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) frames: Option<PathBuf>,
+    /// Compare inside this package's test binary (with --test), with the models registered
+    /// there: a model of your own crate, which this tool does not link.
+    #[arg(long, value_name = "P", requires = "test", conflicts_with = "frames")]
+    pub(crate) package: Option<String>,
+    /// The test target of --package: a `calametra::main!()` binary (harness = false) that
+    /// links calametra-capture and the model.
+    #[arg(long, value_name = "T", requires = "package")]
+    pub(crate) test: Option<String>,
+    /// The cargo for --package (default: $CARGO, else `cargo`).
+    #[arg(long, value_name = "CARGO")]
+    pub(crate) cargo: Option<String>,
 }
 
 /// `calametra compare --capture FILE --spec SPEC [--device BUS:ADDR] [--frames DIR]
@@ -118,7 +104,7 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
         let errors = errors.clone();
         Box::new(move |name: &str, png: &[u8]| {
             let path = dir.join(name);
-            crate::write_output(&path, png).map(|()| path).map_err(|e| {
+            write_output(&path, png).map(|()| path).map_err(|e| {
                 errors.borrow_mut().push(e.0.clone());
                 e.0
             })
@@ -130,7 +116,7 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
     };
     let c = compare_spec(cap, &cap_bytes, &spec, &options, sink).map_err(|e| CliError(e, 1))?;
     drop(cap_bytes);
-    print!("{}", crate::clean(&c.render()));
+    print!("{}", clean(&c.render()));
     if let Some(e) = errors.borrow().first() {
         return Err(CliError(format!("a frame's PNG: {e}"), 1));
     }
@@ -181,24 +167,18 @@ fn compare_in_test_binary(a: &CompareArgs, package: &str, test: &str) -> Result<
     let tmp =
         tempfile::tempdir().map_err(|e| CliError(format!("a temporary directory: {e}"), 1))?;
     let out = tmp.path().join("compare.json");
-    let cargo = crate::cargo_or_default(&a.cargo);
+    let cargo = cargo_or_default(&a.cargo);
     let trial = "calametra::compare";
     println!("$ {cargo} test -p {package} --test {test} -- --exact {trial}");
     let mut c = std::process::Command::new(&cargo);
     c.args([
         "test", "-p", package, "--test", test, "--", "--exact", trial,
     ])
-    .env("CALAMETRA_COMPARE_OUT", &out)
-    .env("CALAMETRA_COMPARE_CAPTURE", &capture)
-    .env("CALAMETRA_COMPARE_SPEC", &spec)
-    .env(
-        "CALAMETRA_COMPARE_DEVICE",
-        a.device.as_deref().unwrap_or(""),
-    )
-    .env(
-        "CALAMETRA_COMPARE_NO_HOTPLUG",
-        if a.no_hotplug { "1" } else { "0" },
-    );
+    .env(COMPARE_OUT, &out)
+    .env(COMPARE_CAPTURE, &capture)
+    .env(COMPARE_SPEC, &spec)
+    .env(COMPARE_DEVICE, a.device.as_deref().unwrap_or(""))
+    .env(COMPARE_NO_HOTPLUG, if a.no_hotplug { "1" } else { "0" });
     let status = c
         .status()
         .map_err(|e| CliError(format!("cannot run `{cargo}`: {e}"), 1))?;
@@ -225,7 +205,7 @@ fn compare_in_test_binary(a: &CompareArgs, package: &str, test: &str) -> Result<
             1,
         ));
     };
-    print!("{}", crate::clean(report));
+    print!("{}", crate::output::clean(report));
     if compared == 0 {
         return Err(CliError(
             format!(

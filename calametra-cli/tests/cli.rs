@@ -11,20 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod support;
-
-fn tool(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_calametra"))
-        .args(args)
-        .output()
-        .expect("run calametra");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!text.contains("panicked"), "{text}");
-    (out.status.code().unwrap_or(-1), text)
-}
+use support::tool;
 
 fn scenario(sim: &mut Sim) {
     support::loopback_reader(sim, "driver", 3);

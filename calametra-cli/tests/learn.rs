@@ -3,22 +3,9 @@
 //! same bytes, and a capture with no device, several devices and no selection, or garbage is
 //! a clear error naming the file, never a panic.
 
+mod support;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn tool(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_calametra"))
-        .args(args)
-        .output()
-        .expect("run calametra");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!text.contains("panicked"), "{text}");
-    (out.status.code().unwrap_or(-1), text)
-}
+use support::tool;
 
 fn capture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

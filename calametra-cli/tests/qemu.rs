@@ -3,22 +3,10 @@
 //! own crate (`--package P --test T`: the counter of `tests/tests/own_model/`, which this tool
 //! does not link).
 
+mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn tool(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_calametra"))
-        .args(args)
-        .output()
-        .expect("run calametra");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!text.contains("panicked"), "{text}");
-    (out.status.code().unwrap_or(-1), text)
-}
+use support::tool;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -173,7 +161,11 @@ fn a_learned_spec_is_served_to_the_guest_and_enumerates() {
     ]);
     assert_eq!(code, 0, "{out}");
     let script = dir.path().join("probe.sh");
-    std::fs::write(&script, "lsusb -d 0711:5601 && echo LEARNED-DOCK-ENUMERATED\n").unwrap();
+    std::fs::write(
+        &script,
+        "lsusb -d 0711:5601 && echo LEARNED-DOCK-ENUMERATED\n",
+    )
+    .unwrap();
     let trace = dir.path().join("learned.jsonl");
     let (code, out) = tool(&[
         "qemu",

@@ -1,4 +1,6 @@
-//! What the tool's tests share: the driver whose runs make their trace files.
+//! What the tool's tests share: the tool run with its output and exit code, and the driver
+//! whose runs make their trace files.
+#![allow(dead_code)] // each test file uses its part
 
 use calametra::exec::sleep;
 use calametra::usb::{ControlIn, ControlType, Loopback, Recipient};
@@ -28,4 +30,20 @@ pub fn loopback_reader(sim: &mut Sim, actor: &str, reads: u32) {
             sleep(Duration::from_micros(calametra::exec::data_below(100))).await;
         }
     });
+}
+
+/// Runs `calametra ARGS`: its exit code and its standard output and error together (a panic in
+/// them fails the test).
+pub fn tool(args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_calametra"))
+        .args(args)
+        .output()
+        .expect("run calametra");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains("panicked"), "{text}");
+    (out.status.code().unwrap_or(-1), text)
 }

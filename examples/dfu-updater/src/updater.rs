@@ -486,7 +486,9 @@ async fn download<I: UsbInterface>(
                     done = true;
                     break;
                 }
-                state::DNBUSY | state::DNLOAD_SYNC => c.sleep(st.poll_timeout.min(opts.max_poll_wait)).await,
+                state::DNBUSY | state::DNLOAD_SYNC => {
+                    c.sleep(st.poll_timeout.min(opts.max_poll_wait)).await
+                }
                 _ => return Err(Fail::Retry(format!("{what}: unexpected {st}"))),
             }
         }

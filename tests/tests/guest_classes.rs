@@ -1,0 +1,100 @@
+//! The kernel's own class drivers in the guest, against Calametra's class models: usbhid,
+//! hid-generic and hidraw bind the HID model (`calametra_models::hid`), cdc-acm binds the
+//! CDC-ACM echo model (`calametra_models::cdc_acm`), and a shell script uses the device nodes
+//! they make, as a user's program would. The kernel's log of each run (`dmesg`) is in the
+//! trace; a kernel oops, `BUG:` or hung task would fail the trial as `kernel_fault`. Each
+//! scenario runs its baseline twice (the same hash, console and kernel log included) and 8
+//! seeds that delay the model's answers on the guest clock. The trials are ignored unless
+//! asked for:
+//!
+//! ```sh
+//! scripts/install-qemu.sh && guest/build.sh && calametra-qemu/qemu/build.sh
+//! cargo test -p calametra-tests --test guest_classes -- --ignored --test-threads 1
+//! ```
+
+use calametra_models::cdc_acm::{acm_host_behaved, Acm};
+use calametra_models::hid::{output_reports_well_formed, Hid};
+use calametra_qemu::probes::wait_configured;
+use calametra_qemu::Guest;
+
+/// `/dev/hidraw0`: read one of the model's samples (an input report), write an output report
+/// (report ID 0, then 8 bytes), read reports until the model's answer echoing it.
+const HIDRAW: &str = r#"
+fail() { echo "HIDCHECK-FAILED $1"; exit 20; }
+i=0
+while [ ! -e /dev/hidraw0 ]; do
+    i=$((i + 1)); [ $i -le 100 ] || fail "no /dev/hidraw0 10 s after the device was configured"
+    sleep 0.1
+done
+exec 3<>/dev/hidraw0 || fail "open /dev/hidraw0"
+report() { dd bs=8 count=1 <&3 2>/dev/null | od -An -v -tx1 | tr -d ' \n'; }
+got=$(report)
+echo "HID-INPUT $got"
+case "$got" in
+    ca??43414c410000) ;;
+    *) fail "a sample is ca <n> 43414c41 0000, got $got" ;;
+esac
+printf '\000\132\001\002\003\004\005\006\007' >&3 || fail "write the output report"
+n=0
+while got=$(report); [ "${got#ac}" = "$got" ]; do
+    n=$((n + 1)); [ $n -le 20 ] || fail "no answer in the 20 reports after the output report"
+done
+echo "HID-ANSWER $got"
+[ "$got" = ac015a0102030405 ] || fail "the answer echoes the output report: ac015a0102030405, got $got"
+echo HIDCHECK-OK
+"#;
+
+/// `/dev/ttyACM0`: raw, no echo, 115200 baud; a line written comes back byte for byte.
+const TTYACM: &str = r#"
+fail() { echo "ACMCHECK-FAILED $1"; exit 20; }
+i=0
+while [ ! -e /dev/ttyACM0 ]; do
+    i=$((i + 1)); [ $i -le 100 ] || fail "no /dev/ttyACM0 10 s after the device was configured"
+    sleep 0.1
+done
+exec 3<>/dev/ttyACM0 || fail "open /dev/ttyACM0"
+stty raw -echo 115200 <&3 || fail "stty"
+cat <&3 > /tmp/rx &
+reader=$!
+msg='hello from the guest through cdc-acm, 0123456789'
+printf '%s\n' "$msg" >&3 || fail "write"
+want=$(( ${#msg} + 1 ))
+i=0
+while [ "$(wc -c < /tmp/rx)" -lt $want ]; do
+    i=$((i + 1))
+    [ $i -le 100 ] || fail "$(wc -c < /tmp/rx) of $want bytes came back"
+    sleep 0.1
+done
+kill $reader
+echo "ACM-ECHO $(cat /tmp/rx)"
+printf '%s\n' "$msg" | cmp - /tmp/rx || fail "the echo differs"
+echo ACMCHECK-OK
+"#;
+
+/// hidraw against the HID model: the input report read, the output report written and checked
+/// by the model (`output_reports_well_formed`), its answer read back.
+#[calametra::scenario(spec = "../calametra-models/specs/hid-reports.json", guest = lockstep, schedules = 8, faults = [delay])]
+fn hidraw_reports(guest: &mut Guest) {
+    guest.attach(Hid::from_spec(guest.spec()));
+    guest.run_script(
+        &format!("{}{HIDRAW}", wait_configured("1209:0c10")),
+        Vec::new(),
+    );
+    guest.invariant("output_reports_well_formed", |d: &Hid| {
+        output_reports_well_formed(d)
+    });
+}
+
+/// ttyACM against the CDC-ACM echo model: a line comes back byte for byte; the model checks
+/// the line coding and that data comes only while DTR is raised (`acm_host_behaved`).
+#[calametra::scenario(spec = "../calametra-models/specs/cdc-acm-echo.json", guest = lockstep, schedules = 8, faults = [delay])]
+fn ttyacm_echo(guest: &mut Guest) {
+    guest.attach(Acm::from_spec(guest.spec()));
+    guest.run_script(
+        &format!("{}{TTYACM}", wait_configured("1209:0c11")),
+        Vec::new(),
+    );
+    guest.invariant("acm_host_behaved", |d: &Acm| acm_host_behaved(d));
+}
+
+calametra::main!();

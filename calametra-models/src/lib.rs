@@ -15,4 +15,5 @@ pub mod dfu;
 pub mod firmware;
 pub mod hid;
 pub mod learned;
+pub mod msc;
 pub mod trigger6;

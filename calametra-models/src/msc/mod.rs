@@ -285,14 +285,8 @@ impl Msc {
                 }
             }
         };
-        if self.phase
-            == (Phase::DataOut {
-                left: 0,
-                lba: None,
-                at: 0,
-            })
-            || matches!(self.phase, Phase::DataOut { left: 0, .. })
-        {
+        // A data-out command with nothing to transfer goes straight to its status.
+        if matches!(self.phase, Phase::DataOut { left: 0, .. }) {
             self.phase = Phase::Status;
         }
         Reply::Ack
@@ -440,3 +434,6 @@ impl Device for Msc {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the disposable Calametra guest from Debian packages: Linux 6.1 (the newest
 # linux-image-6.1.0-*-amd64 apt knows), its USB host modules (usb-common, usbcore, xhci-hcd,
-# xhci-pci and what they depend on, ordered by depmod), busybox-static, usbutils (lsusb) and
+# xhci-pci) and USB class drivers (usbhid and hid-generic for hidraw, cdc-acm, usb-storage
+# with the SCSI disk layer, vfat with its code pages), with what they depend on, ordered by
+# depmod and loaded by /init before the snapshot, busybox-static, usbutils (lsusb) and
 # dfu-util with their shared libraries, in a gzip'd cpio (newc) initramfs whose /init is
 # guest/init.sh, and the Trigger 6 KMS pieces guest/build-drm.sh builds (the trigger6 DRM module
 # against linux-headers-<kernel>, the DRM helper modules it needs, the t6probe client). Packages
@@ -120,7 +122,10 @@ cp "$ext/boot/vmlinuz-$kver" "$work/vmlinuz"
 mods="$ext/lib/modules/$kver"
 [ -d "$mods" ] || die "the kernel package has no lib/modules/$kver"
 "$depmod" -b "$ext" "$kver"
-want=(usb-common usbcore xhci-hcd xhci-pci)
+# The host controller, then the class drivers a model of that class binds (each loaded before
+# any device enumerates, so the first device of a class finds its driver there).
+want=(usb-common usbcore xhci-hcd xhci-pci
+      hid usbhid hid-generic cdc-acm usb-storage sd-mod vfat nls-cp437 nls-ascii)
 order=()
 add_mod() { # add a module and (first) its dependencies from modules.dep, once each
     local rel=$1 dep

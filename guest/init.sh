@@ -1,6 +1,8 @@
 #!/bin/busybox sh
-# /init of the Calametra guest: mounts proc, sys and devtmpfs, loads the USB host modules in
-# depmod order, runs the probe named on the kernel command line and powers off.
+# /init of the Calametra guest: mounts proc, sys and devtmpfs, loads the USB host modules and
+# the class drivers (hid/usbhid/hid-generic, cdc-acm, usb-storage, sd_mod, vfat) in depmod
+# order, runs the probe named on the kernel command line, prints the kernel log of the run and
+# powers off.
 #
 #   calametra.probe=lsusb|dfu|script   what to run (default lsusb)
 #   calametra.dev=VVVV:PPPP            the device under test (vendor:product, hex)
@@ -12,6 +14,10 @@
 #   CALAMETRA-ENUMERATED <sysfs name> <vid>:<pid>
 #   CALAMETRA-PROBE-BEGIN name=<probe>
 #   CALAMETRA-PROBE-END rc=<n>
+#   CALAMETRA-DMESG-BEGIN / CALAMETRA-DMESG-END   the kernel log since the snapshot, after the probe
+# The kernel reports a task blocked in D state for more than 40 s of guest time (a hang inside
+# a driver; longer than the SCSI layer's 30 s command timeout, which is no hang) on the
+# console, before the host's watchdog (60 s of guest time without progress) gives up.
 # Waiting for the device has no deadline here: a guest that never sees it goes quiet, and the
 # host's watchdog ends the run as emulator_blocked (no verdict) rather than this script failing.
 /bin/busybox --install -s /bin
@@ -25,6 +31,11 @@ echo "CALAMETRA-INIT"
 for m in $(cat /lib/modules/load-order); do
     insmod "/lib/modules/$m" || echo "CALAMETRA-WARN insmod $m failed"
 done
+# Hung-task reports after 40 s of guest time, checked every 5 s, all of them (a hang in a
+# class driver is a failure of its own kind on the host, named before the watchdog's turn).
+echo 40 > /proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
+echo 5 > /proc/sys/kernel/hung_task_check_interval_secs 2>/dev/null
+echo -1 > /proc/sys/kernel/hung_task_warnings 2>/dev/null
 
 PROBE=lsusb
 DEV=
@@ -38,6 +49,8 @@ for arg in $(cat /proc/cmdline); do
 done
 [ -f /calametra/env ] && . /calametra/env
 
+# The run's kernel log starts here (the boot's is the same in every run).
+dmesg -c > /dev/null
 # A snapshot start: the host boots without the device and QEMU (`-device pvpanic -action
 # panic=pause`) stops on this write, at the same guest instruction every time; the host saves
 # the machine there. A run restored from it goes on from here, and the device arrives then.
@@ -141,5 +154,8 @@ case "$PROBE" in
 esac
 rc=$?
 echo "CALAMETRA-PROBE-END rc=$rc"
+echo "CALAMETRA-DMESG-BEGIN"
+dmesg
+echo "CALAMETRA-DMESG-END"
 sync
 poweroff -f

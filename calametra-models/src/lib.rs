@@ -8,8 +8,12 @@
 
 #![warn(missing_docs)]
 
+pub mod cdc_acm;
 pub mod chapter9;
+pub mod class_device;
 pub mod dfu;
 pub mod firmware;
+pub mod hid;
 pub mod learned;
+pub mod msc;
 pub mod trigger6;

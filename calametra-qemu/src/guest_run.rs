@@ -164,23 +164,33 @@ impl GuestRun {
 }
 
 /// The run's outcome and verdict from how its loop `ended`, the invariant that `broke` (if
-/// any) and the first model gap of its `trace`: `emulator_blocked` stays (no verdict); an
-/// invariant, then a model gap, then the probe's failure is the failure; a model gap is its
-/// own outcome and a broken invariant a failed one. A probe that ran a [`crate::program`]
-/// fails as `guest program`, with its exit status and the last lines of its output (from the
-/// `console`).
+/// any), the first model gap of its `trace` and the first kernel fault on its `console`
+/// ([`crate::kernel_log::first_fault`]): an invariant, then a kernel fault, then a model gap,
+/// then the probe's failure is the failure. A kernel fault is its own outcome
+/// (`kernel_fault`, the failure's task [`KERNEL_TASK`], with the kernel's last lines), even
+/// when the watchdog ended the run: a task hung inside a driver is reported as such, not as
+/// `emulator_blocked`, which stays (no verdict) only when the kernel reported nothing. A model
+/// gap is its own outcome and a broken invariant a failed one. A probe that ran a
+/// [`crate::program`] fails as `guest program`, with its exit status and the last lines of its
+/// output (from the `console`).
 pub(crate) fn verdict(
     ended: Outcome,
     broke: Option<&Failure>,
     trace: &[String],
     console: &[String],
 ) -> (Outcome, Option<Failure>) {
+    let blocked = matches!(ended, Outcome::EmulatorBlocked { .. });
     let gap = crate::runloop::model_gap(trace);
-    let failure = match (&ended, broke, &gap) {
-        (Outcome::EmulatorBlocked { .. }, _, _) => None,
-        (_, Some(f), _) => Some(f.clone()),
-        (_, None, Some(g)) => Some(Failure::ModelGap(g.clone())),
-        (Outcome::Failed { reason, .. }, None, None) => Some(match ProgramOutput::of(console) {
+    let kernel = crate::kernel_log::first_fault(console);
+    let failure = match (broke, &kernel, &gap, &ended) {
+        (Some(f), _, _, _) if !blocked => Some(f.clone()),
+        (_, Some(k), _, _) => Some(Failure::TaskError {
+            task: KERNEL_TASK.into(),
+            message: k.message(),
+        }),
+        _ if blocked => None,
+        (_, None, Some(g), _) => Some(Failure::ModelGap(g.clone())),
+        (_, None, None, Outcome::Failed { reason, .. }) => Some(match ProgramOutput::of(console) {
             Some(p) if p.status != 0 => Failure::TaskError {
                 task: "guest program".into(),
                 message: p.describe(PROGRAM_LINES),
@@ -192,19 +202,29 @@ pub(crate) fn verdict(
         }),
         _ => None,
     };
-    let outcome = match (ended, &failure) {
-        (o @ Outcome::EmulatorBlocked { .. }, _) => o,
-        (_, Some(Failure::ModelGap(g))) => Outcome::ModelGap {
+    let outcome = match (ended, &failure, &kernel) {
+        (_, Some(Failure::TaskError { task, .. }), Some(k)) if task == KERNEL_TASK => {
+            Outcome::KernelFault {
+                kind: k.kind.name(),
+                line: k.line.clone(),
+            }
+        }
+        (o @ Outcome::EmulatorBlocked { .. }, _, _) => o,
+        (_, Some(Failure::ModelGap(g)), _) => Outcome::ModelGap {
             gap: format!("{} asked `{}` in state `{}`", g.device, g.request, g.state),
         },
-        (_, Some(f @ Failure::Invariant { .. })) => Outcome::Failed {
+        (_, Some(f @ Failure::Invariant { .. }), _) => Outcome::Failed {
             rc: None,
             reason: f.to_string(),
         },
-        (o, _) => o,
+        (o, _, _) => o,
     };
     (outcome, failure)
 }
+
+/// The task a kernel fault's failure names (`task `guest kernel` returned an error: a kernel
+/// oops (kernel_fault oops): ...`).
+pub const KERNEL_TASK: &str = "guest kernel";
 
 /// Lines of a failed program's stderr and stdout its failure's text shows (the text is the
 /// failure's signature, numbers aside; the whole output is in the trace).
@@ -252,6 +272,40 @@ mod tests {
         assert_eq!(
             verdict(Outcome::Passed, None, &[], &[]),
             (Outcome::Passed, None)
+        );
+    }
+
+    #[test]
+    fn a_kernel_fault_is_its_own_kind_even_when_the_watchdog_ended_the_run() {
+        let console: Vec<String> = [
+            "[   10.000000] usb 1-1: new high-speed USB device number 2 using xhci_hcd",
+            "[   70.000000] INFO: task cat:91 blocked for more than 40 seconds.",
+        ]
+        .map(String::from)
+        .to_vec();
+        let blocked = Outcome::EmulatorBlocked { reason: "x".into() };
+        let (o, f) = verdict(blocked.clone(), None, &[gap_line()], &console);
+        assert_eq!(o.name(), "kernel_fault");
+        assert_eq!(
+            o.to_string(),
+            "kernel_fault (hung_task): INFO: task cat:91 blocked for more than 40 seconds."
+        );
+        let text = f.expect("a failure").to_string();
+        assert!(
+            text.starts_with(
+                "task `guest kernel` returned an error: a task hung inside the kernel"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("new high-speed USB device"), "{text}");
+        // A passed probe with an oops on the console fails too.
+        let (o, _) = verdict(Outcome::Passed, None, &[], &console);
+        assert_eq!(o.name(), "kernel_fault");
+        assert!(o.is_verdict());
+        // Without a kernel fault the watchdog's end is still no verdict.
+        assert_eq!(
+            verdict(blocked.clone(), None, &[], &console[..1]),
+            (blocked, None)
         );
     }
 

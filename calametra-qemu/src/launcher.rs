@@ -45,6 +45,14 @@ pub enum Outcome {
         /// The first `model_gap` trace record: which device was asked what in which state.
         gap: String,
     },
+    /// The guest's kernel reported an oops, a `BUG:`, a task hung inside a driver or a panic
+    /// ([`crate::kernel_log`]): a failure of its own kind, whatever the probe did after it.
+    KernelFault {
+        /// `oops`, `bug`, `hung_task` or `panic` ([`crate::kernel_log::KernelFaultKind::name`]).
+        kind: &'static str,
+        /// The line that reported it.
+        line: String,
+    },
     /// The guest made no progress (no console output, no USB traffic) within its budget, or
     /// ran past the total budget; QEMU was killed. No verdict.
     EmulatorBlocked {
@@ -54,19 +62,23 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// `passed`, `failed`, `model_gap` or `emulator_blocked`.
+    /// `passed`, `failed`, `model_gap`, `kernel_fault` or `emulator_blocked`.
     pub fn name(&self) -> &'static str {
         match self {
             Outcome::Passed => "passed",
             Outcome::Failed { .. } => "failed",
             Outcome::ModelGap { .. } => "model_gap",
+            Outcome::KernelFault { .. } => "kernel_fault",
             Outcome::EmulatorBlocked { .. } => "emulator_blocked",
         }
     }
 
     /// Whether this outcome is a verdict (pass or fail) at all.
     pub fn is_verdict(&self) -> bool {
-        matches!(self, Outcome::Passed | Outcome::Failed { .. })
+        matches!(
+            self,
+            Outcome::Passed | Outcome::Failed { .. } | Outcome::KernelFault { .. }
+        )
     }
 }
 
@@ -79,6 +91,7 @@ impl std::fmt::Display for Outcome {
                 None => write!(f, "failed: {reason}"),
             },
             Outcome::ModelGap { gap } => write!(f, "model gap: {gap}"),
+            Outcome::KernelFault { kind, line } => write!(f, "kernel_fault ({kind}): {line}"),
             Outcome::EmulatorBlocked { reason } => write!(f, "emulator_blocked: {reason}"),
         }
     }

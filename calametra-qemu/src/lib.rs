@@ -22,6 +22,8 @@
 //! What the guest runs is a [`Probe`]: `lsusb`, a DFU campaign, a script, or a user's
 //! [`Program`] ([`program`]: a binary with its arguments and files, its exit status and output
 //! read back from the console; [`elf`] tells what a dynamically linked one needs of the image).
+//! [`kernel_log`] reads the guest kernel's log: the run's `dmesg`, and the oopses, `BUG:` lines,
+//! hung tasks and panics that end a run as [`Outcome::KernelFault`].
 //! `calametra qemu` runs a [`job::Job`] (the spec's registered model, one lockstep run), in its
 //! own process or, for a model of the user's own crate, inside the user's test binary through
 //! the [`QemuHook`](calametra_core::registry::QemuHook) this crate registers.
@@ -57,6 +59,7 @@ pub mod elf;
 pub mod guest;
 pub mod guest_run;
 pub mod job;
+pub mod kernel_log;
 pub mod launcher;
 pub mod lockstep;
 pub mod probes;

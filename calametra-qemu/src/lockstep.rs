@@ -362,6 +362,19 @@ pub fn run_with_extras<D: Device>(
             r.u64("n", i as u64).str("line", line);
         });
     }
+    // The kernel's log of the run (`dmesg` after the probe), as one record: deterministic as
+    // the console is (lockstep's guest clock stamps every line the same on every run).
+    if let Some(log) = crate::kernel_log::dmesg(&served.console) {
+        host.record("dmesg", "guest", deterministic, |r| {
+            r.u64("lines", log.len() as u64).str("log", &log.join("\n"));
+        });
+    }
+    // The first kernel fault (an oops, a BUG, a hung task, a panic), named.
+    if let Some(k) = crate::kernel_log::first_fault(&served.console) {
+        host.record("kernel_fault", "guest", deterministic, |r| {
+            r.str("kind", k.kind.name()).str("line", &k.line);
+        });
+    }
     // What a program the guest ran did, as one record (its lines are in the console too).
     if let Some(p) = crate::program::ProgramOutput::of(&served.console) {
         host.record("program", "guest", deterministic, |r| {

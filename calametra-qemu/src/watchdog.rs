@@ -24,6 +24,12 @@ use crate::qmp::Qmp;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// Guest time without progress a run is given after its kernel reported a fault (an oops, a
+/// hung task): the report's last lines and whatever the probe still prints come in this long,
+/// and the run ends as a `kernel_fault` (never `emulator_blocked`) instead of waiting out
+/// `no_progress`.
+pub const KERNEL_FAULT_GRACE: Duration = Duration::from_secs(5);
+
 /// How often a run asks QEMU for the instruction count.
 const POLL: Duration = Duration::from_millis(250);
 
@@ -56,10 +62,15 @@ impl GuestWatch {
         self.dog.progress(Instant::now());
     }
 
-    /// The guest printed `line` (progress; `/init`'s first marker ends the boot).
+    /// The guest printed `line` (progress; `/init`'s first marker ends the boot; a kernel
+    /// fault's report, [`crate::kernel_log::classify`], leaves the guest
+    /// [`KERNEL_FAULT_GRACE`] to finish by itself).
     pub(crate) fn line(&mut self, line: &str) {
         if line.contains(marker::INIT) || line.contains(marker::RESTORED) {
             self.dog.booted();
+        }
+        if crate::kernel_log::classify(line).is_some() {
+            self.dog.kernel_fault();
         }
         self.dog.progress(Instant::now());
     }
@@ -159,6 +170,13 @@ impl Watchdog {
 
     /// The boot is over (the guest's `/init` printed): `no_progress` applies from now.
     pub fn booted(&mut self) {
+        self.booted = true;
+    }
+
+    /// The guest's kernel reported a fault: from now, [`KERNEL_FAULT_GRACE`] of guest time
+    /// without progress ends the run (the verdict names the fault).
+    pub fn kernel_fault(&mut self) {
+        self.no_progress = self.no_progress.min(KERNEL_FAULT_GRACE);
         self.booted = true;
     }
 

@@ -163,7 +163,8 @@ fn a_learned_spec_is_served_to_the_guest_and_enumerates() {
     let script = dir.path().join("probe.sh");
     std::fs::write(
         &script,
-        "lsusb -d 0711:5601 && echo LEARNED-DOCK-ENUMERATED\n",
+        // A script probe starts when the guest does; it waits for the device itself.
+        "until lsusb -d 0711:5601; do sleep 0.2; done\necho LEARNED-DOCK-ENUMERATED\n",
     )
     .unwrap();
     let trace = dir.path().join("learned.jsonl");

@@ -20,7 +20,9 @@ use std::task::{Poll, Waker};
 
 pub use crate::bus::{ModelGap, Timing};
 
+mod hotplug;
 mod spare;
+pub(crate) use hotplug::{device_id, device_info};
 pub(crate) use spare::{give_back, take_spare};
 
 pub(crate) struct DeviceSlot {
@@ -86,7 +88,7 @@ pub struct World {
     pub(crate) devices: Vec<DeviceSlot>,
     pub(crate) tasks: Tasks,
     /// Hotplug events for watches ([`crate::discovery`]).
-    pub(crate) hotplug: crate::discovery::Hotplug,
+    pub(crate) hotplug: hotplug::Hotplug,
 }
 
 impl World {
@@ -184,7 +186,7 @@ impl World {
             .cover_transition(&name, "usb", "detached", "attached");
         self.call(id, |dev, cx| dev.on_reset(cx));
         if self.hotplug.watching {
-            let info = crate::discovery::device_info(self, id);
+            let info = device_info(self, id);
             self.hotplug_event(calametra_usb::HotplugEvent::Connected(info));
         }
     }
@@ -234,7 +236,7 @@ impl World {
         }
         self.devices[id].attached = false;
         if self.hotplug.watching {
-            let gone = crate::discovery::device_id(id, self.devices[id].generation);
+            let gone = device_id(id, self.devices[id].generation);
             self.hotplug_event(calametra_usb::HotplugEvent::Disconnected(gone));
         }
         self.devices[id].generation += 1;

@@ -1,7 +1,9 @@
 //! The spare world: a finished run's world kept for the thread's next run ([`give_back`],
 //! [`take_spare`]) and reset in place ([`Core::reset`]), so its buffers are kept and the
 //! world is not built on the stack and moved into a new `Rc` each run. What a run drives lives
-//! in the parent module (`world`); nothing here keeps state from one run into the next.
+//! in the parent module (`world`) and must not move here. A spare keeps buffers, never state:
+//! a field added to `Core` is reset in [`Core::reset`], or one run's state leaks into the next
+//! (and its hash).
 
 use super::World;
 use crate::bus::{Core, Timing};

@@ -3,55 +3,19 @@
 //! driver's own discovery and reopen-after-replug code runs in a scenario. A device's id is
 //! its place on the bus and its plug generation (a replugged device is a new id, as on a
 //! real host); what a listing shows of it comes from its model's descriptors
-//! ([`crate::device::Device::descriptors`]). Hotplug events are kept by the world
-//! (`World::hotplug`) only once a watch has started, so a run without one does no work and
-//! writes no trace record for them. Nothing here reads the wall clock.
+//! ([`crate::device::Device::descriptors`]); both are the world's (`world/hotplug.rs`). Hotplug
+//! events are kept by the world (`World::hotplug`) only once a watch has started, so a run
+//! without one does no work and writes no trace record for them. Nothing here reads the wall
+//! clock.
 
 use crate::context::current;
 use crate::interface::Interface;
-use crate::tasks::Wakeup;
-use crate::world::World;
+use crate::world::{device_id, device_info, World};
 use calametra_usb::{DeviceId, DeviceInfo, HotplugEvent, HotplugWatch, TransferError, UsbHost};
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
 use std::rc::Rc;
 use std::task::Poll;
-
-/// The hotplug events of a run and the watchers waiting for the next one.
-#[derive(Default)]
-pub(crate) struct Hotplug {
-    /// Whether a watch started (events are kept only then).
-    pub(crate) watching: bool,
-    pub(crate) events: Vec<HotplugEvent>,
-    pub(crate) waiting: Vec<Wakeup>,
-}
-
-impl Hotplug {
-    pub(crate) fn clear(&mut self) {
-        self.watching = false;
-        self.events.clear();
-        self.waiting.clear();
-    }
-}
-
-/// A device's id: its index on the bus and its plug generation.
-pub(crate) fn device_id(index: usize, generation: u32) -> DeviceId {
-    DeviceId(((index as u64) << 32) | u64::from(generation))
-}
-
-/// What a listing shows of device `index` (its ids and strings from its descriptors; zeros
-/// when the model has none).
-pub(crate) fn device_info(world: &World, index: usize) -> DeviceInfo {
-    let slot = &world.devices[index];
-    let d = slot.dev.descriptors().unwrap_or_default();
-    DeviceInfo {
-        id: device_id(index, slot.generation),
-        vendor_id: d.vendor_id().unwrap_or(0),
-        product_id: d.product_id().unwrap_or(0),
-        serial_number: d.serial_number().map(str::to_string),
-        product_string: d.product_string().map(str::to_string),
-    }
-}
 
 /// The simulated host: the world's bus seen as `nusb::list_devices`, `DeviceInfo::open` and
 /// `nusb::watch_devices` see a real one. Take it from a task or while building a scenario

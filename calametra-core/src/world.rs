@@ -4,24 +4,26 @@
 //! a transfer is submitted by a driver, arrives at its device after a modelled latency, meets
 //! its fault (if any) where it crosses the bus, and completes with a trace record. Nothing here
 //! reads the wall clock or iterates a std hash container. A finished run's world is kept for
-//! the thread's next run (`take_spare`, `give_back`): reset in place, buffers kept, no state.
+//! the thread's next run (`take_spare`, `give_back`, in `world/spare.rs`): reset in place,
+//! buffers kept, no state.
 
 use crate::bus::{complete, endpoint_bit, Core, Ev, XKind, XState, Xfer};
-use crate::choices::Decider;
 use crate::clock::Nanos;
 use crate::device::{DevCtx, Device, Effects, Reply};
 use crate::fault::{Arrival, Fault, SiteKind};
-use crate::fault::{FaultPlan, FaultSet};
 use crate::tasks::{Tasks, Wakeup};
 use calametra_usb::TransferError;
 use std::any::Any;
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use std::rc::Rc;
 use std::task::{Poll, Waker};
 
 pub use crate::bus::{ModelGap, Timing};
+
+mod hotplug;
+mod spare;
+pub(crate) use hotplug::{device_id, device_info};
+pub(crate) use spare::{give_back, take_spare};
 
 pub(crate) struct DeviceSlot {
     pub(crate) name: String,
@@ -86,129 +88,7 @@ pub struct World {
     pub(crate) devices: Vec<DeviceSlot>,
     pub(crate) tasks: Tasks,
     /// Hotplug events for watches ([`crate::discovery`]).
-    pub(crate) hotplug: crate::discovery::Hotplug,
-}
-
-thread_local! {
-    /// The world the thread's previous run left (cleared: no device, no task, see
-    /// [`give_back`]), reused by its next run so the world is not built on the stack and moved
-    /// into a new `Rc` (a few kilobytes copied several times a run) and its buffers are kept.
-    static SPARE: RefCell<Option<Rc<RefCell<World>>>> = const { RefCell::new(None) };
-}
-
-/// The world of a new run with its core's parts: the thread's spare world reset in place
-/// ([`Core::reset`]: the same state as [`Core::new`] gives), or a new one.
-pub(crate) fn take_spare(
-    decide: Decider,
-    plan: FaultPlan,
-    fault_set: FaultSet,
-    keep: bool,
-) -> Rc<RefCell<World>> {
-    let spare = SPARE
-        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.take()))
-        .ok()
-        .flatten();
-    match spare {
-        Some(world) => {
-            {
-                let mut w = world.borrow_mut();
-                w.core.reset(decide, plan, fault_set, keep);
-                // The table kept its buffers, names and wakers in place (see `Tasks::close`).
-                w.tasks.reopen();
-            }
-            world
-        }
-        None => Rc::new(RefCell::new(World::new(Core::new(
-            decide, plan, fault_set, keep,
-        )))),
-    }
-}
-
-/// Keeps a finished run's world for the thread's next run when nothing else holds it (no
-/// other `Rc`, no `Weak`: nothing can see the next run's world through it). Its devices and
-/// tasks are dropped here, as when the world itself was dropped at the run's end; its core is
-/// reset when it is taken.
-pub(crate) fn give_back(world: Rc<RefCell<World>>) {
-    if Rc::strong_count(&world) != 1 || Rc::weak_count(&world) != 0 {
-        return;
-    }
-    let Ok(mut w) = world.try_borrow_mut() else {
-        return;
-    };
-    let World {
-        core: _,
-        devices,
-        tasks,
-        hotplug,
-    } = &mut *w;
-    devices.clear();
-    hotplug.clear();
-    // Its names, wakers and buffers stay in the table, for the next run (see `Tasks::close`).
-    tasks.close();
-    drop(w);
-    let _ = SPARE.try_with(|s| {
-        if let Ok(mut s) = s.try_borrow_mut() {
-            *s = Some(world);
-        }
-    });
-}
-
-impl Core {
-    /// Makes this core what [`Core::new`] with these parts gives, in place: a world kept for
-    /// the thread's next run ([`take_spare`]) keeps its buffers, never its state. Every
-    /// field is named, so a field added to `Core` must be reset here too.
-    pub(crate) fn reset(
-        &mut self,
-        decide: Decider,
-        plan: FaultPlan,
-        fault_set: FaultSet,
-        keep: bool,
-    ) {
-        let Core {
-            now,
-            trace,
-            decide: d,
-            point,
-            queue,
-            next_ev,
-            transfers,
-            site_table,
-            plan: p,
-            fault_set: f,
-            sites,
-            marks,
-            gap,
-            actor,
-            sim_actor,
-            timing,
-            record_sites,
-            coverage,
-            last_transition,
-        } = self;
-        *now = 0;
-        trace.reset(keep);
-        *d = decide;
-        *point = 0;
-        queue.clear();
-        *next_ev = 0;
-        transfers.reset();
-        site_table.reset();
-        // The same plan as the previous run's (runs of a sweep or a spin): the bases keep the
-        // entries they found in it.
-        if *p != plan {
-            site_table.forget_plan();
-            *p = plan;
-        }
-        *f = fault_set;
-        sites.clear();
-        marks.clear();
-        *gap = None;
-        *actor = sim_actor.clone();
-        *timing = Timing::default();
-        *record_sites = false;
-        *coverage = None;
-        *last_transition = None;
-    }
+    pub(crate) hotplug: hotplug::Hotplug,
 }
 
 impl World {
@@ -306,7 +186,7 @@ impl World {
             .cover_transition(&name, "usb", "detached", "attached");
         self.call(id, |dev, cx| dev.on_reset(cx));
         if self.hotplug.watching {
-            let info = crate::discovery::device_info(self, id);
+            let info = device_info(self, id);
             self.hotplug_event(calametra_usb::HotplugEvent::Connected(info));
         }
     }
@@ -356,7 +236,7 @@ impl World {
         }
         self.devices[id].attached = false;
         if self.hotplug.watching {
-            let gone = crate::discovery::device_id(id, self.devices[id].generation);
+            let gone = device_id(id, self.devices[id].generation);
             self.hotplug_event(calametra_usb::HotplugEvent::Disconnected(gone));
         }
         self.devices[id].generation += 1;

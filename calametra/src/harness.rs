@@ -38,6 +38,10 @@
 //! absolute `CARGO_TARGET_DIR`, else the binary's own (a relative `CARGO_TARGET_DIR` is relative
 //! to where cargo ran, not to the package directory the binary runs in).
 
+mod environment;
+
+pub use environment::MAX_SCHEDULES;
+
 use crate::__private::{Body, FaultsArg, ScenarioDef};
 use crate::report::{self, Screen};
 use crate::sweep;
@@ -48,9 +52,10 @@ use calametra_core::fault::{FaultPlan, FaultSet};
 use calametra_core::regress::{self, Regression, Saved, Store};
 use calametra_core::sim::{Failure, RunConfig, RunResult};
 use calametra_core::spec::Spec;
-use calametra_core::sweep::{Budget, Partition, ScenarioSweep, Summary};
+use calametra_core::sweep::{Partition, ScenarioSweep, Summary};
 use calametra_core::trace::{first_divergence, parse_kept, render_divergence};
-use calametra_core::tracefile::{load_replay_file, write_trace_summary, Replayable, TraceSummary};
+use calametra_core::tracefile::{write_trace_summary, Replayable, TraceSummary};
+use environment::{absolute, Env, RegressionsMode, SweepEnv};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -58,232 +63,6 @@ use std::sync::Arc;
 
 /// Seeded schedules when the attribute does not say.
 pub const DEFAULT_SCHEDULES: u64 = 16;
-
-/// Where regression files go.
-#[derive(Clone, Debug)]
-enum RegressionsMode {
-    Off,
-    Dir(Option<PathBuf>),
-}
-
-/// Settings read from the environment.
-#[derive(Clone, Debug)]
-struct Env {
-    schedules: Option<u64>,
-    base_seed: u64,
-    regressions: RegressionsMode,
-    strict: bool,
-    /// `CALAMETRA_REPLAY_FILE`, read: a saved case or a trace, replayed by the `replay` trial
-    /// of the scenario it names.
-    replay: Option<Arc<Replayable>>,
-    /// `CALAMETRA_CASE_STATES`: where to write the states of the saved cases replayed.
-    states_file: Option<PathBuf>,
-    /// `CALAMETRA_SWEEP` and its companions.
-    sweep: Option<SweepEnv>,
-    /// `CALAMETRA_TRACE_OUT=<file>`: the trial writes the full trace of the run it made
-    /// (`calametra determinism` reads it).
-    trace_out: Option<PathBuf>,
-    /// `CALAMETRA_STOP_AT=<step>` with `CALAMETRA_STATE_OUT=<file>`: the `replay` trial stops
-    /// at that scheduling point and writes the world's state there (`calametra replay --at`).
-    stop_at: Option<(u64, PathBuf)>,
-    /// `CALAMETRA_SCANOUT=<dir>`: pictures the devices show, written as PNGs (a failure's at
-    /// the end of its minimal run, a replay's every one).
-    scanout: Option<PathBuf>,
-}
-
-/// A sweep asked for: `CALAMETRA_SWEEP=<budget>`, `CALAMETRA_SWEEP_PARTITION=k/n`,
-/// `CALAMETRA_SWEEP_THREADS=N`, `CALAMETRA_SWEEP_SUMMARY=<file>`.
-#[derive(Clone, Debug)]
-struct SweepEnv {
-    budget: Budget,
-    budget_text: String,
-    partition: Partition,
-    threads: usize,
-    summary: Option<PathBuf>,
-    /// A guided sweep (a corpus of runs that reached something new, mutated alongside fresh
-    /// seeds), the default: `Some(None)`, or `Some(Some(dir))` with `CALAMETRA_SWEEP_CORPUS`
-    /// (its corpus kept in the directory); `None` with `CALAMETRA_SWEEP_GUIDE=0` (a uniform
-    /// sweep of seeds alone, as before guidance was the default).
-    guide: Option<Option<PathBuf>>,
-}
-
-fn parse_u64(s: &str) -> Option<u64> {
-    let s = s.trim();
-    match s.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).ok(),
-        None => s.parse().ok(),
-    }
-}
-
-/// The most seeded schedules a scenario gets from `CALAMETRA_SCHEDULES` (the attribute's
-/// `schedules` has the same bound): each is a trial built before any runs.
-pub const MAX_SCHEDULES: u64 = 1_000_000;
-
-/// `CALAMETRA_<name>`: unset or empty is `None`; a value that is not UTF-8 is an error naming
-/// the variable (never silently taken as unset).
-fn env_text(k: &str) -> Result<Option<String>, String> {
-    match std::env::var_os(k) {
-        None => Ok(None),
-        Some(v) if v.is_empty() => Ok(None),
-        Some(v) => v.into_string().map(Some).map_err(|v| {
-            format!(
-                "{k}=`{}`: not valid UTF-8 (expected {})",
-                v.to_string_lossy(),
-                expected(k)
-            )
-        }),
-    }
-}
-
-/// `CALAMETRA_<name>` naming a file or directory: any bytes a path may have.
-fn env_path(k: &str) -> Option<PathBuf> {
-    std::env::var_os(k)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-}
-
-/// What a variable's value is expected to be, for error messages.
-fn expected(k: &str) -> &'static str {
-    match k {
-        "CALAMETRA_SCHEDULES" => "a number of seeded schedules from 1 to 1000000",
-        "CALAMETRA_SEED" => "a seed like 0x4f21a9",
-        "CALAMETRA_REPLAY" => "`strict`",
-        "CALAMETRA_STOP_AT" => "a scheduling step (a number)",
-        "CALAMETRA_SWEEP" => "a duration (`90s`, `10m`) or a number of runs per scenario",
-        "CALAMETRA_SWEEP_PARTITION" => "a partition `k/n`",
-        "CALAMETRA_SWEEP_THREADS" => "a number of threads from 1 to 1024",
-        _ => "a value",
-    }
-}
-
-impl Env {
-    fn read() -> Result<Env, String> {
-        let var = env_text;
-        let schedules = match var("CALAMETRA_SCHEDULES")? {
-            Some(v) => {
-                let n = parse_u64(&v).ok_or_else(|| {
-                    format!(
-                        "CALAMETRA_SCHEDULES=`{v}`: expected {}",
-                        expected("CALAMETRA_SCHEDULES")
-                    )
-                })?;
-                if n == 0 {
-                    return Err(format!(
-                        "CALAMETRA_SCHEDULES=`{v}`: expected {} (to run no seed trials, skip them: `-- --skip ::seed::`)",
-                        expected("CALAMETRA_SCHEDULES")
-                    ));
-                }
-                if n > MAX_SCHEDULES {
-                    return Err(format!(
-                        "CALAMETRA_SCHEDULES=`{v}`: at most {MAX_SCHEDULES} seeded schedules a scenario (each is a trial made before any runs); for more runs, sweep: CALAMETRA_SWEEP=<runs per scenario or a duration like 10m>"
-                    ));
-                }
-                Some(n)
-            }
-            None => None,
-        };
-        let base_seed = match var("CALAMETRA_SEED")? {
-            Some(v) => parse_u64(&v)
-                .ok_or_else(|| format!("CALAMETRA_SEED=`{v}`: expected a seed like 0x4f21a9 (hex with 0x, or decimal, below 2^64)"))?,
-            None => 0,
-        };
-        let regressions = match env_path("CALAMETRA_REGRESSIONS") {
-            Some(d) if d.as_os_str() == "off" => RegressionsMode::Off,
-            Some(d) => RegressionsMode::Dir(Some(d)),
-            None => RegressionsMode::Dir(None),
-        };
-        let strict = match var("CALAMETRA_REPLAY")?.as_deref() {
-            None => false,
-            Some("strict") => true,
-            Some(v) => return Err(format!("CALAMETRA_REPLAY=`{v}`: expected `strict` (or unset: a fixed saved case passes with a note)")),
-        };
-        let replay = match env_path("CALAMETRA_REPLAY_FILE") {
-            None => None,
-            Some(p) => Some(Arc::new(
-                load_replay_file(&absolute(&p))
-                    .map_err(|e| format!("CALAMETRA_REPLAY_FILE: {e}"))?,
-            )),
-        };
-        Ok(Env {
-            schedules,
-            base_seed,
-            regressions,
-            strict,
-            replay,
-            states_file: env_path("CALAMETRA_CASE_STATES").map(|p| absolute(&p)),
-            trace_out: env_path("CALAMETRA_TRACE_OUT").map(|p| absolute(&p)),
-            scanout: match env_path("CALAMETRA_SCANOUT").map(|p| absolute(&p)) {
-                Some(d) if d.exists() && !d.is_dir() => {
-                    return Err(format!(
-                        "CALAMETRA_SCANOUT=`{}`: not a directory (expected a directory for the pictures, made when missing)",
-                        d.display()
-                    ))
-                }
-                // A symlink to nothing: `exists` follows it and says no, and making the
-                // directory then failed with "File exists".
-                Some(d) if !d.exists() && std::fs::symlink_metadata(&d).is_ok() => {
-                    return Err(format!(
-                        "CALAMETRA_SCANOUT=`{}`: a symlink to nothing (expected a directory for the pictures, made when missing; remove the dangling link or point it at a directory)",
-                        d.display()
-                    ))
-                }
-                d => d,
-            },
-            stop_at: match (var("CALAMETRA_STOP_AT")?, env_path("CALAMETRA_STATE_OUT")) {
-                (None, None) => None,
-                (Some(a), Some(o)) => Some((
-                    parse_u64(&a).ok_or_else(|| {
-                        format!("CALAMETRA_STOP_AT=`{a}`: expected a scheduling step (a number)")
-                    })?,
-                    absolute(&o),
-                )),
-                _ => {
-                    return Err(
-                        "CALAMETRA_STOP_AT and CALAMETRA_STATE_OUT go together: the step to stop at and the file the state is written to"
-                            .into(),
-                    )
-                }
-            },
-            sweep: match var("CALAMETRA_SWEEP")? {
-                None => None,
-                Some(b) => Some(SweepEnv {
-                    budget: Budget::parse(&b).map_err(|e| format!("CALAMETRA_SWEEP={e}"))?,
-                    budget_text: b.trim().to_string(),
-                    partition: match var("CALAMETRA_SWEEP_PARTITION")? {
-                        Some(p) => Partition::parse(&p)
-                            .map_err(|e| format!("CALAMETRA_SWEEP_PARTITION={e}"))?,
-                        None => Partition::default(),
-                    },
-                    threads: match var("CALAMETRA_SWEEP_THREADS")? {
-                        Some(t) => t
-                            .trim()
-                            .parse::<usize>()
-                            .ok()
-                            .filter(|&n| (1..=1024).contains(&n))
-                            .ok_or_else(|| {
-                                format!("CALAMETRA_SWEEP_THREADS=`{t}`: expected a number of threads from 1 to 1024")
-                            })?,
-                        None => sweep::default_threads(),
-                    },
-                    summary: env_path("CALAMETRA_SWEEP_SUMMARY").map(|p| absolute(&p)),
-                    guide: match (
-                        env_path("CALAMETRA_SWEEP_CORPUS"),
-                        var("CALAMETRA_SWEEP_GUIDE")?.as_deref(),
-                    ) {
-                        (_, Some("0")) => None,
-                        (Some(dir), None | Some("1")) => Some(Some(absolute(&dir))),
-                        (None, None | Some("1")) => Some(None),
-                        (_, Some(v)) => {
-                            return Err(format!(
-                                "CALAMETRA_SWEEP_GUIDE=`{v}`: expected 1 (guided, the default) or 0 (seeds alone)"
-                            ))
-                        }
-                    },
-                }),
-            },
-        })
-    }
-}
 
 /// One scenario, ready to make trials.
 struct Scenario {
@@ -373,12 +152,6 @@ fn target_dir(def: &ScenarioDef) -> PathBuf {
         Some(d) => beside_exe().unwrap_or_else(|| absolute(&d)),
         None => beside_exe().unwrap_or_else(|| Path::new(def.manifest_dir).join("target")),
     }
-}
-
-/// `p` made absolute against the current directory (a relative path in an environment
-/// variable means the same whichever directory the test binary later runs in).
-fn absolute(p: &Path) -> PathBuf {
-    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 fn fault_set(arg: &FaultsArg) -> FaultSet {

@@ -4,6 +4,10 @@
 //! each does is listed in the [`crate::harness`] documentation. Nothing else in the harness
 //! reads a `CALAMETRA_*` variable, and nothing here runs a scenario or writes a file.
 
+use crate::env_names::{
+    CASE_STATES, REGRESSIONS, REPLAY, REPLAY_FILE, SCANOUT, SCHEDULES, SEED, STATE_OUT, STOP_AT,
+    SWEEP, SWEEP_CORPUS, SWEEP_GUIDE, SWEEP_PARTITION, SWEEP_SUMMARY, SWEEP_THREADS, TRACE_OUT,
+};
 use crate::sweep;
 use calametra_core::sweep::{Budget, Partition};
 use calametra_core::tracefile::{load_replay_file, Replayable};
@@ -96,13 +100,13 @@ fn env_path(k: &str) -> Option<PathBuf> {
 /// What a variable's value is expected to be, for error messages.
 fn expected(k: &str) -> &'static str {
     match k {
-        "CALAMETRA_SCHEDULES" => "a number of seeded schedules from 1 to 1000000",
-        "CALAMETRA_SEED" => "a seed like 0x4f21a9",
-        "CALAMETRA_REPLAY" => "`strict`",
-        "CALAMETRA_STOP_AT" => "a scheduling step (a number)",
-        "CALAMETRA_SWEEP" => "a duration (`90s`, `10m`) or a number of runs per scenario",
-        "CALAMETRA_SWEEP_PARTITION" => "a partition `k/n`",
-        "CALAMETRA_SWEEP_THREADS" => "a number of threads from 1 to 1024",
+        SCHEDULES => "a number of seeded schedules from 1 to 1000000",
+        SEED => "a seed like 0x4f21a9",
+        REPLAY => "`strict`",
+        STOP_AT => "a scheduling step (a number)",
+        SWEEP => "a duration (`90s`, `10m`) or a number of runs per scenario",
+        SWEEP_PARTITION => "a partition `k/n`",
+        SWEEP_THREADS => "a number of threads from 1 to 1024",
         _ => "a value",
     }
 }
@@ -110,49 +114,45 @@ fn expected(k: &str) -> &'static str {
 impl Env {
     pub(super) fn read() -> Result<Env, String> {
         let var = env_text;
-        let schedules = match var("CALAMETRA_SCHEDULES")? {
+        let schedules = match var(SCHEDULES)? {
             Some(v) => {
                 let n = parse_u64(&v).ok_or_else(|| {
-                    format!(
-                        "CALAMETRA_SCHEDULES=`{v}`: expected {}",
-                        expected("CALAMETRA_SCHEDULES")
-                    )
+                    format!("{SCHEDULES}=`{v}`: expected {}", expected(SCHEDULES))
                 })?;
                 if n == 0 {
                     return Err(format!(
-                        "CALAMETRA_SCHEDULES=`{v}`: expected {} (to run no seed trials, skip them: `-- --skip ::seed::`)",
-                        expected("CALAMETRA_SCHEDULES")
+                        "{SCHEDULES}=`{v}`: expected {} (to run no seed trials, skip them: `-- --skip ::seed::`)",
+                        expected(SCHEDULES)
                     ));
                 }
                 if n > MAX_SCHEDULES {
                     return Err(format!(
-                        "CALAMETRA_SCHEDULES=`{v}`: at most {MAX_SCHEDULES} seeded schedules a scenario (each is a trial made before any runs); for more runs, sweep: CALAMETRA_SWEEP=<runs per scenario or a duration like 10m>"
+                        "{SCHEDULES}=`{v}`: at most {MAX_SCHEDULES} seeded schedules a scenario (each is a trial made before any runs); for more runs, sweep: {SWEEP}=<runs per scenario or a duration like 10m>"
                     ));
                 }
                 Some(n)
             }
             None => None,
         };
-        let base_seed = match var("CALAMETRA_SEED")? {
+        let base_seed = match var(SEED)? {
             Some(v) => parse_u64(&v)
-                .ok_or_else(|| format!("CALAMETRA_SEED=`{v}`: expected a seed like 0x4f21a9 (hex with 0x, or decimal, below 2^64)"))?,
+                .ok_or_else(|| format!("{SEED}=`{v}`: expected a seed like 0x4f21a9 (hex with 0x, or decimal, below 2^64)"))?,
             None => 0,
         };
-        let regressions = match env_path("CALAMETRA_REGRESSIONS") {
+        let regressions = match env_path(REGRESSIONS) {
             Some(d) if d.as_os_str() == "off" => RegressionsMode::Off,
             Some(d) => RegressionsMode::Dir(Some(d)),
             None => RegressionsMode::Dir(None),
         };
-        let strict = match var("CALAMETRA_REPLAY")?.as_deref() {
+        let strict = match var(REPLAY)?.as_deref() {
             None => false,
             Some("strict") => true,
-            Some(v) => return Err(format!("CALAMETRA_REPLAY=`{v}`: expected `strict` (or unset: a fixed saved case passes with a note)")),
+            Some(v) => return Err(format!("{REPLAY}=`{v}`: expected `strict` (or unset: a fixed saved case passes with a note)")),
         };
-        let replay = match env_path("CALAMETRA_REPLAY_FILE") {
+        let replay = match env_path(REPLAY_FILE) {
             None => None,
             Some(p) => Some(Arc::new(
-                load_replay_file(&absolute(&p))
-                    .map_err(|e| format!("CALAMETRA_REPLAY_FILE: {e}"))?,
+                load_replay_file(&absolute(&p)).map_err(|e| format!("{REPLAY_FILE}: {e}"))?,
             )),
         };
         Ok(Env {
@@ -161,12 +161,12 @@ impl Env {
             regressions,
             strict,
             replay,
-            states_file: env_path("CALAMETRA_CASE_STATES").map(|p| absolute(&p)),
-            trace_out: env_path("CALAMETRA_TRACE_OUT").map(|p| absolute(&p)),
-            scanout: match env_path("CALAMETRA_SCANOUT").map(|p| absolute(&p)) {
+            states_file: env_path(CASE_STATES).map(|p| absolute(&p)),
+            trace_out: env_path(TRACE_OUT).map(|p| absolute(&p)),
+            scanout: match env_path(SCANOUT).map(|p| absolute(&p)) {
                 Some(d) if d.exists() && !d.is_dir() => {
                     return Err(format!(
-                        "CALAMETRA_SCANOUT=`{}`: not a directory (expected a directory for the pictures, made when missing)",
+                        "{SCANOUT}=`{}`: not a directory (expected a directory for the pictures, made when missing)",
                         d.display()
                     ))
                 }
@@ -174,59 +174,58 @@ impl Env {
                 // directory then failed with "File exists".
                 Some(d) if !d.exists() && std::fs::symlink_metadata(&d).is_ok() => {
                     return Err(format!(
-                        "CALAMETRA_SCANOUT=`{}`: a symlink to nothing (expected a directory for the pictures, made when missing; remove the dangling link or point it at a directory)",
+                        "{SCANOUT}=`{}`: a symlink to nothing (expected a directory for the pictures, made when missing; remove the dangling link or point it at a directory)",
                         d.display()
                     ))
                 }
                 d => d,
             },
-            stop_at: match (var("CALAMETRA_STOP_AT")?, env_path("CALAMETRA_STATE_OUT")) {
+            stop_at: match (var(STOP_AT)?, env_path(STATE_OUT)) {
                 (None, None) => None,
                 (Some(a), Some(o)) => Some((
                     parse_u64(&a).ok_or_else(|| {
-                        format!("CALAMETRA_STOP_AT=`{a}`: expected a scheduling step (a number)")
+                        format!("{STOP_AT}=`{a}`: expected a scheduling step (a number)")
                     })?,
                     absolute(&o),
                 )),
                 _ => {
-                    return Err(
-                        "CALAMETRA_STOP_AT and CALAMETRA_STATE_OUT go together: the step to stop at and the file the state is written to"
-                            .into(),
-                    )
+                    return Err(format!(
+                        "{STOP_AT} and {STATE_OUT} go together: the step to stop at and the file the state is written to"
+                    ))
                 }
             },
-            sweep: match var("CALAMETRA_SWEEP")? {
+            sweep: match var(SWEEP)? {
                 None => None,
                 Some(b) => Some(SweepEnv {
-                    budget: Budget::parse(&b).map_err(|e| format!("CALAMETRA_SWEEP={e}"))?,
+                    budget: Budget::parse(&b).map_err(|e| format!("{SWEEP}={e}"))?,
                     budget_text: b.trim().to_string(),
-                    partition: match var("CALAMETRA_SWEEP_PARTITION")? {
+                    partition: match var(SWEEP_PARTITION)? {
                         Some(p) => Partition::parse(&p)
-                            .map_err(|e| format!("CALAMETRA_SWEEP_PARTITION={e}"))?,
+                            .map_err(|e| format!("{SWEEP_PARTITION}={e}"))?,
                         None => Partition::default(),
                     },
-                    threads: match var("CALAMETRA_SWEEP_THREADS")? {
+                    threads: match var(SWEEP_THREADS)? {
                         Some(t) => t
                             .trim()
                             .parse::<usize>()
                             .ok()
                             .filter(|&n| (1..=1024).contains(&n))
                             .ok_or_else(|| {
-                                format!("CALAMETRA_SWEEP_THREADS=`{t}`: expected a number of threads from 1 to 1024")
+                                format!("{SWEEP_THREADS}=`{t}`: expected a number of threads from 1 to 1024")
                             })?,
                         None => sweep::default_threads(),
                     },
-                    summary: env_path("CALAMETRA_SWEEP_SUMMARY").map(|p| absolute(&p)),
+                    summary: env_path(SWEEP_SUMMARY).map(|p| absolute(&p)),
                     guide: match (
-                        env_path("CALAMETRA_SWEEP_CORPUS"),
-                        var("CALAMETRA_SWEEP_GUIDE")?.as_deref(),
+                        env_path(SWEEP_CORPUS),
+                        var(SWEEP_GUIDE)?.as_deref(),
                     ) {
                         (_, Some("0")) => None,
                         (Some(dir), None | Some("1")) => Some(Some(absolute(&dir))),
                         (None, None | Some("1")) => Some(None),
                         (_, Some(v)) => {
                             return Err(format!(
-                                "CALAMETRA_SWEEP_GUIDE=`{v}`: expected 1 (guided, the default) or 0 (seeds alone)"
+                                "{SWEEP_GUIDE}=`{v}`: expected 1 (guided, the default) or 0 (seeds alone)"
                             ))
                         }
                     },

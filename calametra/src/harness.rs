@@ -49,6 +49,7 @@ pub use output::NO_VERDICT;
 pub use trials::GUEST_IGNORED;
 
 use crate::__private::{Body, FaultsArg, ScenarioDef};
+use crate::env_names::CASE_STATES;
 use crate::report;
 use crate::sweep;
 use calametra_core::explore::{self, InProcess, Probe, Runner};
@@ -429,7 +430,7 @@ pub fn main() {
     }
     if let Some(path) = &env.states_file {
         if let Err(e) = write_states(path, &defined) {
-            eprintln!("calametra: CALAMETRA_CASE_STATES: {e}");
+            eprintln!("calametra: {CASE_STATES}: {e}");
             std::process::exit(2);
         }
     }

@@ -8,6 +8,7 @@
 use super::output::no_verdict;
 use super::{cargo_target, test_trial, Scenario};
 use crate::__private::ScenarioDef;
+use crate::env_names::{REGRESSIONS, REPLAY_FILE, SCHEDULES, STATE_OUT};
 use crate::report;
 use calametra_core::chain::{self, CaseState, Owner};
 use calametra_core::explore::{self, Probe, Runner};
@@ -74,7 +75,7 @@ pub(super) fn missing_case(s: &Scenario, name: &str, id: &str) -> Trial {
                 ),
             }
         }
-        None => format!("no saved case `{id}`: saved cases are off (CALAMETRA_REGRESSIONS=off)"),
+        None => format!("no saved case `{id}`: saved cases are off ({REGRESSIONS}=off)"),
     };
     test_trial(name, move || Err(msg.into()))
 }
@@ -104,7 +105,7 @@ pub(super) fn replay_elsewhere(
         trials.push(test_trial(name, move || Err(msg.into())));
     } else if file.target != target && paths.contains(&file.scenario) {
         eprintln!(
-            "calametra: CALAMETRA_REPLAY_FILE {} is a case of test target `{}`; this is `{target}`, which makes no replay trial for it",
+            "calametra: {REPLAY_FILE} {} is a case of test target `{}`; this is `{target}`, which makes no replay trial for it",
             file.path.display(),
             file.target
         );
@@ -150,7 +151,7 @@ impl Scenario {
         let found = explore::find(&probes, &self.base, runner, &wanted).map_err(no_verdict)?;
         let Some((probe, r)) = found else {
             return Err(format!(
-                "exploration ran out of budget ({}: the baseline, {} and {}) without breaking invariant `{invariant}`; widen it with CALAMETRA_SCHEDULES=N",
+                "exploration ran out of budget ({}: the baseline, {} and {}) without breaking invariant `{invariant}`; widen it with {SCHEDULES}=N",
                 report::count(probes.len(), "run"),
                 report::count(sites.len(), "fault site"),
                 report::count(probes.len() - sites.len() - 1, "seed")
@@ -165,7 +166,7 @@ impl Scenario {
             f,
             false,
         );
-        if std::env::var_os("CALAMETRA_VERBOSE").is_some() {
+        if self.env.verbose {
             println!("{text}");
         }
         // An `expect` scenario's job is a saved case: one that could not be saved is a failure
@@ -384,7 +385,7 @@ impl Scenario {
                 format!("the run gave no state at step {at} (a guest run does not describe its world yet)")
             })?;
             return regress::write_atomic(out, state.to_json().as_bytes())
-                .map_err(|e| format!("CALAMETRA_STATE_OUT: {e}"));
+                .map_err(|e| format!("{STATE_OUT}: {e}"));
         }
         let r = chain::replay(runner, &base, events, true).map_err(no_verdict)?;
         self.write_scanout()?;

@@ -7,6 +7,7 @@
 use crate::env_names::{
     CASE_STATES, REGRESSIONS, REPLAY, REPLAY_FILE, SCANOUT, SCHEDULES, SEED, STATE_OUT, STOP_AT,
     SWEEP, SWEEP_CORPUS, SWEEP_GUIDE, SWEEP_PARTITION, SWEEP_SUMMARY, SWEEP_THREADS, TRACE_OUT,
+    VERBOSE,
 };
 use crate::sweep;
 use calametra_core::sweep::{Budget, Partition};
@@ -44,6 +45,9 @@ pub(super) struct Env {
     /// `CALAMETRA_SCANOUT=<dir>`: pictures the devices show, written as PNGs (a failure's at
     /// the end of its minimal run, a replay's every one).
     pub(super) scanout: Option<PathBuf>,
+    /// `CALAMETRA_VERBOSE` set (to anything, empty too): a `finds::` trial prints the screen of
+    /// the failure it found.
+    pub(super) verbose: bool,
 }
 
 /// A sweep asked for: `CALAMETRA_SWEEP=<budget>`, `CALAMETRA_SWEEP_PARTITION=k/n`,
@@ -163,6 +167,7 @@ impl Env {
             replay,
             states_file: env_path(CASE_STATES).map(|p| absolute(&p)),
             trace_out: env_path(TRACE_OUT).map(|p| absolute(&p)),
+            verbose: std::env::var_os(VERBOSE).is_some(),
             scanout: match env_path(SCANOUT).map(|p| absolute(&p)) {
                 Some(d) if d.exists() && !d.is_dir() => {
                     return Err(format!(

@@ -6,6 +6,7 @@
 use super::environment::absolute;
 use super::Scenario;
 use crate::__private::ScenarioDef;
+use crate::env_names::{REGRESSIONS, SCANOUT, SEED, TRACE_OUT};
 use crate::report::{self, Screen};
 use calametra_core::chain::{self, Found, Handled};
 use calametra_core::choices::{count_events, Event};
@@ -155,7 +156,7 @@ impl Scenario {
             &r.hash.to_string(),
             failure.as_deref(),
         )
-        .map_err(|e| format!("CALAMETRA_TRACE_OUT: {e}"))
+        .map_err(|e| format!("{TRACE_OUT}: {e}"))
     }
 
     /// Writes a trace file of this scenario: the lines, then the summary with the events, the
@@ -249,7 +250,7 @@ impl Scenario {
                 kept.found_by,
                 report::count(count_events(&shrunk.events), "event"),
             )),
-            Ok(Saved::Off) => Ok("not saved (CALAMETRA_REGRESSIONS=off)".to_string()),
+            Ok(Saved::Off) => Ok(format!("not saved ({REGRESSIONS}=off)")),
             Err(e) => Err(e.clone()),
         };
         let note = match h.fails_differently() {
@@ -258,7 +259,7 @@ impl Scenario {
         };
         let seed_line = match probe {
             Some(Probe::Seed(s)) => Some(format!(
-                "seed:      {s:#x} (base seed {:#x}; CALAMETRA_SEED re-bases the seeds){}",
+                "seed:      {s:#x} (base seed {:#x}; {SEED} re-bases the seeds){}",
                 self.env.base_seed,
                 match &r.swarm {
                     Some(sw) => format!("\n{sw}"),
@@ -335,13 +336,13 @@ impl Scenario {
             return Ok(());
         };
         if self.is_guest() {
-            return Err(
-                "CALAMETRA_SCANOUT: a guest run's pictures are not watched; replay an in-process scenario".into(),
-            );
+            return Err(format!(
+                "{SCANOUT}: a guest run's pictures are not watched; replay an in-process scenario"
+            ));
         }
         let log = calametra_core::picture::take_pictures();
         write_pictures(dir, &log, false)
             .map(drop)
-            .map_err(|e| format!("CALAMETRA_SCANOUT: {e}"))
+            .map_err(|e| format!("{SCANOUT}: {e}"))
     }
 }

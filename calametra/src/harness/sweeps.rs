@@ -9,6 +9,7 @@ use super::environment::{Env, SweepEnv};
 use super::output::{no_verdict, target_dir};
 use super::{cargo_target, test_trial, Scenario};
 use crate::__private::{Body, ScenarioDef};
+use crate::env_names::{SWEEP_CORPUS, SWEEP_SUMMARY};
 use crate::report;
 use crate::sweep;
 use calametra_core::explore::{self, InProcess, Probe, Runner};
@@ -66,13 +67,13 @@ pub(super) fn nothing_swept(defs: &[&'static ScenarioDef], args: &Arguments) -> 
 pub(super) fn check_sweep_outputs(def: Option<&ScenarioDef>, sw: &SweepEnv) -> Result<(), String> {
     if let Some(def) = def {
         let path = summary_path(def, sw);
-        regress::check_replaceable(&path).map_err(|e| format!("CALAMETRA_SWEEP_SUMMARY: {e}"))?;
+        regress::check_replaceable(&path).map_err(|e| format!("{SWEEP_SUMMARY}: {e}"))?;
     }
     if let Some(Some(dir)) = &sw.guide {
         if let Ok(m) = std::fs::symlink_metadata(dir) {
             if !m.is_dir() {
                 return Err(format!(
-                    "CALAMETRA_SWEEP_CORPUS={}: not a directory (expected a directory for the corpus, made when missing)",
+                    "{SWEEP_CORPUS}={}: not a directory (expected a directory for the corpus, made when missing)",
                     dir.display()
                 ));
             }
@@ -196,7 +197,7 @@ impl Scenario {
                     calametra_core::input::MAX_TRACE_BYTES,
                     "corpus",
                 )
-                .map_err(|e| format!("CALAMETRA_SWEEP_CORPUS: {}: {e}", f.display()))?;
+                .map_err(|e| format!("{SWEEP_CORPUS}: {}: {e}", f.display()))?;
                 sweep::Corpus::parse(f, &text).map_err(|e| e.to_string())?
             }
             _ => sweep::Corpus::new(&self.path),

@@ -7,6 +7,7 @@
 use super::output::no_verdict;
 use super::Scenario;
 use crate::__private::Body;
+use crate::env_names::SCHEDULES;
 use crate::report;
 use crate::sweep;
 use calametra_core::explore::{self, Probe, Runner};
@@ -291,7 +292,7 @@ impl Scenario {
             return Ok(());
         }
         Err(format!(
-            "{} of {} declared marks reached by fewer than {floor} of the {} fixed seeds (widen with CALAMETRA_SCHEDULES=N, or make the marks reachable):\n{table}",
+            "{} of {} declared marks reached by fewer than {floor} of the {} fixed seeds (widen with {SCHEDULES}=N, or make the marks reachable):\n{table}",
             low,
             declared.len(),
             probes.len()

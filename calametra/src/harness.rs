@@ -10,6 +10,20 @@
 //! trial says whether it still fails, is fixed or is stale. This module only adapts: it builds
 //! trials and reports.
 //!
+//! # Files
+//!
+//! Split by role. This file keeps what every role shares, the `Scenario` a trial runs (its
+//! settings, its test target, where its cases are kept, its runner), and `main`, which picks
+//! the scenarios and trials the command line asks for. The rest, each file one role:
+//!
+//! - `environment.rs`: the variables below, read once into one typed `Env` under the names of
+//!   [`crate::env_names`]; no `CALAMETRA_*` variable is read anywhere else in the harness.
+//! - `trials.rs`: a scenario's trials, and the bodies of its baseline, site, seed and marks trials.
+//! - `cases.rs`: saved cases: the `regression::`, `replay` and `finds::` trials, re-hashing,
+//!   the states file of `calametra review`.
+//! - `sweeps.rs`: the harness side of `CALAMETRA_SWEEP` (the runs are [`crate::sweep`]'s).
+//! - `output.rs`: a failure's screen, trace files, pictures, the no-verdict message.
+//!
 //! # Environment
 //!
 //! Read once when the binary starts; a value that cannot be used (not a number,

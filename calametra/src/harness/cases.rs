@@ -136,7 +136,7 @@ impl Scenario {
             .map_err(Failed::from)
     }
 
-    pub(super) fn finds_with(
+    fn finds_with(
         &self,
         runner: &dyn Runner,
         invariant: &str,
@@ -188,11 +188,7 @@ impl Scenario {
             .map_err(Failed::from)
     }
 
-    pub(super) fn regression_with(
-        &self,
-        runner: &dyn Runner,
-        path: &Path,
-    ) -> Result<Completion, String> {
+    fn regression_with(&self, runner: &dyn Runner, path: &Path) -> Result<Completion, String> {
         let reg = match Regression::load(path) {
             Ok(r) => r,
             Err(e) => {
@@ -306,13 +302,7 @@ impl Scenario {
     /// re-hashed: the file is rewritten with the replay's hash of the current version (unless
     /// another writer changed it meanwhile), with a note on stderr. Returns the note for the
     /// trial's message (empty when nothing was to do).
-    pub(super) fn rehash(
-        &self,
-        path: &Path,
-        reg: &Regression,
-        state: &CaseState,
-        trial: &str,
-    ) -> String {
+    fn rehash(&self, path: &Path, reg: &Regression, state: &CaseState, trial: &str) -> String {
         let CaseState::Fails { exact: true, run } = state else {
             return String::new();
         };
@@ -350,11 +340,7 @@ impl Scenario {
             && (file.target.is_empty() || file.target == self.target)
     }
 
-    pub(super) fn replay_file_with(
-        &self,
-        runner: &dyn Runner,
-        file: &Replayable,
-    ) -> Result<(), String> {
+    fn replay_file_with(&self, runner: &dyn Runner, file: &Replayable) -> Result<(), String> {
         let path = &file.path;
         // A file recorded against another spec replays into another world: its verdict would
         // prove nothing (a trace that does not record its spec is replayed unchecked).

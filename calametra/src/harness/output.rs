@@ -40,7 +40,7 @@ pub(super) fn target_dir(def: &ScenarioDef) -> PathBuf {
 /// (`pictures.json`, [`PictureIndex`]); `only_on_show`: those on show at the run's end or stop.
 /// A path there that is not a regular file (a symlink, a directory) is refused and left as it
 /// is. Returns a line a picture, `<file> (<about>)`, or `none on show` when there are none.
-pub(super) fn write_pictures(
+fn write_pictures(
     dir: &Path,
     log: &calametra_core::picture::PictureLog,
     only_on_show: bool,
@@ -99,7 +99,7 @@ pub(super) fn write_pictures(
 
 /// Writes `path` atomically, unless something other than a regular file is there (a symlink,
 /// a directory, a FIFO), which is refused, naming it, and left as it is.
-pub(super) fn write_new_or_regular(path: &Path, bytes: &[u8]) -> Result<(), String> {
+fn write_new_or_regular(path: &Path, bytes: &[u8]) -> Result<(), String> {
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if !m.file_type().is_file() {
             return Err(format!(
@@ -132,7 +132,7 @@ pub(super) fn no_verdict(reason: String) -> String {
 }
 
 impl Scenario {
-    pub(super) fn traces_dir(&self) -> PathBuf {
+    fn traces_dir(&self) -> PathBuf {
         regress::scenario_dir(
             &target_dir(self.def)
                 .join("calametra")
@@ -161,7 +161,7 @@ impl Scenario {
 
     /// Writes a trace file of this scenario: the lines, then the summary with the events, the
     /// hash, the failure and the spec's SHA-256 (which a replay of the file checks).
-    pub(super) fn write_trace(
+    fn write_trace(
         &self,
         path: &Path,
         lines: &[String],
@@ -314,7 +314,7 @@ impl Scenario {
 
     /// `CALAMETRA_SCANOUT` for a failure: replays its minimal events watching pictures and
     /// writes those on show at the end into `dir`, one line a file for the screen.
-    pub(super) fn failure_pictures(
+    fn failure_pictures(
         &self,
         runner: &dyn Runner,
         events: &[Event],

@@ -166,17 +166,6 @@ pub(super) fn finish_sweep(
     Ok(format!("{}summary: {}\n", summary.report(), path.display()))
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn no_time_at_all_reads_as_zero_seconds_not_minus_zero() {
-        let t = super::total_seconds(std::iter::empty());
-        assert_eq!(format!("{t:.1}s"), "0.0s");
-        let two = [std::time::Duration::from_millis(1500); 2];
-        assert_eq!(super::total_seconds(two.into_iter()), 3.0);
-    }
-}
-
 impl Scenario {
     /// A guided sweep's tally, wall time and whether it started from an empty corpus (then
     /// its finds are named `guided::..` and remade by that name); its corpus read from and
@@ -382,5 +371,16 @@ impl Scenario {
             screens.join("\n")
         )
         .into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn no_time_at_all_reads_as_zero_seconds_not_minus_zero() {
+        let t = super::total_seconds(std::iter::empty());
+        assert_eq!(format!("{t:.1}s"), "0.0s");
+        let two = [std::time::Duration::from_millis(1500); 2];
+        assert_eq!(super::total_seconds(two.into_iter()), 3.0);
     }
 }

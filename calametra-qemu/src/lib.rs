@@ -70,6 +70,7 @@ pub mod runloop;
 pub mod scenario;
 pub mod setup;
 pub mod snapshot;
+pub mod transport;
 pub mod watchdog;
 
 pub use bridge::{Bridge, BridgeError, BridgeOptions};

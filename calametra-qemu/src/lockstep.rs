@@ -72,8 +72,9 @@ use crate::launcher::{
     accept_qemu, kernel_append, start_qemu, Outcome, QemuConfig, QemuError, Scratch, Started,
     Timings,
 };
-use crate::runloop::{self, run_loop, LoopEnd, LoopOptions, Transport};
+use crate::runloop::{self, run_loop, LoopEnd, LoopOptions};
 use crate::snapshot;
+use crate::transport::Transport;
 use crate::watchdog::{self, GuestWatch};
 use calametra_core::choices::Event;
 use calametra_core::clock::Nanos;

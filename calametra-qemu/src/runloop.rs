@@ -14,43 +14,14 @@
 
 use crate::guest::{self, marker};
 use crate::launcher::{Guard, Outcome, Timings};
+pub use crate::transport::Transport;
 use crate::watchdog::GuestWatch;
-use calametra_core::host::DeviceHost;
 use calametra_core::trace::parse_kept;
 use calametra_core::world::ModelGap;
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
-
-/// What answers QEMU's USB device, sans I/O (see the module doc).
-pub trait Transport {
-    /// Bytes QEMU sent. `Err` says why the stream is lost (the loop stops reading it; the run
-    /// ends when QEMU does).
-    fn feed(&mut self, bytes: &[u8]) -> Result<(), String>;
-    /// The bytes to send QEMU now.
-    fn take_output(&mut self) -> Vec<u8>;
-    /// Why the run stops on the frame just served (an invariant broke), if it does: QEMU waits
-    /// on that frame, and the loop stops it there.
-    fn stop(&self) -> Option<String> {
-        None
-    }
-    /// A counter that moves whenever USB traffic crossed (the watchdog's evidence).
-    fn activity(&self) -> u64;
-    /// The guest printed `line`.
-    fn console_line(&mut self, _line: &str) {}
-    /// QEMU's socket was quiet for [`LoopOptions::idle_after`]; whether that did anything
-    /// (the quiet time is then measured again).
-    fn idle(&mut self) -> bool {
-        false
-    }
-    /// QEMU exited by itself with `code`.
-    fn exited(&mut self, _code: Option<i32>) {}
-    /// The model's host (the loop records the watchdog's decision in its trace).
-    fn host_mut(&mut self) -> &mut DeviceHost;
-    /// What crossed, for an `emulator_blocked` reason (`usbredir Stats {..}`, `N frames`).
-    fn describe(&self) -> String;
-}
 
 /// How the loop treats a transport.
 #[derive(Clone, Debug)]

@@ -65,6 +65,7 @@ pub mod lockstep;
 pub mod probes;
 pub mod program;
 pub mod proto;
+pub mod qemu_config;
 pub mod qmp;
 pub mod runloop;
 pub mod scenario;

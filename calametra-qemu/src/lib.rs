@@ -66,6 +66,7 @@ pub mod probes;
 pub mod program;
 pub mod proto;
 pub mod qemu_config;
+pub mod qemu_process;
 pub mod qmp;
 pub mod runloop;
 pub mod scenario;

@@ -68,10 +68,8 @@
 
 use crate::guest::{GuestImage, Probe};
 use crate::guest_run::{verdict, GuestRun, Via};
-use crate::launcher::{
-    accept_qemu, kernel_append, start_qemu, Outcome, QemuConfig, QemuError, Scratch, Started,
-    Timings,
-};
+use crate::launcher::{kernel_append, Outcome, QemuConfig, Scratch, Timings};
+use crate::qemu_process::{accept_qemu, start_qemu, QemuError, Started};
 use crate::runloop::{self, run_loop, LoopEnd, LoopOptions};
 use crate::snapshot;
 use crate::transport::Transport;

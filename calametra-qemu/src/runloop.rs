@@ -13,7 +13,8 @@
 //! it decides enters a deterministic trace record.
 
 use crate::guest::{self, marker};
-use crate::launcher::{Guard, Outcome, Timings};
+use crate::launcher::{Outcome, Timings};
+use crate::qemu_process::Guard;
 pub use crate::transport::Transport;
 use crate::watchdog::GuestWatch;
 use calametra_core::trace::parse_kept;

@@ -26,8 +26,8 @@
 
 use crate::guest::marker;
 use crate::guest_run::console_tail;
-use crate::launcher::{accept_qemu, io, start_qemu, QemuError, Started};
 use crate::lockstep::{FrameReader, LockstepConfig, Served, Server};
+use crate::qemu_process::{accept_qemu, io, start_qemu, QemuError, Started};
 use crate::qmp::Qmp;
 use serde_json::json;
 use sha2::{Digest, Sha256};

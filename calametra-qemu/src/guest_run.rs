@@ -12,7 +12,8 @@ use crate::launcher::{Outcome, Timings};
 use crate::program::ProgramOutput;
 use calametra_core::choices::{self, Event};
 use calametra_core::clock::Nanos;
-use calametra_core::trace::TraceHash;
+use calametra_core::trace::{parse_kept, TraceHash};
+use calametra_core::world::ModelGap;
 use calametra_core::Failure;
 use std::path::Path;
 use std::time::Duration;
@@ -163,6 +164,25 @@ impl GuestRun {
     }
 }
 
+/// The first model gap of a trace.
+pub(crate) fn model_gap(lines: &[String]) -> Option<ModelGap> {
+    let r = parse_kept(lines)
+        .into_iter()
+        .find(|r| r.kind == "model_gap")?;
+    let text = |k: &str| {
+        r.data
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    Some(ModelGap {
+        device: r.actor.clone(),
+        request: text("request"),
+        state: text("state"),
+    })
+}
+
 /// The run's outcome and verdict from how its loop `ended`, the invariant that `broke` (if
 /// any), the first model gap of its `trace` and the first kernel fault on its `console`
 /// ([`crate::kernel_log::first_fault`]): an invariant, then a kernel fault, then a model gap,
@@ -180,7 +200,7 @@ pub(crate) fn verdict(
     console: &[String],
 ) -> (Outcome, Option<Failure>) {
     let blocked = matches!(ended, Outcome::EmulatorBlocked { .. });
-    let gap = crate::runloop::model_gap(trace);
+    let gap = model_gap(trace);
     let kernel = crate::kernel_log::first_fault(console);
     let failure = match (broke, &kernel, &gap, &ended) {
         (Some(f), _, _, _) if !blocked => Some(f.clone()),
@@ -345,5 +365,22 @@ mod tests {
         assert!(u.summary().contains("usbredir: Stats"));
         assert_eq!(u.console_block("A", "B"), vec!["b".to_string()]);
         assert_eq!(u.wall_between("A", "B"), Some(Duration::from_millis(3)));
+    }
+
+    #[test]
+    fn the_first_model_gap_is_read_with_the_cores_parser() {
+        let lines = [
+            r#"{"seq":1,"t_ns":2,"kind":"transfer","actor":"dock","deterministic":true,"data":{"site":"ctrl.get_status#1"}}"#,
+            r#"{"seq":2,"t_ns":3,"kind":"model_gap","actor":"dock","deterministic":true,"data":{"request":"vendor 0x40/0x12","state":"streaming","note":"a } in it"}}"#,
+            r#"{"seq":3,"t_ns":4,"kind":"model_gap","actor":"other","deterministic":true,"data":{"request":"x","state":"y"}}"#,
+        ]
+        .map(|l| format!("{l}\n"));
+        let g = model_gap(&lines).expect("a gap");
+        assert_eq!(
+            (g.device.as_str(), g.request.as_str(), g.state.as_str()),
+            ("dock", "vendor 0x40/0x12", "streaming")
+        );
+        assert!(model_gap(&lines[..1]).is_none());
+        assert!(model_gap(&["not json\n".to_string()]).is_none());
     }
 }

@@ -5,10 +5,15 @@
 //! [`GuestRun`]: the outcome, the verdict (`verdict`: the invariant that broke, the model gap
 //! or the probe's failure), the console, the trace and its hash, the model's events, the
 //! timings and QEMU's side. What only one transport has is in [`Via`]: the usbredir bridge's
-//! counters, or the frames and guest clock of a lockstep run.
+//! counters, or the frames and guest clock of a lockstep run. How a run ended is its
+//! [`Outcome`] (the loop's, then `verdict`'s), with the wall-clock [`Timings`]; the first model
+//! gap of a trace (`model_gap`) is read here for the verdict.
+//!
+//! The result and the verdict only: nothing here starts QEMU, reads a socket or runs the loop,
+//! and nothing here imports the launcher, the loop or the lockstep run, which all produce this
+//! (of the transports it knows only the bridge's counters, [`crate::bridge::Stats`]).
 
 use crate::bridge::Stats;
-use crate::launcher::{Outcome, Timings};
 use crate::program::ProgramOutput;
 use calametra_core::choices::{self, Event};
 use calametra_core::clock::Nanos;
@@ -17,6 +22,91 @@ use calametra_core::world::ModelGap;
 use calametra_core::Failure;
 use std::path::Path;
 use std::time::Duration;
+
+/// How a guest run ended. `EmulatorBlocked` is neither a pass nor a failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The probe ended with `rc=0`.
+    Passed,
+    /// The probe ended with a non-zero `rc`, or the guest stopped before the probe ended.
+    Failed {
+        /// The probe's exit code, when it printed one.
+        rc: Option<i32>,
+        /// What happened.
+        reason: String,
+    },
+    /// The model was asked something it has no evidence for (its own outcome, never a pass).
+    ModelGap {
+        /// The first `model_gap` trace record: which device was asked what in which state.
+        gap: String,
+    },
+    /// The guest's kernel reported an oops, a `BUG:`, a task hung inside a driver or a panic
+    /// ([`crate::kernel_log`]): a failure of its own kind, whatever the probe did after it.
+    KernelFault {
+        /// `oops`, `bug`, `hung_task` or `panic` ([`crate::kernel_log::KernelFaultKind::name`]).
+        kind: &'static str,
+        /// The line that reported it.
+        line: String,
+    },
+    /// The guest made no progress (no console output, no USB traffic) within its budget, or
+    /// ran past the total budget; QEMU was killed. No verdict.
+    EmulatorBlocked {
+        /// Which budget ran out and what the guest did last.
+        reason: String,
+    },
+}
+
+impl Outcome {
+    /// `passed`, `failed`, `model_gap`, `kernel_fault` or `emulator_blocked`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed { .. } => "failed",
+            Outcome::ModelGap { .. } => "model_gap",
+            Outcome::KernelFault { .. } => "kernel_fault",
+            Outcome::EmulatorBlocked { .. } => "emulator_blocked",
+        }
+    }
+
+    /// Whether this outcome is a verdict (pass or fail) at all.
+    pub fn is_verdict(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Passed | Outcome::Failed { .. } | Outcome::KernelFault { .. }
+        )
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Passed => f.write_str("passed"),
+            Outcome::Failed { rc, reason } => match rc {
+                Some(rc) => write!(f, "failed (rc={rc}): {reason}"),
+                None => write!(f, "failed: {reason}"),
+            },
+            Outcome::ModelGap { gap } => write!(f, "model gap: {gap}"),
+            Outcome::KernelFault { kind, line } => write!(f, "kernel_fault ({kind}): {line}"),
+            Outcome::EmulatorBlocked { reason } => write!(f, "emulator_blocked: {reason}"),
+        }
+    }
+}
+
+/// Wall-clock facts of a run, for people and BENCHMARKS.md (never hashed).
+#[derive(Clone, Debug, Default)]
+pub struct Timings {
+    /// From QEMU's start to the guest's `CALAMETRA-ENUMERATED` line.
+    pub enumerated: Option<Duration>,
+    /// From `CALAMETRA-ENUMERATED` to `CALAMETRA-PROBE-END`.
+    pub probe: Option<Duration>,
+    /// The whole run.
+    pub total: Duration,
+    /// Making the guest snapshot this run started from (`None` when it was already made, or
+    /// for a cold boot).
+    pub snapshot: Option<Duration>,
+    /// From starting QEMU on the snapshot to the restored guest running with the device.
+    pub restored: Option<Duration>,
+}
 
 /// Which transport served a run, with what only it knows.
 #[derive(Clone, Debug)]

@@ -17,6 +17,7 @@
 use crate::bridge::Bridge;
 use crate::guest::{self, Probe};
 use crate::guest_run::{verdict, GuestRun, Via};
+pub use crate::guest_run::{Outcome, Timings};
 pub use crate::qemu_config::QemuConfig;
 use crate::qemu_process::{accept_qemu, io, start_qemu, Started};
 pub use crate::qemu_process::{clean_line, QemuError};
@@ -28,91 +29,6 @@ use calametra_core::RunConfig;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// How a guest run ended. `EmulatorBlocked` is neither a pass nor a failure.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// The probe ended with `rc=0`.
-    Passed,
-    /// The probe ended with a non-zero `rc`, or the guest stopped before the probe ended.
-    Failed {
-        /// The probe's exit code, when it printed one.
-        rc: Option<i32>,
-        /// What happened.
-        reason: String,
-    },
-    /// The model was asked something it has no evidence for (its own outcome, never a pass).
-    ModelGap {
-        /// The first `model_gap` trace record: which device was asked what in which state.
-        gap: String,
-    },
-    /// The guest's kernel reported an oops, a `BUG:`, a task hung inside a driver or a panic
-    /// ([`crate::kernel_log`]): a failure of its own kind, whatever the probe did after it.
-    KernelFault {
-        /// `oops`, `bug`, `hung_task` or `panic` ([`crate::kernel_log::KernelFaultKind::name`]).
-        kind: &'static str,
-        /// The line that reported it.
-        line: String,
-    },
-    /// The guest made no progress (no console output, no USB traffic) within its budget, or
-    /// ran past the total budget; QEMU was killed. No verdict.
-    EmulatorBlocked {
-        /// Which budget ran out and what the guest did last.
-        reason: String,
-    },
-}
-
-impl Outcome {
-    /// `passed`, `failed`, `model_gap`, `kernel_fault` or `emulator_blocked`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Outcome::Passed => "passed",
-            Outcome::Failed { .. } => "failed",
-            Outcome::ModelGap { .. } => "model_gap",
-            Outcome::KernelFault { .. } => "kernel_fault",
-            Outcome::EmulatorBlocked { .. } => "emulator_blocked",
-        }
-    }
-
-    /// Whether this outcome is a verdict (pass or fail) at all.
-    pub fn is_verdict(&self) -> bool {
-        matches!(
-            self,
-            Outcome::Passed | Outcome::Failed { .. } | Outcome::KernelFault { .. }
-        )
-    }
-}
-
-impl std::fmt::Display for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Outcome::Passed => f.write_str("passed"),
-            Outcome::Failed { rc, reason } => match rc {
-                Some(rc) => write!(f, "failed (rc={rc}): {reason}"),
-                None => write!(f, "failed: {reason}"),
-            },
-            Outcome::ModelGap { gap } => write!(f, "model gap: {gap}"),
-            Outcome::KernelFault { kind, line } => write!(f, "kernel_fault ({kind}): {line}"),
-            Outcome::EmulatorBlocked { reason } => write!(f, "emulator_blocked: {reason}"),
-        }
-    }
-}
-
-/// Wall-clock facts of a run, for people and BENCHMARKS.md (never hashed).
-#[derive(Clone, Debug, Default)]
-pub struct Timings {
-    /// From QEMU's start to the guest's `CALAMETRA-ENUMERATED` line.
-    pub enumerated: Option<Duration>,
-    /// From `CALAMETRA-ENUMERATED` to `CALAMETRA-PROBE-END`.
-    pub probe: Option<Duration>,
-    /// The whole run.
-    pub total: Duration,
-    /// Making the guest snapshot this run started from (`None` when it was already made, or
-    /// for a cold boot).
-    pub snapshot: Option<Duration>,
-    /// From starting QEMU on the snapshot to the restored guest running with the device.
-    pub restored: Option<Duration>,
-}
 
 /// The usb-redir run's result: a [`GuestRun`] served [`crate::guest_run::Via::Usbredir`] (the
 /// former name, kept for users' code; the bridge's counters are [`GuestRun::stats`]).

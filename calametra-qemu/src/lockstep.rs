@@ -68,7 +68,8 @@
 
 use crate::guest::{GuestImage, Probe};
 use crate::guest_run::{verdict, GuestRun, Via};
-use crate::launcher::{kernel_append, Outcome, QemuConfig, Scratch, Timings};
+use crate::guest_run::{Outcome, Timings};
+use crate::launcher::{kernel_append, QemuConfig, Scratch};
 use crate::qemu_process::{accept_qemu, start_qemu, QemuError, Started};
 use crate::runloop::{self, run_loop, LoopEnd, LoopOptions};
 use crate::snapshot;

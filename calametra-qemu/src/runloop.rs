@@ -13,7 +13,7 @@
 //! it decides enters a deterministic trace record.
 
 use crate::guest::{self, marker};
-use crate::launcher::{Outcome, Timings};
+use crate::guest_run::{Outcome, Timings};
 use crate::qemu_process::Guard;
 pub use crate::transport::Transport;
 use crate::watchdog::GuestWatch;

@@ -62,6 +62,7 @@ pub mod job;
 pub mod kernel_log;
 pub mod launcher;
 pub mod lockstep;
+pub mod lockstep_frame;
 pub mod probes;
 pub mod program;
 pub mod proto;

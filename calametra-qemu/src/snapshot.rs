@@ -26,7 +26,8 @@
 
 use crate::guest::marker;
 use crate::guest_run::console_tail;
-use crate::lockstep::{FrameReader, LockstepConfig, Served, Server};
+use crate::lockstep::{LockstepConfig, Served, Server};
+use crate::lockstep_frame::FrameReader;
 use crate::qemu_process::{accept_qemu, io, start_qemu, QemuError, Started};
 use crate::qmp::Qmp;
 use serde_json::json;

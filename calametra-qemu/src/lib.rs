@@ -63,6 +63,7 @@ pub mod kernel_log;
 pub mod launcher;
 pub mod lockstep;
 pub mod lockstep_frame;
+pub mod lockstep_server;
 pub mod probes;
 pub mod program;
 pub mod proto;

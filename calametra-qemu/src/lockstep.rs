@@ -87,8 +87,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod config;
-pub mod server;
 pub use crate::lockstep_frame as frame;
+pub use crate::lockstep_server as server;
 pub use config::{find_qemu, firmware_dirs, LockstepConfig, Start};
 pub use frame::*;
 pub use server::*;

@@ -26,8 +26,9 @@
 
 use crate::guest::marker;
 use crate::guest_run::console_tail;
-use crate::lockstep::{LockstepConfig, Served, Server};
+use crate::lockstep::LockstepConfig;
 use crate::lockstep_frame::FrameReader;
+use crate::lockstep_server::{Served, Server};
 use crate::qemu_process::{accept_qemu, io, start_qemu, QemuError, Started};
 use crate::qmp::Qmp;
 use serde_json::json;

@@ -62,6 +62,7 @@ pub mod job;
 pub mod kernel_log;
 pub mod launcher;
 pub mod lockstep;
+pub mod lockstep_config;
 pub mod lockstep_frame;
 pub mod lockstep_server;
 pub mod probes;

@@ -1,6 +1,6 @@
 //! The QEMU launcher: boots the guest under TCG with the instruction-count clock, starts QEMU
-//! with its console and stderr read line by line ([`start_qemu`]), accepts its connection
-//! ([`accept_qemu`]; both in [`crate::qemu_process`], with its configuration in
+//! with its console and stderr read line by line (`start_qemu`), accepts its connection
+//! (`accept_qemu`; both in [`crate::qemu_process`], with its configuration in
 //! [`crate::qemu_config`]), and runs the usb-redir transport: the [`Bridge`] served through
 //! [`crate::runloop`]'s loop (the console, the `emulator_blocked` watchdog), returning a
 //! [`GuestRun`] served [`Via::Usbredir`]. The lockstep run ([`crate::lockstep`]) uses the same

@@ -1,6 +1,6 @@
 //! A QEMU process: starting it with its console and stderr read line by line, cleaned
-//! ([`start_qemu`], [`clean_line`]), the [`Guard`] that kills it if a run unwinds, waiting for
-//! it to connect to a run's socket ([`accept_qemu`]), and [`QemuError`], what goes wrong before
+//! (`start_qemu`, [`clean_line`]), the `Guard` that kills it if a run unwinds, waiting for
+//! it to connect to a run's socket (`accept_qemu`), and [`QemuError`], what goes wrong before
 //! a run can give an outcome.
 //!
 //! Process handling only: no command line (that is [`crate::qemu_config`] and

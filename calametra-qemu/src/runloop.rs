@@ -8,7 +8,7 @@
 //! the `usb-calametra` device answered frame by frame on the guest's clock). The loop owns
 //! everything else: reading QEMU's socket, the console lines (timings, the probe's exit code),
 //! the [`crate::watchdog`], stopping QEMU and reading the rest of its console, and the run's
-//! end ([`LoopEnd`], which each run turns into its [`crate::GuestRun`] with
+//! end (`LoopEnd`, which each run turns into its [`crate::GuestRun`] with
 //! `guest_run::verdict`). It reads the wall clock for the watchdog and the timings only; nothing
 //! it decides enters a deterministic trace record.
 

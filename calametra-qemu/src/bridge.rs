@@ -598,7 +598,7 @@ fn read_descriptors(host: &mut DeviceHost) -> Result<DeviceInfo, String> {
     Ok(DeviceInfo { device, configs })
 }
 /// The usbredir transport: the loop feeds QEMU's `usb-redir` stream to the bridge.
-impl crate::runloop::Transport for Bridge {
+impl crate::transport::Transport for Bridge {
     fn feed(&mut self, bytes: &[u8]) -> Result<(), String> {
         Bridge::feed(self, bytes).map_err(|e| e.to_string())
     }

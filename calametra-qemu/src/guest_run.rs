@@ -5,17 +5,108 @@
 //! [`GuestRun`]: the outcome, the verdict (`verdict`: the invariant that broke, the model gap
 //! or the probe's failure), the console, the trace and its hash, the model's events, the
 //! timings and QEMU's side. What only one transport has is in [`Via`]: the usbredir bridge's
-//! counters, or the frames and guest clock of a lockstep run.
+//! counters, or the frames and guest clock of a lockstep run. How a run ended is its
+//! [`Outcome`] (the loop's, then `verdict`'s), with the wall-clock [`Timings`]; the first model
+//! gap of a trace (`model_gap`) is read here for the verdict.
+//!
+//! The result and the verdict only: nothing here starts QEMU, reads a socket or runs the loop,
+//! and nothing here imports the launcher, the loop or the lockstep run, which all produce this
+//! (of the transports it knows only the bridge's counters, [`crate::bridge::Stats`]).
 
 use crate::bridge::Stats;
-use crate::launcher::{Outcome, Timings};
 use crate::program::ProgramOutput;
 use calametra_core::choices::{self, Event};
 use calametra_core::clock::Nanos;
-use calametra_core::trace::TraceHash;
+use calametra_core::trace::{parse_kept, TraceHash};
+use calametra_core::world::ModelGap;
 use calametra_core::Failure;
 use std::path::Path;
 use std::time::Duration;
+
+/// How a guest run ended. `EmulatorBlocked` is neither a pass nor a failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The probe ended with `rc=0`.
+    Passed,
+    /// The probe ended with a non-zero `rc`, or the guest stopped before the probe ended.
+    Failed {
+        /// The probe's exit code, when it printed one.
+        rc: Option<i32>,
+        /// What happened.
+        reason: String,
+    },
+    /// The model was asked something it has no evidence for (its own outcome, never a pass).
+    ModelGap {
+        /// The first `model_gap` trace record: which device was asked what in which state.
+        gap: String,
+    },
+    /// The guest's kernel reported an oops, a `BUG:`, a task hung inside a driver or a panic
+    /// ([`crate::kernel_log`]): a failure of its own kind, whatever the probe did after it.
+    KernelFault {
+        /// `oops`, `bug`, `hung_task` or `panic` ([`crate::kernel_log::KernelFaultKind::name`]).
+        kind: &'static str,
+        /// The line that reported it.
+        line: String,
+    },
+    /// The guest made no progress (no console output, no USB traffic) within its budget, or
+    /// ran past the total budget; QEMU was killed. No verdict.
+    EmulatorBlocked {
+        /// Which budget ran out and what the guest did last.
+        reason: String,
+    },
+}
+
+impl Outcome {
+    /// `passed`, `failed`, `model_gap`, `kernel_fault` or `emulator_blocked`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed { .. } => "failed",
+            Outcome::ModelGap { .. } => "model_gap",
+            Outcome::KernelFault { .. } => "kernel_fault",
+            Outcome::EmulatorBlocked { .. } => "emulator_blocked",
+        }
+    }
+
+    /// Whether this outcome is a verdict (pass or fail) at all.
+    pub fn is_verdict(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Passed | Outcome::Failed { .. } | Outcome::KernelFault { .. }
+        )
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Passed => f.write_str("passed"),
+            Outcome::Failed { rc, reason } => match rc {
+                Some(rc) => write!(f, "failed (rc={rc}): {reason}"),
+                None => write!(f, "failed: {reason}"),
+            },
+            Outcome::ModelGap { gap } => write!(f, "model gap: {gap}"),
+            Outcome::KernelFault { kind, line } => write!(f, "kernel_fault ({kind}): {line}"),
+            Outcome::EmulatorBlocked { reason } => write!(f, "emulator_blocked: {reason}"),
+        }
+    }
+}
+
+/// Wall-clock facts of a run, for people and BENCHMARKS.md (never hashed).
+#[derive(Clone, Debug, Default)]
+pub struct Timings {
+    /// From QEMU's start to the guest's `CALAMETRA-ENUMERATED` line.
+    pub enumerated: Option<Duration>,
+    /// From `CALAMETRA-ENUMERATED` to `CALAMETRA-PROBE-END`.
+    pub probe: Option<Duration>,
+    /// The whole run.
+    pub total: Duration,
+    /// Making the guest snapshot this run started from (`None` when it was already made, or
+    /// for a cold boot).
+    pub snapshot: Option<Duration>,
+    /// From starting QEMU on the snapshot to the restored guest running with the device.
+    pub restored: Option<Duration>,
+}
 
 /// Which transport served a run, with what only it knows.
 #[derive(Clone, Debug)]
@@ -163,6 +254,25 @@ impl GuestRun {
     }
 }
 
+/// The first model gap of a trace.
+pub(crate) fn model_gap(lines: &[String]) -> Option<ModelGap> {
+    let r = parse_kept(lines)
+        .into_iter()
+        .find(|r| r.kind == "model_gap")?;
+    let text = |k: &str| {
+        r.data
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    Some(ModelGap {
+        device: r.actor.clone(),
+        request: text("request"),
+        state: text("state"),
+    })
+}
+
 /// The run's outcome and verdict from how its loop `ended`, the invariant that `broke` (if
 /// any), the first model gap of its `trace` and the first kernel fault on its `console`
 /// ([`crate::kernel_log::first_fault`]): an invariant, then a kernel fault, then a model gap,
@@ -180,7 +290,7 @@ pub(crate) fn verdict(
     console: &[String],
 ) -> (Outcome, Option<Failure>) {
     let blocked = matches!(ended, Outcome::EmulatorBlocked { .. });
-    let gap = crate::runloop::model_gap(trace);
+    let gap = model_gap(trace);
     let kernel = crate::kernel_log::first_fault(console);
     let failure = match (broke, &kernel, &gap, &ended) {
         (Some(f), _, _, _) if !blocked => Some(f.clone()),
@@ -345,5 +455,22 @@ mod tests {
         assert!(u.summary().contains("usbredir: Stats"));
         assert_eq!(u.console_block("A", "B"), vec!["b".to_string()]);
         assert_eq!(u.wall_between("A", "B"), Some(Duration::from_millis(3)));
+    }
+
+    #[test]
+    fn the_first_model_gap_is_read_with_the_cores_parser() {
+        let lines = [
+            r#"{"seq":1,"t_ns":2,"kind":"transfer","actor":"dock","deterministic":true,"data":{"site":"ctrl.get_status#1"}}"#,
+            r#"{"seq":2,"t_ns":3,"kind":"model_gap","actor":"dock","deterministic":true,"data":{"request":"vendor 0x40/0x12","state":"streaming","note":"a } in it"}}"#,
+            r#"{"seq":3,"t_ns":4,"kind":"model_gap","actor":"other","deterministic":true,"data":{"request":"x","state":"y"}}"#,
+        ]
+        .map(|l| format!("{l}\n"));
+        let g = model_gap(&lines).expect("a gap");
+        assert_eq!(
+            (g.device.as_str(), g.request.as_str(), g.state.as_str()),
+            ("dock", "vendor 0x40/0x12", "streaming")
+        );
+        assert!(model_gap(&lines[..1]).is_none());
+        assert!(model_gap(&["not json\n".to_string()]).is_none());
     }
 }

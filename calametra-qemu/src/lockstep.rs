@@ -55,25 +55,27 @@
 //! }
 //! ```
 //!
-//! # Files of this module
+//! # Files of lockstep
 //!
-//! [`frame`] is the codec ([`Header`], [`Request`], [`Reply`], [`FrameReader`],
-//! [`encode_reply`]), sans-I/O; [`server`] answers requests from a [`DeviceHost`] and writes
-//! every frame as a deterministic `emulator` record; `config.rs` has the config
-//! ([`LockstepConfig`], [`Start`], the QEMU command lines); this file has the run
+//! [`frame`] (`lockstep_frame.rs`) is the codec ([`Header`], [`Request`], [`Reply`],
+//! [`FrameReader`], [`encode_reply`]), sans-I/O; [`server`] (`lockstep_server.rs`) answers
+//! requests from a [`DeviceHost`] and writes every frame as a deterministic `emulator` record;
+//! `lockstep_config.rs` has the config ([`LockstepConfig`], [`Start`], the QEMU command
+//! lines). Those three are modules of their own, re-exported here, because the snapshot
+//! ([`crate::snapshot`]) uses them too and this file uses the snapshot: they must not import
+//! this file or the snapshot. This file has the run
 //! ([`run_with_host`]: a snapshot start or a cold boot, then [`crate::runloop`]'s loop over
 //! the [`LockstepTransport`], the console as records, the outcome, a [`GuestRun`] served
 //! [`Via::Lockstep`]). Only the loop reads the
 //! wall clock (the watchdog, the timings); nothing the server decides depends on it.
 
-use crate::guest::{GuestImage, Probe};
-use crate::guest_run::{verdict, GuestRun, Via};
-use crate::launcher::{
-    accept_qemu, kernel_append, start_qemu, Outcome, QemuConfig, QemuError, Scratch, Started,
-    Timings,
-};
-use crate::runloop::{self, run_loop, LoopEnd, LoopOptions, Transport};
+use crate::guest::Probe;
+use crate::guest_run::{verdict, GuestRun, Outcome, Timings, Via};
+use crate::launcher::{kernel_append, Scratch};
+use crate::qemu_process::{accept_qemu, start_qemu, QemuError, Started};
+use crate::runloop::{self, run_loop, LoopEnd, LoopOptions};
 use crate::snapshot;
+use crate::transport::Transport;
 use crate::watchdog::{self, GuestWatch};
 use calametra_core::choices::Event;
 use calametra_core::clock::Nanos;
@@ -82,14 +84,11 @@ use calametra_core::host::DeviceHost;
 use calametra_core::trace::{parse_kept, Record};
 use calametra_core::usb::Device;
 use calametra_core::RunConfig;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-mod config;
-pub mod frame;
-pub mod server;
-pub use config::{find_qemu, firmware_dirs, LockstepConfig, Start};
+pub use crate::lockstep_config::{find_qemu, firmware_dirs, LockstepConfig, Start};
+pub use crate::lockstep_frame as frame;
+pub use crate::lockstep_server as server;
 pub use frame::*;
 pub use server::*;
 

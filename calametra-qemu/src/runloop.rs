@@ -8,49 +8,19 @@
 //! the `usb-calametra` device answered frame by frame on the guest's clock). The loop owns
 //! everything else: reading QEMU's socket, the console lines (timings, the probe's exit code),
 //! the [`crate::watchdog`], stopping QEMU and reading the rest of its console, and the run's
-//! end ([`LoopEnd`], which each run turns into its [`crate::GuestRun`] with
+//! end (`LoopEnd`, which each run turns into its [`crate::GuestRun`] with
 //! `guest_run::verdict`). It reads the wall clock for the watchdog and the timings only; nothing
 //! it decides enters a deterministic trace record.
 
 use crate::guest::{self, marker};
-use crate::launcher::{Guard, Outcome, Timings};
+use crate::guest_run::{Outcome, Timings};
+use crate::qemu_process::Guard;
+pub use crate::transport::Transport;
 use crate::watchdog::GuestWatch;
-use calametra_core::host::DeviceHost;
-use calametra_core::trace::parse_kept;
-use calametra_core::world::ModelGap;
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
-
-/// What answers QEMU's USB device, sans I/O (see the module doc).
-pub trait Transport {
-    /// Bytes QEMU sent. `Err` says why the stream is lost (the loop stops reading it; the run
-    /// ends when QEMU does).
-    fn feed(&mut self, bytes: &[u8]) -> Result<(), String>;
-    /// The bytes to send QEMU now.
-    fn take_output(&mut self) -> Vec<u8>;
-    /// Why the run stops on the frame just served (an invariant broke), if it does: QEMU waits
-    /// on that frame, and the loop stops it there.
-    fn stop(&self) -> Option<String> {
-        None
-    }
-    /// A counter that moves whenever USB traffic crossed (the watchdog's evidence).
-    fn activity(&self) -> u64;
-    /// The guest printed `line`.
-    fn console_line(&mut self, _line: &str) {}
-    /// QEMU's socket was quiet for [`LoopOptions::idle_after`]; whether that did anything
-    /// (the quiet time is then measured again).
-    fn idle(&mut self) -> bool {
-        false
-    }
-    /// QEMU exited by itself with `code`.
-    fn exited(&mut self, _code: Option<i32>) {}
-    /// The model's host (the loop records the watchdog's decision in its trace).
-    fn host_mut(&mut self) -> &mut DeviceHost;
-    /// What crossed, for an `emulator_blocked` reason (`usbredir Stats {..}`, `N frames`).
-    fn describe(&self) -> String;
-}
 
 /// How the loop treats a transport.
 #[derive(Clone, Debug)]
@@ -81,25 +51,6 @@ pub(crate) struct LoopEnd {
     /// QEMU exited by itself with the stream intact, or was stopped on a frame: the console is
     /// complete and, in lockstep, the same on every run.
     pub(crate) deterministic_end: bool,
-}
-
-/// The first model gap of a trace.
-pub(crate) fn model_gap(lines: &[String]) -> Option<ModelGap> {
-    let r = parse_kept(lines)
-        .into_iter()
-        .find(|r| r.kind == "model_gap")?;
-    let text = |k: &str| {
-        r.data
-            .get(k)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string()
-    };
-    Some(ModelGap {
-        device: r.actor.clone(),
-        request: text("request"),
-        state: text("state"),
-    })
 }
 
 /// Every line still to come from `rx`, until its writer ends (QEMU exited) or `patience`.
@@ -296,27 +247,5 @@ pub(crate) fn run_loop(
             c.drain(t, &console_rx, Duration::from_secs(2));
             return c.end(Outcome::EmulatorBlocked { reason }, None, false);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_first_model_gap_is_read_with_the_cores_parser() {
-        let lines = [
-            r#"{"seq":1,"t_ns":2,"kind":"transfer","actor":"dock","deterministic":true,"data":{"site":"ctrl.get_status#1"}}"#,
-            r#"{"seq":2,"t_ns":3,"kind":"model_gap","actor":"dock","deterministic":true,"data":{"request":"vendor 0x40/0x12","state":"streaming","note":"a } in it"}}"#,
-            r#"{"seq":3,"t_ns":4,"kind":"model_gap","actor":"other","deterministic":true,"data":{"request":"x","state":"y"}}"#,
-        ]
-        .map(|l| format!("{l}\n"));
-        let g = model_gap(&lines).expect("a gap");
-        assert_eq!(
-            (g.device.as_str(), g.request.as_str(), g.state.as_str()),
-            ("dock", "vendor 0x40/0x12", "streaming")
-        );
-        assert!(model_gap(&lines[..1]).is_none());
-        assert!(model_gap(&["not json\n".to_string()]).is_none());
     }
 }

@@ -26,8 +26,10 @@
 
 use crate::guest::marker;
 use crate::guest_run::console_tail;
-use crate::launcher::{accept_qemu, io, start_qemu, QemuError, Started};
-use crate::lockstep::{FrameReader, LockstepConfig, Served, Server};
+use crate::lockstep_config::LockstepConfig;
+use crate::lockstep_frame::FrameReader;
+use crate::lockstep_server::{Served, Server};
+use crate::qemu_process::{accept_qemu, io, start_qemu, QemuError, Started};
 use crate::qmp::Qmp;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -170,8 +172,8 @@ pub fn build_text(lock: &LockstepConfig) -> Result<String, QemuError> {
         file_sha256(&lock.qemu.guest.initramfs)?
     ));
     text.push_str(match lock.start {
-        crate::lockstep::Start::ColdBoot => "start cold-boot\n",
-        crate::lockstep::Start::Snapshot { .. } => "start snapshot\n",
+        crate::lockstep_config::Start::ColdBoot => "start cold-boot\n",
+        crate::lockstep_config::Start::Snapshot { .. } => "start snapshot\n",
     });
     let initrd = Path::new("<initrd>");
     let cmd = lock.snapshot_command(initrd, "<append>");
@@ -531,7 +533,7 @@ mod tests {
         std::fs::write(&initrd, b"base+another probe").unwrap();
         assert_eq!(id, build_id(&lock).unwrap());
         let mut snap = lock.clone();
-        snap.start = crate::lockstep::Start::Snapshot {
+        snap.start = crate::lockstep_config::Start::Snapshot {
             cache: dir.path().join("cache"),
         };
         assert_ne!(id, build_id(&snap).unwrap());

@@ -19,7 +19,8 @@
 //! enters a deterministic trace record.
 
 use crate::guest::marker;
-use crate::launcher::{QemuConfig, Started};
+use crate::qemu_config::QemuConfig;
+use crate::qemu_process::Started;
 use crate::qmp::Qmp;
 use std::path::Path;
 use std::time::{Duration, Instant};

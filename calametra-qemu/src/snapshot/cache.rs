@@ -19,7 +19,7 @@
 //! use touches its `key.txt`).
 
 use super::FORMAT;
-use crate::launcher::{io, QemuError};
+use crate::qemu_process::{io, QemuError};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -2,9 +2,16 @@
 //! moving the model's clock to the guest's before each answer, firing the externals placed on
 //! the guest clock, checking the invariants after every frame and writing every frame as a
 //! deterministic `emulator` record. Nothing here reads a socket or the wall clock.
+//!
+//! Its public path is also [`crate::lockstep::server`] (and its items [`crate::lockstep`]'s).
+//! It builds on the framing ([`crate::lockstep_frame`]) only: the run ([`crate::lockstep`])
+//! and the snapshot ([`crate::snapshot`]) both serve through it, so neither may be imported
+//! here.
 
-use super::frame::{action, encode_reply, FrameError, Kind, Reply, Request, Status, VERSION};
 use crate::descriptors::{self, Configuration, DeviceInfo};
+use crate::lockstep_frame::{
+    action, encode_reply, FrameError, Kind, Reply, Request, Status, VERSION,
+};
 use calametra_core::choices::{self, Event, Source, StreamName};
 use calametra_core::clock::Nanos;
 use calametra_core::host::DeviceHost;

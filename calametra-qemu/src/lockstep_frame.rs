@@ -2,6 +2,10 @@
 //! `usb-calametra` sends, the [`Reply`]s it gets ([`encode_reply`]) and the [`FrameReader`] that
 //! cuts a byte stream into requests. `calametra-qemu/qemu/FRAMING.md` has every field; this is
 //! its only implementation on the Rust side. Nothing here reads a socket or a clock.
+//!
+//! Its public path is also [`crate::lockstep::frame`] (and its items [`crate::lockstep`]'s).
+//! It imports nothing of this crate: the lockstep server, the run ([`crate::lockstep`]) and the
+//! snapshot ([`crate::snapshot`]) all read frames, so none of them may be imported here.
 
 use calametra_core::clock::Nanos;
 use calametra_core::usb::{Setup, TransferError};

@@ -1,8 +1,16 @@
 //! Where the lockstep QEMU and the guest are and how a run starts: [`LockstepConfig`] (the
 //! budgets and the server's options beside them), [`Start`] (a snapshot or a cold boot), the
 //! QEMU command lines for a run and for saving a snapshot.
+//!
+//! Configuration only (its items are also [`crate::lockstep`]'s): nothing here starts QEMU or
+//! runs a guest. The run ([`crate::lockstep`]) and the snapshot ([`crate::snapshot`]) both
+//! read it, so neither may be imported here.
 
-use super::*;
+use crate::guest::GuestImage;
+use crate::lockstep_server::LockstepOptions;
+use crate::qemu_config::QemuConfig;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// Where the lockstep QEMU and the guest are, the run's budgets and the server's options.
 #[derive(Clone, Debug)]

@@ -39,6 +39,11 @@ cargo build --workspace --all-targets
 step "scripts/lint.sh (determinism hazards refused by clippy)"
 bash scripts/lint.sh
 
+# The house rules (DESIGN.md section 7): no import circle between a crate's files, no non-test
+# file over 900 lines; its own sabotage test runs first.
+step "scripts/house.sh (no import circles, no file over 900 lines)"
+bash scripts/house.sh
+
 step "cargo nextest run --workspace"
 cargo nextest run --workspace --no-fail-fast
 

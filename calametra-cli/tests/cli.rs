@@ -418,7 +418,7 @@ fn compare_finds_models_by_format_and_names_the_registered_ones() {
     assert!(
         out.contains("widget.json: field `format`: `mycompany.spec.widget`")
             && out.contains(
-                "registered: calametra.spec.dfu, calametra.spec.learned, calametra.spec.trigger6"
+                "registered: calametra.spec.cdc_acm, calametra.spec.dfu, calametra.spec.hid, calametra.spec.learned, calametra.spec.msc, calametra.spec.trigger6"
             ),
         "{out}"
     );

@@ -4,7 +4,7 @@
 //! ([`calametra_core::registry`]); this file names none of them.
 
 use crate::input::{capture_magic_ok, read_bounded};
-use crate::output::{cargo_or_default, clean, write_output, CliError};
+use crate::output::{clean, write_output, CliError};
 use calametra::env_names::{
     COMPARE_CAPTURE, COMPARE_DEVICE, COMPARE_NO_HOTPLUG, COMPARE_OUT, COMPARE_SPEC,
 };
@@ -146,19 +146,7 @@ pub fn compare(a: &CompareArgs) -> Result<(), CliError> {
 /// `CALAMETRA_COMPARE_*` variables) and writes the result as JSON; this prints it and exits as
 /// the comparison in this tool does.
 fn compare_in_test_binary(a: &CompareArgs, package: &str, test: &str) -> Result<(), CliError> {
-    for (option, v) in [("--package", package), ("--test", test)] {
-        if v.is_empty()
-            || v.starts_with('-')
-            || !v
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
-            return Err(CliError(
-                format!("{option} `{v}`: not a Cargo name (letters, digits, `-`, `_`)"),
-                2,
-            ));
-        }
-    }
+    crate::user_binary::check_names(package, test)?;
     let abs = |p: &Path, what: &str| {
         std::fs::canonicalize(p)
             .map_err(|e| CliError(format!("{}: cannot open the {what}: {e}", p.display()), 1))
@@ -167,41 +155,31 @@ fn compare_in_test_binary(a: &CompareArgs, package: &str, test: &str) -> Result<
     let tmp =
         tempfile::tempdir().map_err(|e| CliError(format!("a temporary directory: {e}"), 1))?;
     let out = tmp.path().join("compare.json");
-    let cargo = cargo_or_default(&a.cargo);
-    let trial = "calametra::compare";
-    println!("$ {cargo} test -p {package} --test {test} -- --exact {trial}");
-    let mut c = std::process::Command::new(&cargo);
-    c.args([
-        "test", "-p", package, "--test", test, "--", "--exact", trial,
-    ])
-    .env(COMPARE_OUT, &out)
-    .env(COMPARE_CAPTURE, &capture)
-    .env(COMPARE_SPEC, &spec)
-    .env(COMPARE_DEVICE, a.device.as_deref().unwrap_or(""))
-    .env(COMPARE_NO_HOTPLUG, if a.no_hotplug { "1" } else { "0" });
-    let status = c
-        .status()
-        .map_err(|e| CliError(format!("cannot run `{cargo}`: {e}"), 1))?;
-    let text = std::fs::read_to_string(&out).map_err(|_| {
-        CliError(
-            format!(
-                "{package}'s test `{test}` wrote no comparison ({status}): it must be a `calametra::main!()` test target (harness = false) that links calametra-capture (`use calametra_capture as _;`) and the model"
-            ),
-            1,
-        )
+    let device = a.device.clone().unwrap_or_default();
+    let no_hotplug = if a.no_hotplug { "1" } else { "0" };
+    let v = crate::user_binary::ask(&crate::user_binary::Ask {
+        package,
+        test,
+        trial: "calametra::compare",
+        cargo: &a.cargo,
+        env: vec![
+            (COMPARE_OUT, out.as_os_str()),
+            (COMPARE_CAPTURE, capture.as_os_str()),
+            (COMPARE_SPEC, spec.as_os_str()),
+            (COMPARE_DEVICE, device.as_ref()),
+            (COMPARE_NO_HOTPLUG, no_hotplug.as_ref()),
+        ],
+        out: &out,
+        what: "comparison",
+        links: "calametra-capture",
     })?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| CliError(format!("the comparison {test} wrote: {e}"), 1))?;
-    if let Some(e) = v["error"].as_str() {
-        return Err(CliError(e.to_string(), 1));
-    }
     let (Some(report), Some(compared), Some(clean)) = (
         v["text"].as_str(),
         v["compared"].as_u64(),
         v["clean"].as_bool(),
     ) else {
         return Err(CliError(
-            format!("the comparison {test} wrote has no `text`, `compared` and `clean`: {text}"),
+            format!("the comparison {test} wrote has no `text`, `compared` and `clean`: {v}"),
             1,
         ));
     };

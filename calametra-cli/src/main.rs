@@ -31,6 +31,7 @@ mod output;
 mod pictures;
 mod replaying;
 mod trial;
+mod user_binary;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use output::{clean, CliError};

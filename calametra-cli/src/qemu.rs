@@ -4,7 +4,7 @@
 //! `CALAMETRA_QEMU_*` variables of `calametra::tool`), where a model of the user's own crate is
 //! registered. Nothing here serves a model; `calametra-qemu` does.
 
-use crate::output::{cargo_or_default, clean, CliError};
+use crate::output::{clean, CliError};
 use calametra::env_names::{QEMU_JOB, QEMU_OUT};
 use calametra_qemu::job::{Job, What};
 use clap::Args;
@@ -138,53 +138,30 @@ fn in_test_binary(
     package: &str,
     test: &str,
 ) -> Result<(String, bool), CliError> {
-    for (option, v) in [("--package", package), ("--test", test)] {
-        if v.is_empty()
-            || v.starts_with('-')
-            || !v
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
-            return Err(CliError(
-                format!("{option} `{v}`: not a Cargo name (letters, digits, `-`, `_`)"),
-                2,
-            ));
-        }
-    }
+    crate::user_binary::check_names(package, test)?;
     let json = job.to_json().map_err(|e| CliError(e, 2))?;
     let tmp =
         tempfile::tempdir().map_err(|e| CliError(format!("a temporary directory: {e}"), 1))?;
     let (job_file, out) = (tmp.path().join("job.json"), tmp.path().join("qemu.json"));
     std::fs::write(&job_file, json)
         .map_err(|e| CliError(format!("{}: {e}", job_file.display()), 1))?;
-    let cargo = cargo_or_default(&a.cargo);
-    let trial = "calametra::qemu";
-    println!("$ {cargo} test -p {package} --test {test} -- --exact {trial}");
-    let status = std::process::Command::new(&cargo)
-        .args([
-            "test", "-p", package, "--test", test, "--", "--exact", trial,
-        ])
-        .env(QEMU_JOB, &job_file)
-        .env(QEMU_OUT, &out)
-        .status()
-        .map_err(|e| CliError(format!("cannot run `{cargo}`: {e}"), 1))?;
-    let text = std::fs::read_to_string(&out).map_err(|_| {
-        CliError(
-            format!(
-                "{package}'s test `{test}` wrote no guest run ({status}): it must be a `calametra::main!()` test target (harness = false) that links calametra-qemu (`use calametra_qemu as _;`) and the model"
-            ),
-            1,
-        )
+    let v = crate::user_binary::ask(&crate::user_binary::Ask {
+        package,
+        test,
+        trial: "calametra::qemu",
+        cargo: &a.cargo,
+        env: vec![
+            (QEMU_JOB, job_file.as_os_str()),
+            (QEMU_OUT, out.as_os_str()),
+        ],
+        out: &out,
+        what: "guest run",
+        links: "calametra-qemu",
     })?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| CliError(format!("the guest run {test} wrote: {e}"), 1))?;
-    if let Some(e) = v["error"].as_str() {
-        return Err(CliError(e.to_string(), 1));
-    }
     match (v["text"].as_str(), v["passed"].as_bool()) {
         (Some(t), Some(p)) => Ok((t.to_string(), p)),
         _ => Err(CliError(
-            format!("the guest run {test} wrote has no `text` and `passed`: {text}"),
+            format!("the guest run {test} wrote has no `text` and `passed`: {v}"),
             1,
         )),
     }

@@ -11,7 +11,7 @@
 //!
 //! A run with [`RunConfig::pictures`](crate::sim::RunConfig::pictures) looks at every device's
 //! names at each scheduling point and at the end, renders each name that appeared, and leaves
-//! the log for [`take_pictures`]: what appeared, when (step, virtual time, the trace records
+//! the log in [`RunResult::pictures`](crate::sim::RunResult::pictures): what appeared, when (step, virtual time, the trace records
 //! written before it), and what was on show when the run ended or stopped
 //! ([`RunConfig::stop_at`](crate::sim::RunConfig::stop_at)). Watching writes no trace record
 //! and draws from no stream, so a run's trace and hash are the same with it or without it.
@@ -21,7 +21,6 @@
 //! not depend on the device module.
 
 use serde::{Deserialize, Serialize};
-use std::cell::RefCell;
 
 /// A picture a device renders: a PNG a person can open, and what it shows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,21 +114,6 @@ impl PictureLog {
             })
             .collect();
     }
-}
-
-thread_local! {
-    static LAST_PICTURES: RefCell<PictureLog> = RefCell::new(PictureLog::default());
-}
-
-/// What the last run on this thread with [`RunConfig::pictures`](crate::sim::RunConfig::pictures)
-/// saw (empty otherwise). Taken, so a second call returns nothing.
-pub fn take_pictures() -> PictureLog {
-    LAST_PICTURES.with(|l| std::mem::take(&mut *l.borrow_mut()))
-}
-
-/// Leaves a finished run's log for [`take_pictures`].
-pub(crate) fn keep(log: PictureLog) {
-    LAST_PICTURES.with(|l| *l.borrow_mut() = log);
 }
 
 /// The index of a directory of pictures a test binary wrote (`CALAMETRA_SCANOUT`):

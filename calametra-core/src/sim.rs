@@ -181,19 +181,6 @@ impl Sim {
 }
 
 thread_local! {
-    static LAST_COVERAGE: RefCell<std::collections::BTreeSet<String>> = const {
-        RefCell::new(std::collections::BTreeSet::new())
-    };
-}
-
-/// What the last run on this thread reached, when it ran with [`RunConfig::coverage`]
-/// (empty otherwise): the features a guided sweep keeps a corpus by. Taken, so a second call
-/// returns nothing.
-pub fn take_coverage() -> std::collections::BTreeSet<String> {
-    LAST_COVERAGE.with(|l| std::mem::take(&mut *l.borrow_mut()))
-}
-
-thread_local! {
     static PANIC_MESSAGE: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
@@ -348,10 +335,9 @@ fn run_once(mut config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
     if sim.state.as_ref().is_none_or(|s| !s.reached) {
         look_at_pictures(&mut sim);
     }
-    if let Some(log) = sim.pictures.take() {
-        crate::picture::keep(log);
-    }
-    let r = finish(&mut sim, failure);
+    let pictures = sim.pictures.take();
+    let mut r = finish(&mut sim, failure);
+    r.pictures = pictures;
     sim.recycle();
     drop(_restore);
     drop(sim);
@@ -791,7 +777,6 @@ fn finish(sim: &mut Sim, failure: Option<Failure>) -> RunResult {
     }
     let core = &mut w.core;
     let coverage = core.coverage.take().unwrap_or_default();
-    LAST_COVERAGE.with(|l| *l.borrow_mut() = coverage);
     let hash = core.trace.hash();
     let records = core.trace.len();
     // The kept lines are taken out with the trace; a run that keeps none (every explored run)
@@ -815,6 +800,8 @@ fn finish(sim: &mut Sim, failure: Option<Failure>) -> RunResult {
         swarm: core.decide.swarm.take(),
         state,
         externals,
+        coverage,
+        pictures: None,
     }
 }
 

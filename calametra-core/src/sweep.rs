@@ -862,7 +862,7 @@ impl Corpus {
 pub struct Finished {
     /// Its events.
     pub events: Vec<crate::choices::Event>,
-    /// Its features (`sim::take_coverage`).
+    /// Its features (`RunResult::coverage`).
     pub features: std::collections::BTreeSet<String>,
     /// The fault sites it crossed.
     pub sites: Vec<String>,

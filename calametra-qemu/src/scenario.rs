@@ -273,6 +273,9 @@ pub fn run_result(run: GuestRun, keep_trace: bool) -> Result<RunResult, String> 
         state: None,
         // The lockstep loop's externals are not named to the run result.
         externals: None,
+        // A guest run reaches no in-process coverage and watches no pictures.
+        coverage: Default::default(),
+        pictures: None,
     })
 }
 

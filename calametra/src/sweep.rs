@@ -31,7 +31,7 @@
 pub use calametra_core::sweep::*;
 
 use calametra_core::explore::{replay_config, InProcess, Probe, Runner};
-use calametra_core::sim::{take_coverage, RunConfig, RunResult, Sim};
+use calametra_core::sim::{RunConfig, RunResult, Sim};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -187,10 +187,14 @@ fn make(runner: &InProcess<'_>, base: &RunConfig, input: &Input) -> Made {
     };
     c.coverage = true;
     c.record_sites = true;
-    let result = runner.run(c);
+    let mut result = runner.run(c);
+    let features = result
+        .as_mut()
+        .map(|r| std::mem::take(&mut r.coverage))
+        .unwrap_or_default();
     Made {
         result,
-        features: take_coverage(),
+        features,
         mutant: matches!(input, Input::Mutant { .. }),
     }
 }

@@ -58,12 +58,12 @@ pub struct RunConfig {
     /// one, it replaces the uniform default). `None` (the default): the swarm's, or uniform.
     /// For benchmarks and for pinning a strategy; replays ignore it (their picks are events).
     pub strategy: Option<Strategy>,
-    /// Record what the run reached for a guided sweep ([`crate::sim::take_coverage`]): marks,
+    /// Record what the run reached for a guided sweep ([`RunResult::coverage`]): marks,
     /// faults by site and primitive, outcomes (transfers that failed, by request and status;
     /// USB transitions; externals), pairs of consecutive transitions, each device's end state.
     pub coverage: bool,
     /// Watch the pictures devices show ([`crate::picture`]): each one that appears is rendered
-    /// and the log left for [`crate::picture::take_pictures`]. Changes no record and no hash.
+    /// and the log in [`RunResult::pictures`]. Changes no record and no hash.
     pub pictures: bool,
 }
 
@@ -139,4 +139,10 @@ pub struct RunResult {
     /// order: what a replayed event may name. `None` when the runner does not say (a guest
     /// run).
     pub externals: Option<Vec<String>>,
+    /// What the run reached, with [`RunConfig::coverage`] (empty otherwise): the features a
+    /// guided sweep keeps a corpus by.
+    pub coverage: std::collections::BTreeSet<String>,
+    /// What the run saw of the devices' pictures, with [`RunConfig::pictures`] (`None`
+    /// otherwise).
+    pub pictures: Option<crate::picture::PictureLog>,
 }

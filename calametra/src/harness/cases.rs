@@ -366,7 +366,7 @@ impl Scenario {
             let mut c = calametra_core::explore::replay_config(&base, events);
             c.stop_at = Some(*at);
             let r = runner.run(c).map_err(no_verdict)?;
-            self.write_scanout()?;
+            self.write_scanout(&r)?;
             let state = r.state.as_ref().ok_or_else(|| {
                 format!("the run gave no state at step {at} (a guest run does not describe its world yet)")
             })?;
@@ -374,7 +374,7 @@ impl Scenario {
                 .map_err(|e| format!("{STATE_OUT}: {e}"));
         }
         let r = chain::replay(runner, &base, events, true).map_err(no_verdict)?;
-        self.write_scanout()?;
+        self.write_scanout(&r)?;
         self.write_trace_out(&r)?;
         let hash = &file.hash;
         // A file of an older hash version is checked under that version (the replay kept its

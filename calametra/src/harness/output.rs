@@ -325,13 +325,13 @@ impl Scenario {
         }
         let mut base = self.base.clone();
         base.pictures = true;
-        chain::replay(runner, &base, events, false).map_err(no_verdict)?;
-        write_pictures(dir, &calametra_core::picture::take_pictures(), true)
+        let r = chain::replay(runner, &base, events, false).map_err(no_verdict)?;
+        write_pictures(dir, &r.pictures.unwrap_or_default(), true)
     }
 
     /// `CALAMETRA_SCANOUT` for the `replay` trial: every picture the run just made showed, and
     /// the index, which marks those on show at its end (or at `CALAMETRA_STOP_AT`).
-    pub(super) fn write_scanout(&self) -> Result<(), String> {
+    pub(super) fn write_scanout(&self, r: &RunResult) -> Result<(), String> {
         let Some(dir) = &self.env.scanout else {
             return Ok(());
         };
@@ -340,7 +340,7 @@ impl Scenario {
                 "{SCANOUT}: a guest run's pictures are not watched; replay an in-process scenario"
             ));
         }
-        let log = calametra_core::picture::take_pictures();
+        let log = r.pictures.clone().unwrap_or_default();
         write_pictures(dir, &log, false)
             .map(drop)
             .map_err(|e| format!("{SCANOUT}: {e}"))

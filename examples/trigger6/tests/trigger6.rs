@@ -396,11 +396,13 @@ fn the_second_monitor_hot_plugged_into_output_1_shows_the_colour_bars() {
 /// neither the trace nor its hash.
 #[test]
 fn watching_the_second_output_sees_each_flip_as_the_colour_bars() {
-    use calametra_core::picture::take_pictures;
     let plain = run(RunConfig::default(), &|sim| {
         build_second_output(sim);
     });
-    let _ = take_pictures();
+    assert!(
+        plain.pictures.is_none(),
+        "a run not watching pictures has none"
+    );
     let watched = run(
         RunConfig {
             pictures: true,
@@ -416,8 +418,10 @@ fn watching_the_second_output_sees_each_flip_as_the_colour_bars() {
         watched.hash, plain.hash,
         "watching pictures changes no record"
     );
-    let log = take_pictures();
-    assert!(take_pictures().shown.is_empty(), "the log is taken");
+    let log = watched
+        .pictures
+        .clone()
+        .expect("a watching run returns its pictures");
     let names: Vec<&str> = log.shown.iter().map(|s| s.name.as_str()).collect();
     let want: Vec<String> = (1..=1 + WATCH_FRAMES)
         .map(|n| format!("out1-flip{n}-fence{n}-nv12-1920x1080"))

@@ -27,12 +27,6 @@ impl Source for [Record] {
     }
 }
 
-impl Source for Vec<Record> {
-    fn each(&self, f: &mut dyn FnMut(&Record) -> Result<(), String>) -> Result<(), String> {
-        self.as_slice().each(f)
-    }
-}
-
 /// A JSONL trace file, read through the core's bounded reader each time.
 pub struct TraceFile<'a>(pub &'a Path);
 
@@ -460,7 +454,7 @@ mod tests {
 
     #[test]
     fn chrome_export_is_valid_json_with_lanes() {
-        let v: serde_json::Value = serde_json::from_str(&chrome(&sample()).unwrap()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&chrome(&sample()[..]).unwrap()).unwrap();
         let evs = v["traceEvents"].as_array().unwrap();
         assert_eq!(evs.iter().filter(|e| e["ph"] == "M").count(), 3);
         assert_eq!(evs.iter().filter(|e| e["cname"] == "terrible").count(), 2);
@@ -515,7 +509,7 @@ mod tests {
             frame("nobody", 2, None),
             frame("bus", 0, Some(b"x")),
         ];
-        let h = html(&sample(), "t", &frames).unwrap();
+        let h = html(&sample()[..], "t", &frames).unwrap();
         assert!(h.contains("\"seq\":2,") && h.contains("\"frames\":[1]"));
         assert!(h.contains("\"seq\":1,"));
         let one = h.split("{\"seq\":1,").nth(1).unwrap();
@@ -541,14 +535,14 @@ mod tests {
         );
         assert!(h.contains("Frames (3)"));
         assert!(
-            !html(&sample(), "t", &[]).unwrap().contains("<figure"),
+            !html(&sample()[..], "t", &[]).unwrap().contains("<figure"),
             "no frames, no section"
         );
     }
 
     #[test]
     fn html_embeds_escaped_data() {
-        let h = html(&sample(), "t6 <stale>", &[]).unwrap();
+        let h = html(&sample()[..], "t6 <stale>", &[]).unwrap();
         assert!(h.contains("t6 &lt;stale&gt;"));
         assert!(
             !h.contains("x</script>"),

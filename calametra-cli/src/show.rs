@@ -59,16 +59,7 @@ pub(crate) fn show(a: &ShowArgs) -> Result<(), CliError> {
         if !r.run_aloud.is_empty() {
             let _ = writeln!(o, "the run:   {}", r.run_aloud);
         }
-        // Numbered as the failure screen numbers them: an anchor goes unnumbered.
-        let mut i = 0;
-        for e in &r.events {
-            if matches!(e, calametra_core::choices::Event::Anchor { .. }) {
-                let _ = writeln!(o, "      {e}");
-            } else {
-                i += 1;
-                let _ = writeln!(o, "  {i:>2}. {e}");
-            }
-        }
+        o.push_str(&calametra::report::event_list(&r.events, |_| String::new()));
         let _ = writeln!(o, "trace hash: {}", r.trace_hash);
         // The harness names a saved case's trial by its file name, not by the `id` inside it
         // (a renamed or copied file keeps its old id); a file not named as a case is replayed

@@ -63,16 +63,7 @@ impl Screen<'_> {
         s.push_str(&format!("delta {} {noun}\n", self.chain));
         s.push_str(&format!("minimal events: {}\n", story(self.events)));
         let records = parse_kept(self.lines);
-        // Numbered as counted: an anchor (where the next event is placed) goes unnumbered.
-        let mut i = 0;
-        for e in self.events {
-            if matches!(e, calametra_core::choices::Event::Anchor { .. }) {
-                s.push_str(&format!("      {e}{}\n", context(e, &records)));
-            } else {
-                i += 1;
-                s.push_str(&format!("  {i:>2}. {e}{}\n", context(e, &records)));
-            }
-        }
+        s.push_str(&event_list(self.events, |e| context(e, &records)));
         let told = read_aloud(&records, 14);
         if !told.is_empty() {
             s.push_str(&format!("the minimal run, read aloud: {told}\n"));
@@ -105,6 +96,23 @@ impl Screen<'_> {
         s.push_str(&format!("replay:     {}\n", self.replay));
         s
     }
+}
+
+/// The events as a failure screen lists them, a line each with `context` after it: numbered as
+/// [`count_events`] counts them, an anchor (where the next event is placed) unnumbered. `show`
+/// lists a saved case's events the same way.
+pub fn event_list(events: &[Event], context: impl Fn(&Event) -> String) -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    for e in events {
+        if matches!(e, Event::Anchor { .. }) {
+            s.push_str(&format!("      {e}{}\n", context(e)));
+        } else {
+            i += 1;
+            s.push_str(&format!("  {i:>2}. {e}{}\n", context(e)));
+        }
+    }
+    s
 }
 
 /// `n` and a noun in correct English: `1 event`, `3 events`.

@@ -347,7 +347,7 @@ mod tests {
 
     #[test]
     fn each_outcome_shows_as_the_host_sees_it_and_reads_back() {
-        let file = pcapng(&run()).unwrap();
+        let file = pcapng(&run()[..]).unwrap();
         let cap = Capture::parse("run.pcapng", &file).unwrap();
         assert_eq!(cap.link_types, [220]);
         let t = cap.transfers();

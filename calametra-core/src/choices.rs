@@ -57,6 +57,7 @@ pub use event::{
 };
 
 use crate::fault::{Fault, FaultKind, FaultSet};
+use crate::pool::{self, Pool};
 use crate::swarm::{Priorities, Strategy, Swarm};
 use rand_chacha::ChaCha8Rng;
 use std::cell::Cell;
@@ -126,13 +127,6 @@ const SEEDED_LOG_MAX: usize = 256;
 /// thread's decider keeps from run to run ([`DeciderState::reset`]) are dropped.
 const KEPT_NAMES: usize = 64;
 
-thread_local! {
-    /// The state the thread's previous decider left, reset ([`DeciderState::reset`]): the next
-    /// run's decider takes it, so a run allocates no decider, no stream slots, no priority
-    /// table and no stream names it had last time, and moving a decider moves one pointer.
-    static SPARE: Cell<Option<Box<DeciderState>>> = const { Cell::new(None) };
-}
-
 /// The live decision maker of one run: its state ([`DeciderState`], which every field and
 /// method is read through), boxed and reused by the thread's next decider once this one is
 /// dropped.
@@ -168,7 +162,10 @@ impl Drop for Decider {
             return;
         };
         s.reset();
-        let _ = SPARE.try_with(|spare| spare.set(Some(s)));
+        // The next run's decider takes it ([`Pool::Decider`]), so a run allocates no decider,
+        // no stream slots, no priority table and no stream names it had last time, and moving
+        // a decider moves one pointer.
+        pool::put(Pool::Decider, s);
     }
 }
 
@@ -363,10 +360,7 @@ impl DeciderState {
 
 impl Decider {
     pub(crate) fn new(source: Source) -> Self {
-        let state = SPARE
-            .try_with(|s| s.take())
-            .ok()
-            .flatten()
+        let state = pool::take::<Box<DeciderState>>(Pool::Decider)
             .unwrap_or_else(|| Box::new(DeciderState::empty()));
         let mut d = Decider { state: Some(state) };
         match &source {

@@ -34,6 +34,7 @@ pub mod input;
 pub mod interface;
 pub mod names;
 pub mod picture;
+mod pool;
 pub mod registry;
 pub mod regress;
 pub mod scripted;

@@ -12,6 +12,7 @@ use crate::clock::push_ns;
 use crate::device::Device;
 use crate::exec::{self, JoinHandle, TaskExit, TaskOutput};
 use crate::picture::PictureLog;
+use crate::pool::{self, Pool};
 use crate::spec::Spec;
 use crate::state::StateDump;
 use crate::world::{self, DeviceHandle, World};
@@ -87,16 +88,6 @@ struct SimSpare {
     names: Vec<String>,
 }
 
-thread_local! {
-    static SIM_SPARE: RefCell<SimSpare> = const {
-        RefCell::new(SimSpare {
-            externals: Vec::new(),
-            invariants: Vec::new(),
-            names: Vec::new(),
-        })
-    };
-}
-
 impl Sim {
     /// Gives the lists and names to the thread's next run; the closures are dropped here.
     fn recycle(&mut self) {
@@ -106,15 +97,14 @@ impl Sim {
         self.externals.clear();
         let externals = std::mem::take(&mut self.externals);
         let invariants = std::mem::take(&mut self.invariants);
-        let _ = SIM_SPARE.try_with(|s| {
-            if let Ok(mut s) = s.try_borrow_mut() {
-                *s = SimSpare {
-                    externals,
-                    invariants,
-                    names,
-                };
-            }
-        });
+        pool::put(
+            Pool::Sim,
+            SimSpare {
+                externals,
+                invariants,
+                names,
+            },
+        );
     }
 }
 
@@ -308,11 +298,7 @@ fn run_once(mut config: RunConfig, scenario: &dyn Fn(&mut Sim)) -> RunResult {
         }
     }
     let _restore = Current(crate::context::set_current(Some(world.clone())));
-    let spare = SIM_SPARE
-        .try_with(|s| s.try_borrow_mut().map(|mut s| std::mem::take(&mut *s)).ok())
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+    let spare = pool::take::<SimSpare>(Pool::Sim).unwrap_or_default();
     let mut sim = Sim {
         world: world.clone(),
         externals: spare.externals,

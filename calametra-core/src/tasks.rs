@@ -6,6 +6,7 @@
 //! 64 tasks a word, so a wake, a drain and a readiness test take no lock and no allocation; a
 //! finished run's buffers, names and (unshared) wakers serve the next run on the same thread.
 
+use crate::pool::{self, Pool};
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
@@ -136,10 +137,6 @@ struct Spare {
     poll: Vec<Waker>,
 }
 
-thread_local! {
-    static SPARE: RefCell<Option<Spare>> = const { RefCell::new(None) };
-}
-
 /// The task table of one run.
 pub(crate) struct Tasks {
     pub(crate) slots: Vec<TaskSlot>,
@@ -157,11 +154,7 @@ pub(crate) struct Tasks {
 impl Tasks {
     /// A table for a new world, with what the last table dropped on this thread left.
     pub(crate) fn new() -> Self {
-        let mut spare = SPARE
-            .try_with(|s| s.borrow_mut().take())
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let mut spare = pool::take::<Spare>(Pool::Tasks).unwrap_or_default();
         Tasks {
             slots: std::mem::take(&mut spare.slots),
             groups: std::mem::take(&mut spare.groups),
@@ -409,11 +402,7 @@ impl Drop for Tasks {
         spare.slots = std::mem::take(&mut self.slots);
         spare.groups = std::mem::take(&mut self.groups);
         spare.order = std::mem::take(&mut self.order);
-        let _ = SPARE.try_with(|s| {
-            if let Ok(mut s) = s.try_borrow_mut() {
-                *s = Some(spare);
-            }
-        });
+        pool::put(Pool::Tasks, spare);
     }
 }
 

@@ -372,11 +372,7 @@ pub struct Trace {
 impl Trace {
     /// A trace that hashes every deterministic record and keeps lines only when `keep` is set.
     pub fn new(keep: bool) -> Self {
-        let mut enc = SPARE
-            .try_with(|s| s.take())
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let mut enc = pool::take::<V3>(Pool::TraceEncoder).unwrap_or_default();
         enc.clear();
         Trace {
             seq: 0,
@@ -537,24 +533,17 @@ impl Trace {
     }
 }
 
-thread_local! {
-    /// The encoder of this thread's last finished trace, for its next one: a run then reuses
-    /// the encoding buffer and the string table's memory instead of allocating them again.
-    static SPARE: std::cell::Cell<Option<V3>> = const { std::cell::Cell::new(None) };
-}
-
 impl Drop for Trace {
+    /// Leaves the encoder (its buffer and string table's memory) to the thread's next trace.
     fn drop(&mut self) {
         let enc = std::mem::take(&mut self.enc);
-        let _ = SPARE.try_with(|s| {
-            // Of two, the encoder with more memory is kept (a trace made only to be replaced
-            // does not push out the one a run used).
-            let keep = match s.take() {
-                Some(old) if old.room() >= enc.room() => old,
-                _ => enc,
-            };
-            s.set(Some(keep));
-        });
+        // Of two, the encoder with more memory is kept (a trace made only to be replaced does
+        // not push out the one a run used).
+        let keep = match pool::take::<V3>(Pool::TraceEncoder) {
+            Some(old) if old.room() >= enc.room() => old,
+            _ => enc,
+        };
+        pool::put(Pool::TraceEncoder, keep);
     }
 }
 
@@ -589,6 +578,7 @@ pub fn encode_records<'a>(
 
 mod encode;
 mod read;
+use crate::pool::{self, Pool};
 use encode::{push_hex, Node, Sink, V3};
 pub use read::*;
 

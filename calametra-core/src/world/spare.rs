@@ -9,15 +9,9 @@ use super::World;
 use crate::bus::{Core, Timing};
 use crate::choices::Decider;
 use crate::fault::{FaultPlan, FaultSet};
+use crate::pool::{self, Pool};
 use std::cell::RefCell;
 use std::rc::Rc;
-
-thread_local! {
-    /// The world the thread's previous run left (cleared: no device, no task, see
-    /// [`give_back`]), reused by its next run so the world is not built on the stack and moved
-    /// into a new `Rc` (a few kilobytes copied several times a run) and its buffers are kept.
-    static SPARE: RefCell<Option<Rc<RefCell<World>>>> = const { RefCell::new(None) };
-}
 
 /// The world of a new run with its core's parts: the thread's spare world reset in place
 /// ([`Core::reset`]: the same state as [`Core::new`] gives), or a new one.
@@ -27,11 +21,10 @@ pub(crate) fn take_spare(
     fault_set: FaultSet,
     keep: bool,
 ) -> Rc<RefCell<World>> {
-    let spare = SPARE
-        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.take()))
-        .ok()
-        .flatten();
-    match spare {
+    // The world the thread's previous run left (cleared: no device, no task, see
+    // [`give_back`]), so the world is not built on the stack and moved into a new `Rc` (a few
+    // kilobytes copied several times a run) and its buffers are kept.
+    match pool::take::<Rc<RefCell<World>>>(Pool::World) {
         Some(world) => {
             {
                 let mut w = world.borrow_mut();
@@ -69,11 +62,7 @@ pub(crate) fn give_back(world: Rc<RefCell<World>>) {
     // Its names, wakers and buffers stay in the table, for the next run (see `Tasks::close`).
     tasks.close();
     drop(w);
-    let _ = SPARE.try_with(|s| {
-        if let Ok(mut s) = s.try_borrow_mut() {
-            *s = Some(world);
-        }
-    });
+    pool::put(Pool::World, world);
 }
 
 impl Core {

@@ -14,8 +14,10 @@
 
 use crate::binaries::{is_scenario_binary, test_binaries};
 use crate::output::{cargo_or_default, clean, fail, usage, CliError};
-use calametra::env_names::{SWEEP, SWEEP_GUIDE, SWEEP_PARTITION, SWEEP_SUMMARY};
-use calametra_core::sweep::{Budget, Summary};
+use calametra::env_names::{
+    REGRESSIONS, SWEEP, SWEEP_GUIDE, SWEEP_KNOWN, SWEEP_PARTITION, SWEEP_SUMMARY,
+};
+use calametra_core::sweep::{Budget, Known, Summary};
 use clap::Args;
 use std::path::PathBuf;
 use std::process::Command;
@@ -47,6 +49,15 @@ pub struct SweepArgs {
     /// temporary directory).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Known findings: a file of signatures the sweep meets without failing, one a line as
+    /// `package | scenario | signature starts with | whose bug` (`CALAMETRA_SWEEP_KNOWN`).
+    /// They are still minimized and saved, and the report says whose bug each is.
+    #[arg(long, value_name = "FILE")]
+    known: Option<PathBuf>,
+    /// Save finds under `DIR/<package>/` instead of each package's `calametra-regressions/`
+    /// (`CALAMETRA_REGRESSIONS`; `off` saves none).
+    #[arg(long, value_name = "DIR")]
+    regressions: Option<PathBuf>,
     /// The cargo that builds the binaries (default: $CARGO, else `cargo`).
     #[arg(long, value_name = "CARGO")]
     cargo: Option<String>,
@@ -68,13 +79,31 @@ pub fn sweep(a: &SweepArgs) -> Result<(), CliError> {
         calametra_core::sweep::Partition::parse(p)
             .map_err(|e| usage(&format!("--partition: {e}")))?;
     }
+    // Read before anything is built: a bad line is an error now, not after the budget.
+    let known = match &a.known {
+        Some(p) => {
+            let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
+            Some((
+                Known::read(&abs).map_err(|e| usage(&format!("--known: {e}")))?,
+                abs,
+            ))
+        }
+        None => None,
+    };
+    let regressions = match &a.regressions {
+        Some(d) if d.as_os_str() == "off" => Some(d.clone()),
+        Some(d) => Some(std::path::absolute(d).unwrap_or_else(|_| d.clone())),
+        None => None,
+    };
     let cargo = cargo_or_default(&a.cargo);
     let tmp;
     let out_dir = match &a.out {
         Some(d) => {
             std::fs::create_dir_all(d)
                 .map_err(|e| fail(format!("{}: cannot create: {e}", d.display())))?;
-            d.clone()
+            // Absolute: each binary runs in its package's directory, where a relative path
+            // would name another place.
+            std::path::absolute(d).unwrap_or_else(|_| d.clone())
         }
         None => {
             tmp = tempfile::tempdir().map_err(|e| fail(format!("a temporary directory: {e}")))?;
@@ -115,6 +144,18 @@ pub fn sweep(a: &SweepArgs) -> Result<(), CliError> {
             .env(SWEEP_SUMMARY, &summary);
         if let Some(p) = &a.partition {
             c.env(SWEEP_PARTITION, p);
+        }
+        if let Some((_, path)) = &known {
+            c.env(SWEEP_KNOWN, path);
+        }
+        match &regressions {
+            Some(d) if d.as_os_str() == "off" => {
+                c.env(REGRESSIONS, d);
+            }
+            Some(d) => {
+                c.env(REGRESSIONS, d.join(&b.package));
+            }
+            None => {}
         }
         if a.guide {
             c.env(SWEEP_GUIDE, "1");
@@ -159,6 +200,12 @@ pub fn sweep(a: &SweepArgs) -> Result<(), CliError> {
         worst = worst.max(u8::try_from(code.clamp(0, 2)).unwrap_or(1));
     }
     println!("\n{}", clean(&report(&summaries, &nothing)));
+    // With a filter, a scenario left out is not swept, and its known findings are not stale.
+    if let (Some((k, _)), true) = (&known, a.filter.is_empty()) {
+        for line in unused_known(k, &summaries) {
+            println!("{}", clean(&line));
+        }
+    }
     if a.out.is_some() {
         println!("summaries: {}", out_dir.display());
     }
@@ -169,6 +216,32 @@ pub fn sweep(a: &SweepArgs) -> Result<(), CliError> {
             worst,
         )),
     }
+}
+
+/// A note for each known finding of a package swept (or of any, `*`) whose scenario no
+/// summary holds (a typo, or a scenario renamed or gone): it can never match, so it should not
+/// stay in the file unseen.
+pub fn unused_known(known: &Known, summaries: &[Summary]) -> Vec<String> {
+    known
+        .findings
+        .iter()
+        .filter(|k| k.package == "*" || summaries.iter().any(|sm| sm.package == k.package))
+        .filter(|k| {
+            !summaries.iter().any(|sm| {
+                (k.package == "*" || k.package == sm.package)
+                    && sm.scenarios.iter().any(|sc| sc.scenario == k.scenario)
+            })
+        })
+        .map(|k| {
+            format!(
+                "note: {} line {}: no scenario `{}` of package `{}` was swept; this known finding matched nothing (a scenario renamed or gone?)",
+                known.path.display(),
+                k.line,
+                k.scenario,
+                k.package
+            )
+        })
+        .collect()
 }
 
 /// One report over several binaries' summaries: each binary's, then the totals.

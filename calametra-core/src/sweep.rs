@@ -14,7 +14,9 @@ use std::fmt;
 use std::path::Path;
 
 mod corpus;
+mod known;
 pub use corpus::*;
+pub use known::{Known, KnownFinding};
 
 /// The format tag of a sweep summary.
 pub const FORMAT: &str = "calametra.sweep";
@@ -236,6 +238,14 @@ pub struct ScenarioSweep {
     pub scenario: String,
     /// Its counts.
     pub tally: Tally,
+    /// The signatures met that a known findings file lists ([`Known`]), each with its account
+    /// of whose bug it is. Absent when none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub known: BTreeMap<String, String>,
+    /// The invariant the scenario expects to break (`expect = "..."`), whose signatures are its
+    /// known bug. Absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<String>,
 }
 
 /// What a sweep (one partition of it) writes: `target/calametra/sweeps/*.json`.
@@ -266,6 +276,15 @@ pub struct Summary {
     /// is as before).
     #[serde(default, skip_serializing_if = "is_false")]
     pub interrupted: bool,
+}
+
+impl ScenarioSweep {
+    /// Whether `g` is the bug the scenario's `expect` names (its invariant broke).
+    pub fn expects(&self, g: &Group) -> bool {
+        self.expect
+            .as_ref()
+            .is_some_and(|inv| g.failure.starts_with(&format!("invariant `{inv}` broke")))
+    }
 }
 
 fn is_false(b: &bool) -> bool {
@@ -338,10 +357,22 @@ impl Summary {
                     count(g.events, "event"),
                     g.failure
                 ));
+                if let Some(account) = sc.known.get(sig) {
+                    s.push_str(&format!("      known: {account}\n"));
+                } else if sc.expects(g) {
+                    s.push_str("      expected: the bug the scenario's `expect` names\n");
+                }
             }
             if !t.marks.is_empty() {
                 let marks: Vec<String> = t.marks.iter().map(|(m, n)| format!("{m} {n}")).collect();
                 s.push_str(&format!("    marks reached (runs): {}\n", marks.join(", ")));
+            }
+            if let Some(inv) = &sc.expect {
+                if !t.signatures.values().any(|g| sc.expects(g)) {
+                    s.push_str(&format!(
+                        "    expected invariant `{inv}` not broken in this sweep (the scenario's `finds::` trial pins it)\n"
+                    ));
+                }
             }
             let never = t.never_reached();
             if !never.is_empty() {
@@ -480,7 +511,10 @@ pub fn merge(parts: Vec<Summary>) -> Result<Summary, String> {
         }
         for sc in p.scenarios {
             match out.scenarios.iter_mut().find(|s| s.scenario == sc.scenario) {
-                Some(s) => s.tally.absorb(sc.tally),
+                Some(s) => {
+                    s.tally.absorb(sc.tally);
+                    s.known.extend(sc.known);
+                }
                 None => out.scenarios.push(sc),
             }
         }
@@ -762,6 +796,8 @@ mod tests {
             ScenarioSweep {
                 scenario: "a".into(),
                 tally: Tally::default(),
+                known: BTreeMap::new(),
+                expect: None,
             };
             2
         ];
@@ -779,11 +815,97 @@ mod tests {
             x.scenarios = vec![ScenarioSweep {
                 scenario: "a".into(),
                 tally: t,
+                known: BTreeMap::new(),
+                expect: None,
             }];
         }
         assert!(merge(vec![a, b]).unwrap_err().contains("runs total"));
         let mut other = s(2);
         other.target = "u".into();
         assert!(merge(vec![s(1), other]).unwrap_err().contains("target"));
+    }
+
+    #[test]
+    fn the_report_says_which_signatures_are_known_or_expected_and_an_expected_bug_not_reached() {
+        let sig = |inv: &str| {
+            (
+                format!("invariant `{inv}` broke"),
+                format!("invariant `{inv}` broke: 1"),
+                3,
+                false,
+            )
+        };
+        let mut t = Tally::default();
+        t.add(1, Some(sig("a")), []);
+        t.add(2, Some(sig("b")), []);
+        t.add(3, Some(sig("c")), []);
+        let sc = |expect: Option<&str>, tally: Tally| ScenarioSweep {
+            scenario: "sc".into(),
+            tally,
+            known: [(
+                "invariant `a` broke".to_string(),
+                "theirs, issue 9".to_string(),
+            )]
+            .into(),
+            expect: expect.map(String::from),
+        };
+        let summary = |scenarios| Summary {
+            format: FORMAT.into(),
+            version: VERSION,
+            package: "p".into(),
+            target: "t".into(),
+            base_seed: "0x0".into(),
+            partitions: vec!["1/1".into()],
+            budget: "10s".into(),
+            wall_s: 1.0,
+            threads: 2,
+            scenarios,
+            interrupted: false,
+        };
+        let r = summary(vec![sc(Some("b"), t.clone())]).report();
+        let after = |s: &str| {
+            r.split(s)
+                .nth(1)
+                .unwrap_or_default()
+                .lines()
+                .nth(1)
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert_eq!(
+            after("invariant `a` broke\n"),
+            "      known: theirs, issue 9",
+            "{r}"
+        );
+        assert_eq!(
+            after("invariant `b` broke\n"),
+            "      expected: the bug the scenario's `expect` names",
+            "{r}"
+        );
+        assert!(
+            !after("invariant `c` broke\n").contains("known") && !r.contains("not broken"),
+            "{r}"
+        );
+        // An expected bug no run broke.
+        let r = summary(vec![sc(Some("z"), t)]).report();
+        assert!(
+            r.contains("expected invariant `z` not broken in this sweep"),
+            "{r}"
+        );
+        // The fields round-trip, and a summary without them (from before) still parses.
+        let s = summary(vec![sc(Some("z"), Tally::default())]);
+        let back = Summary::parse(Path::new("s.json"), &s.to_json()).unwrap();
+        assert_eq!(back.scenarios[0].known, s.scenarios[0].known);
+        assert_eq!(back.scenarios[0].expect.as_deref(), Some("z"));
+        // Without them (a summary from before they were added), neither is written and it parses.
+        let mut plain = s.clone();
+        plain.scenarios[0].known.clear();
+        plain.scenarios[0].expect = None;
+        let text = plain.to_json();
+        assert!(
+            !text.contains("\"known\"") && !text.contains("\"expect\""),
+            "{text}"
+        );
+        assert_eq!(Summary::parse(Path::new("s.json"), &text).unwrap(), plain);
     }
 }

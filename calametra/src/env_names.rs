@@ -41,6 +41,9 @@ pub const SWEEP_SUMMARY: &str = "CALAMETRA_SWEEP_SUMMARY";
 pub const SWEEP_CORPUS: &str = "CALAMETRA_SWEEP_CORPUS";
 /// `1` (guided, the default) or `0` (seeds alone).
 pub const SWEEP_GUIDE: &str = "CALAMETRA_SWEEP_GUIDE";
+/// A known findings file: signatures a sweep meets without failing, each with whose bug it is
+/// (`calametra_core::sweep::Known`).
+pub const SWEEP_KNOWN: &str = "CALAMETRA_SWEEP_KNOWN";
 /// Set: the harness prints more of what it does.
 pub const VERBOSE: &str = "CALAMETRA_VERBOSE";
 /// `calametra compare --package`: the file the in-binary comparison writes its result into.
@@ -78,6 +81,7 @@ pub const ALL: &[&str] = &[
     SWEEP_THREADS,
     SWEEP_SUMMARY,
     SWEEP_CORPUS,
+    SWEEP_KNOWN,
     SWEEP_GUIDE,
     VERBOSE,
     COMPARE_OUT,

@@ -131,3 +131,74 @@ fn a_trial_name_no_binary_lists_is_refused_naming_it() {
         "{text}"
     );
 }
+
+/// `--known FILE` reaches every binary (a signature it lists is reported with its account),
+/// a line naming a scenario no binary swept is pointed out, `--regressions DIR` saves each
+/// package's finds under `DIR/<package>/`, and a bad file is refused before anything is built.
+#[test]
+fn known_findings_and_a_regressions_directory_reach_every_binary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let known = tmp.path().join("examples.known");
+    std::fs::write(
+        &known,
+        format!(
+            "# package | scenario | signature starts with | whose bug\n\
+             {PKG} | stale_status_after_disconnect | invariant `status_matches_connection` broke | the example's planted stale status\n\
+             {PKG} | no_such_scenario | invariant `x` broke | a line left behind\n"
+        ),
+    )
+    .unwrap();
+    let regs = tmp.path().join("finds");
+    let k = known.to_str().unwrap();
+    let r = regs.to_str().unwrap();
+    // `--out` relative to where the command runs (the workspace), not to each package.
+    let out = format!("target/tmp/known-findings-{}", std::process::id());
+    let (code, text) = sub(&[
+        "sweep",
+        "50",
+        "-p",
+        PKG,
+        "--test",
+        "scenarios",
+        "--no-guide",
+        "--known",
+        k,
+        "--regressions",
+        r,
+        "--out",
+        &out,
+    ]);
+    assert_eq!(code, 0, "{text}");
+    let file = root().join(&out).join(format!("{PKG}--scenarios.json"));
+    let s = summary(&file);
+    let _ = std::fs::remove_dir_all(root().join(&out));
+    assert!(
+        s.scenarios.iter().any(|sc| !sc.known.is_empty()),
+        "the summary records the known finding: {s:?}"
+    );
+    for line in [
+        "known: the example's planted stale status",
+        "examples.known line 3: no scenario `no_such_scenario` of package `calametra-example-trigger6` was swept",
+    ] {
+        assert!(text.contains(line), "no `{line}` in:\n{text}");
+    }
+    let saved = regs
+        .join(PKG)
+        .join("scenarios")
+        .join("stale_status_after_disconnect");
+    assert!(
+        std::fs::read_dir(&saved).is_ok_and(|d| d.count() > 0),
+        "no case under {}:\n{text}",
+        saved.display()
+    );
+
+    std::fs::write(&known, "stale_status_after_disconnect | the bug\n").unwrap();
+    let (code, text) = sub(&["sweep", "50", "-p", PKG, "--known", k]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("--known: ")
+            && text.contains("examples.known: field `line 1: (line)`: expected four fields")
+            && !text.contains("$ CALAMETRA_SWEEP="),
+        "{text}"
+    );
+}

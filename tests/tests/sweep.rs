@@ -322,3 +322,114 @@ fn a_sweep_stopped_by_sigterm_keeps_its_finds_and_writes_a_partial_summary() {
         .unwrap_or_default();
     assert_eq!(files.len(), 1, "its find is saved:\n{text}");
 }
+
+/// A known findings file (`CALAMETRA_SWEEP_KNOWN`): a signature it lists for the scenario is
+/// met without failing the sweep, still saved, and the report says whose bug it is; the same
+/// signature listed for another scenario, or not listed, fails the sweep as before; a bad file
+/// is an error naming the variable, the file and the line before any run.
+#[test]
+fn a_known_finding_passes_the_sweep_and_the_report_says_whose_bug_it_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let known = tmp.path().join("sweep.known");
+    let sweep = |file: &str, out: &Path| {
+        std::fs::write(&known, file).unwrap();
+        run(planted(tmp.path())
+            .env("CALAMETRA_SWEEP", "300")
+            .env("CALAMETRA_SWEEP_SUMMARY", out)
+            .env("CALAMETRA_SWEEP_KNOWN", &known)
+            .arg("status_long"))
+    };
+    let out = tmp.path().join("known.json");
+    let (ok, text) = sweep(
+        "# package | scenario | signature starts with | whose bug\n\
+         calametra-tests | status_long | invariant `belief_matches_connection` broke | the status device's planted bug (this test's own)\n",
+        &out,
+    );
+    assert!(ok, "a sweep meeting only a known finding passes:\n{text}");
+    assert!(
+        text.contains("test status_long::sweep ... ok")
+            && text.contains("known: the status device's planted bug (this test's own)"),
+        "{text}"
+    );
+    let s = summary(&out);
+    let sc = &s.scenarios[0];
+    assert_eq!(sc.known.len(), 1, "{:?}", sc.known);
+    assert!(sc.known.keys().all(|k| sc.tally.signatures.contains_key(k)));
+    let dir = tmp.path().join("regs").join("planted").join("status_long");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        1,
+        "the known find is saved"
+    );
+
+    // Listed for another scenario, another package, or another signature: not known.
+    for other in [
+        "calametra-tests | status_found | invariant `belief_matches_connection` broke | x\n",
+        "other-package | status_long | invariant `belief_matches_connection` broke | x\n",
+        "* | status_long | invariant `another` broke | x\n",
+    ] {
+        let (ok, text) = sweep(other, &tmp.path().join("other.json"));
+        assert!(!ok, "{other}: the sweep passes:\n{text}");
+        assert!(
+            text.contains("test status_long::sweep ... FAILED") && !text.contains("known: "),
+            "{text}"
+        );
+    }
+
+    // `*` as the package is any package.
+    let (ok, text) = sweep(
+        "* | status_long | invariant `belief_matches_connection` | planted\n",
+        &tmp.path().join("any.json"),
+    );
+    assert!(ok && text.contains("known: planted"), "{text}");
+
+    // A bad line: refused before anything runs, naming the variable, the file and the line.
+    let (ok, text) = sweep(
+        "# fine\n\nstatus_long | the bug\n",
+        &tmp.path().join("bad.json"),
+    );
+    assert!(!ok);
+    assert!(
+        text.contains("CALAMETRA_SWEEP_KNOWN")
+            && text.contains("sweep.known")
+            && text.contains("line 3")
+            && text.contains("expected four fields"),
+        "{text}"
+    );
+    assert!(
+        !tmp.path().join("bad.json").exists(),
+        "nothing ran:\n{text}"
+    );
+}
+
+/// An `expect` scenario whose bug a sweep did not reach: a sweep of a number of runs fails (the
+/// same runs on every machine), a time budget passes and its report says the bug was not
+/// reached (how many runs fit is the host's speed; the `finds::` trial pins the bug).
+#[test]
+fn an_expected_bug_not_reached_fails_a_run_budget_and_is_reported_under_a_time_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixed = |budget: &str| {
+        run(planted(tmp.path())
+            .env("CALAMETRA_TEST_FIXED", "1")
+            .env("CALAMETRA_SWEEP", budget)
+            .env("CALAMETRA_SWEEP_SUMMARY", tmp.path().join("s.json"))
+            .arg("status_found"))
+    };
+    let (ok, text) = fixed("20");
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("the sweep (20 runs) did not break invariant `belief_matches_connection`"),
+        "{text}"
+    );
+    let (ok, text) = fixed("100ms");
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("expected invariant `belief_matches_connection` not broken in this sweep"),
+        "{text}"
+    );
+    let s = summary(&tmp.path().join("s.json"));
+    assert_eq!(
+        s.scenarios[0].expect.as_deref(),
+        Some("belief_matches_connection")
+    );
+}

@@ -6,11 +6,11 @@
 
 use crate::env_names::{
     CASE_STATES, REGRESSIONS, REPLAY, REPLAY_FILE, SCANOUT, SCHEDULES, SEED, STATE_OUT, STOP_AT,
-    SWEEP, SWEEP_CORPUS, SWEEP_GUIDE, SWEEP_PARTITION, SWEEP_SUMMARY, SWEEP_THREADS, TRACE_OUT,
-    VERBOSE,
+    SWEEP, SWEEP_CORPUS, SWEEP_GUIDE, SWEEP_KNOWN, SWEEP_PARTITION, SWEEP_SUMMARY, SWEEP_THREADS,
+    TRACE_OUT, VERBOSE,
 };
 use crate::sweep;
-use calametra_core::sweep::{Budget, Partition};
+use calametra_core::sweep::{Budget, Known, Partition};
 use calametra_core::tracefile::{load_replay_file, Replayable};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -64,6 +64,9 @@ pub(super) struct SweepEnv {
     /// (its corpus kept in the directory); `None` with `CALAMETRA_SWEEP_GUIDE=0` (a uniform
     /// sweep of seeds alone, as before guidance was the default).
     pub(super) guide: Option<Option<PathBuf>>,
+    /// `CALAMETRA_SWEEP_KNOWN=<file>`, read: signatures met without failing the sweep, each
+    /// with whose bug it is.
+    pub(super) known: Option<Arc<Known>>,
 }
 
 fn parse_u64(s: &str) -> Option<u64> {
@@ -221,6 +224,13 @@ impl Env {
                         None => sweep::default_threads(),
                     },
                     summary: env_path(SWEEP_SUMMARY).map(|p| absolute(&p)),
+                    known: match env_path(SWEEP_KNOWN) {
+                        None => None,
+                        Some(p) => Some(Arc::new(
+                            Known::read(&absolute(&p))
+                                .map_err(|e| format!("{SWEEP_KNOWN}: {e}"))?,
+                        )),
+                    },
                     guide: match (
                         env_path(SWEEP_CORPUS),
                         var(SWEEP_GUIDE)?.as_deref(),

@@ -167,21 +167,64 @@ pub fn change_point_horizon(
     discovered.choices.max(run(c, scenario).choices).max(1)
 }
 
-/// Runs probes in order with `runner` until `wanted` accepts a failure; returns the probe and
-/// its run (`None` when the probes ran out), or the first run that gave no verdict.
+/// What [`find`] came to.
+#[derive(Debug)]
+pub enum Found {
+    /// The first probe whose failure was wanted, its run (boxed: a run is large), and what the
+    /// probes before it met.
+    Yes(Probe, Box<RunResult>, Met),
+    /// No probe's failure was wanted: what each of them met.
+    No(Met),
+}
+
+/// What the probes of a [`find`] met that was not wanted, in order: each probe with its run's
+/// failure (`None`: the run passed). An `expect` scenario's `finds::` trial reports it, so the
+/// failures its hunt walked past are seen, not swallowed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Met(pub Vec<(Probe, Option<Failure>)>);
+
+impl Met {
+    /// The runs grouped by outcome, in order of first appearance: `passed` or a failure
+    /// signature, with how many runs met it and the trial-name suffixes of the first `names`
+    /// of them (`seed::0x..`).
+    pub fn groups(&self, names: usize) -> Vec<(String, usize, Vec<String>)> {
+        let mut out: Vec<(String, usize, Vec<String>)> = Vec::new();
+        for (p, f) in &self.0 {
+            let key = f.as_ref().map_or("passed".to_string(), Failure::signature);
+            let i = match out.iter().position(|(k, _, _)| *k == key) {
+                Some(i) => i,
+                None => {
+                    out.push((key, 0, Vec::new()));
+                    out.len() - 1
+                }
+            };
+            out[i].1 += 1;
+            if out[i].2.len() < names {
+                out[i].2.push(p.trial_suffix());
+            }
+        }
+        out
+    }
+}
+
+/// Runs probes in order with `runner` until `wanted` accepts a failure: [`Found::Yes`] with the
+/// probe and its run, or [`Found::No`] when the probes ran out, each with what the runs before
+/// met; `Err` for the first run that gave no verdict.
 pub fn find(
     probes: &[Probe],
     base: &RunConfig,
     runner: &dyn Runner,
     wanted: &dyn Fn(&Failure) -> bool,
-) -> Result<Option<(Probe, RunResult)>, String> {
+) -> Result<Found, String> {
+    let mut met = Met::default();
     for p in probes {
         let r = runner.run(p.config(base))?;
         if r.failure.as_ref().is_some_and(wanted) {
-            return Ok(Some((p.clone(), r)));
+            return Ok(Found::Yes(p.clone(), Box::new(r), met));
         }
+        met.0.push((p.clone(), r.failure));
     }
-    Ok(None)
+    Ok(Found::No(met))
 }
 
 /// The fault plan a replay of `events` needs: the scenario's file plan plus the events' faults.
@@ -207,6 +250,77 @@ pub fn replay_config<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs an empty scenario and makes its failure from the probe: seeds 1 to 9 end with a task
+    /// error naming the seed, seed 20 breaks invariant `wanted`, others (the baseline) pass.
+    struct Scripted;
+
+    impl Runner for Scripted {
+        fn run(&self, config: RunConfig) -> Result<RunResult, String> {
+            let seed = match config.source {
+                Source::Seeded(s) => Some(s),
+                _ => None,
+            };
+            let mut r = run(config, &|_| {});
+            r.failure = match seed {
+                Some(s) if (1..10).contains(&s) => Some(Failure::TaskError {
+                    task: "guest probe".into(),
+                    message: format!("the probe exited with {s}"),
+                }),
+                Some(20) => Some(Failure::Invariant {
+                    name: "wanted".into(),
+                    message: "broke".into(),
+                }),
+                _ => None,
+            };
+            Ok(r)
+        }
+    }
+
+    #[test]
+    fn find_returns_what_the_probes_met_before_the_wanted_failure_or_without_it() {
+        let base = RunConfig::default();
+        let wanted = |f: &Failure| f.invariant() == Some("wanted");
+        let probes = [
+            Probe::Baseline,
+            Probe::Seed(3),
+            Probe::Seed(11),
+            Probe::Seed(4),
+            Probe::Seed(5),
+        ];
+        let Ok(Found::No(met)) = find(&probes, &base, &Scripted, &wanted) else {
+            panic!("no probe breaks `wanted`");
+        };
+        assert_eq!(met.0.len(), 5);
+        assert_eq!(
+            met.0[1].1.as_ref().map(Failure::to_string).as_deref(),
+            Some("task `guest probe` returned an error: the probe exited with 3")
+        );
+        // Grouped by signature in order of first appearance, at most two names each.
+        assert_eq!(
+            met.groups(2),
+            vec![
+                (
+                    "passed".to_string(),
+                    2,
+                    vec!["baseline".to_string(), "seed::0xb".to_string()]
+                ),
+                (
+                    "task `guest probe` returned an error: the probe exited with N".to_string(),
+                    3,
+                    vec!["seed::0x3".to_string(), "seed::0x4".to_string()]
+                ),
+            ]
+        );
+        let probes = [Probe::Seed(3), Probe::Seed(20), Probe::Seed(4)];
+        let Ok(Found::Yes(p, r, met)) = find(&probes, &base, &Scripted, &wanted) else {
+            panic!("seed 20 breaks `wanted`");
+        };
+        assert_eq!(p, Probe::Seed(20));
+        assert!(r.failure.as_ref().is_some_and(wanted));
+        assert_eq!(met.0.len(), 1, "what came before the find, not after");
+        assert_eq!(met.0[0].0, Probe::Seed(3));
+    }
 
     #[test]
     fn trial_suffixes_read_back() {

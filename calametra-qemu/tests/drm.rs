@@ -6,8 +6,9 @@
 //! the same bars (FNV-1a checksum), and the model's mode, flip state and fences agree with what
 //! the driver logged and the probe printed (the model's own invariants, fed the guest's view).
 //! The monitor is unplugged in the model at a point the test picks, and the guest reports it.
-//! Faults from the model's side (a stalled modeset, a short bulk transfer, a disconnect
-//! mid-frame) each end in an explained outcome in the guest, never a hung run.
+//! Faults from the model's side (a stalled modeset, a short bulk transfer, a stalled bulk
+//! transfer, a disconnect mid-frame) each end in an explained outcome in the guest, never a
+//! hung run.
 //!
 //! The tests share one lock: two TCG guests at once on a two-core machine starve each other's
 //! CPU. Needs the lockstep QEMU and the guest with its DRM module (see the ignore reason).
@@ -559,6 +560,64 @@ fn a_short_bulk_transfer_is_cancelled_and_the_frame_sent_again() {
             .any(|l| l.contains("\"kind\":\"transfer\"") && l.contains("cancel_bulk_out")),
         "the driver cancelled the dock's DMA receiver"
     );
+    assert_eq!(run.outcome, Outcome::Passed, "{}\n{text}", run.summary());
+    assert_bars_shown(&run, &g, dock.model());
+    assert_eq!(
+        dock.model().completed_fences(),
+        &[1, 2],
+        "fence 1 came back after the resend"
+    );
+}
+
+#[test]
+#[ignore = "needs the lockstep QEMU and the guest with the DRM module: run scripts/install-qemu.sh, guest/build.sh and calametra-qemu/qemu/build.sh, then cargo test -p calametra-qemu --test drm -- --ignored"]
+fn a_stalled_bulk_transfer_has_its_halt_cleared_and_the_frame_sent_again() {
+    let test = "a_stalled_bulk_transfer_has_its_halt_cleared_and_the_frame_sent_again";
+    // bulk.out#3 is the DMA header of the second fragment of the first frame; a stall halts
+    // the endpoint (in the bus as in xHCI) until the host clears it. Before the driver cleared
+    // it, the resend and every later upload stalled too and the model showed no flip.
+    let Some((run, host)) = boot(
+        test,
+        staged_dock(None),
+        FaultPlan::single("bulk.out#3", Fault::Stall),
+        &script("", true),
+    ) else {
+        return;
+    };
+    let dock = dock(&host);
+    let g = Guest::of(&run);
+    let text = g.text();
+    assert!(run.outcome.is_verdict(), "{}", run.summary());
+    assert!(has_fault(&run, "bulk.out#3"), "the stall is traced");
+    assert!(
+        !g.kernel("upload of fence 1 failed: -32; cancelling the dock's DMA and sending it again")
+            .is_empty(),
+        "the driver saw the stall (-EPIPE) and sent the frame again: {text}"
+    );
+    assert!(!text.contains("giving up"), "{text}");
+    assert!(!text.contains("clearing its halt failed"), "{text}");
+    // CLEAR_FEATURE(ENDPOINT_HALT) to the bulk OUT endpoint (0x02), then the dock's cancel.
+    let clear = run.trace.iter().position(|l| {
+        l.contains("\"kind\":\"transfer\"") && l.contains("\"setup\":\"0201000002000000\"")
+    });
+    let cancel = run
+        .trace
+        .iter()
+        .position(|l| l.contains("\"kind\":\"transfer\"") && l.contains("cancel_bulk_out"));
+    assert!(
+        matches!((clear, cancel), (Some(a), Some(b)) if a < b),
+        "the driver cleared the endpoint's halt, then cancelled the dock's DMA receiver"
+    );
+    let stalled = run
+        .trace
+        .iter()
+        .filter(|l| {
+            l.contains("\"kind\":\"transfer\"")
+                && l.contains("\"site\":\"bulk.out#")
+                && l.contains("\"status\":\"stall\"")
+        })
+        .count();
+    assert_eq!(stalled, 1, "only the faulted transfer stalled");
     assert_eq!(run.outcome, Outcome::Passed, "{}\n{text}", run.summary());
     assert_bars_shown(&run, &g, dock.model());
     assert_eq!(

@@ -16,9 +16,10 @@
  * hotplug events (0x01, 0x02) re-probe the connectors.
  *
  * Errors are logged with what failed and what the driver does next: a failed modeset is
- * retried once, a failed or short upload cancels the dock's DMA receiver (0x14) and is sent
- * once more, a fence that does not come back in time completes the flip anyway. Nothing here
- * waits without a timeout. This module is meant to be loaded only inside the disposable guest.
+ * retried once, a stalled bulk OUT has its halt cleared (CLEAR_FEATURE(ENDPOINT_HALT)), a
+ * failed or short upload cancels the dock's DMA receiver (0x14) and is sent once more, a fence
+ * that does not come back in time completes the flip anyway. Nothing here waits without a
+ * timeout. This module is meant to be loaded only inside the disposable guest.
  */
 
 #include <linux/module.h>
@@ -167,13 +168,26 @@ static int t6_ctrl_out(struct t6_device *t6, u8 req, u16 value, u16 index, const
 	return ret < 0 ? ret : 0;
 }
 
-/* One bulk OUT transfer of exactly len bytes; a short one is an error (-EIO). Holds t6->io. */
+/*
+ * One bulk OUT transfer of exactly len bytes; a short one is an error (-EIO), a stalled one
+ * (-EPIPE) has its endpoint's halt cleared before it is returned. Holds t6->io.
+ */
 static int t6_bulk(struct t6_device *t6, void *buf, int len)
 {
 	int actual = 0, ret;
 
 	ret = usb_bulk_msg(t6->udev, usb_sndbulkpipe(t6->udev, t6->ep_out), buf, len, &actual,
 			   T6_BULK_TIMEOUT_MS);
+	if (ret == -EPIPE) {
+		/*
+		 * A stall halts the endpoint, in the dock and in xHCI, until the host clears it:
+		 * without this every later upload (the retry, the next frames) stalls too.
+		 */
+		int err = usb_clear_halt(t6->udev, usb_sndbulkpipe(t6->udev, t6->ep_out));
+
+		if (err)
+			drm_err(&t6->drm, "bulk OUT stalled; clearing its halt failed: %d\n", err);
+	}
 	if (ret)
 		return ret;
 	if (actual != len) {

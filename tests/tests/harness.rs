@@ -412,6 +412,12 @@ fn an_expect_scenario_passes_when_exploration_finds_its_bug_and_fails_when_not()
         .args(["--exact", "status_found::finds::belief_matches_connection"])
         .env("CALAMETRA_TEST_FIXED", "1"));
     assert!(!ok && out.contains("ran out of budget"), "{out}");
+    // What the runs met instead is listed, by outcome, with the runs' trial names.
+    assert!(
+        out.contains("what the runs met instead:\n  ")
+            && out.contains(": passed (status_found::baseline, status_found::seed::0x"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::__private::ScenarioDef;
 use crate::env_names::{REGRESSIONS, REPLAY_FILE, SCHEDULES, STATE_OUT};
 use crate::report;
 use calametra_core::chain::{self, CaseState, Owner};
-use calametra_core::explore::{self, Probe, Runner};
+use calametra_core::explore::{self, Found, Met, Probe, Runner};
 use calametra_core::regress::{self, Regression, Store};
 use calametra_core::sim::Failure;
 use calametra_core::trace::{first_divergence, parse_kept, render_divergence};
@@ -60,6 +60,27 @@ pub(super) fn write_states(path: &Path, scenarios: &[String]) -> Result<(), Stri
 }
 
 /// A failing trial for `--exact <scenario>::regression::<id>` when no such saved case exists.
+/// What a `finds::` trial's runs met instead of its invariant, one line per outcome (`passed`
+/// or a failure signature) with its count and the first runs' trial names: a failure an
+/// `expect` scenario walks past is not its verdict, but it is shown, not swallowed.
+fn met_text(scenario: &str, met: &Met) -> String {
+    const NAMES: usize = 3;
+    let mut out = String::from("what the runs met instead:");
+    for (outcome, n, names) in met.groups(NAMES) {
+        let more = match n.saturating_sub(names.len()) {
+            0 => String::new(),
+            k => format!(", and {k} more"),
+        };
+        let names: Vec<String> = names.iter().map(|t| format!("{scenario}::{t}")).collect();
+        out.push_str(&format!(
+            "\n  {}: {outcome} ({}{more})",
+            report::count(n, "run"),
+            names.join(", ")
+        ));
+    }
+    report::printable(&out)
+}
+
 pub(super) fn missing_case(s: &Scenario, name: &str, id: &str) -> Trial {
     let msg = match &s.regress_dir {
         Some(d) => {
@@ -148,15 +169,27 @@ impl Scenario {
         probes.extend(sites.iter().cloned());
         probes.extend(self.seed_probes());
         let wanted = |f: &Failure| f.invariant() == Some(invariant);
-        let found = explore::find(&probes, &self.base, runner, &wanted).map_err(no_verdict)?;
-        let Some((probe, r)) = found else {
-            return Err(format!(
-                "exploration ran out of budget ({}: the baseline, {} and {}) without breaking invariant `{invariant}`; widen it with {SCHEDULES}=N",
-                report::count(probes.len(), "run"),
-                report::count(sites.len(), "fault site"),
-                report::count(probes.len() - sites.len() - 1, "seed")
-            ));
-        };
+        let (probe, r, before) =
+            match explore::find(&probes, &self.base, runner, &wanted).map_err(no_verdict)? {
+                Found::Yes(probe, r, before) => (probe, *r, before),
+                Found::No(met) => {
+                    return Err(format!(
+                        "exploration ran out of budget ({}: the baseline, {} and {}) without breaking invariant `{invariant}`; widen it with {SCHEDULES}=N\n{}",
+                        report::count(probes.len(), "run"),
+                        report::count(sites.len(), "fault site"),
+                        report::count(probes.len() - sites.len() - 1, "seed"),
+                        met_text(&self.path, &met)
+                    ))
+                }
+            };
+        if self.env.verbose && !before.0.is_empty() {
+            println!(
+                "before {}::{}, {}",
+                self.path,
+                probe.trial_suffix(),
+                met_text(&self.path, &before)
+            );
+        }
         let Some(f) = &r.failure else { return Ok(()) };
         let (text, handled) = self.report_as(
             runner,

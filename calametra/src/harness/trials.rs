@@ -142,8 +142,9 @@ fn trials_unmarked(
     // trials too: one that breaks the expected invariant passes (the known bug), any other
     // failure fails, so pinning a bug costs no coverage. A guest scenario's expect keeps its
     // `finds::` alone: its seeds are its hunt for the known bug, seconds a run, and the other
-    // failures they meet (the Trigger 6 KMS probe exiting 20 after a corrupted DMA header)
-    // are a triage of their own, not a verdict this trial can give.
+    // failures they meet (the Trigger 6 KMS probe exiting 2 after a corrupted descriptor) are a
+    // triage of their own, not a verdict this trial can give; `finds::` lists them when its
+    // budget runs out (`met_text`), so none is swallowed.
     if let Some(inv) = s.def.expect {
         let s2 = s.clone();
         let sites2 = sites.clone();

@@ -59,7 +59,6 @@ pub(super) fn write_states(path: &Path, scenarios: &[String]) -> Result<(), Stri
     regress::write_atomic(path, out.as_bytes()).map_err(|e| e.to_string())
 }
 
-/// A failing trial for `--exact <scenario>::regression::<id>` when no such saved case exists.
 /// What a `finds::` trial's runs met instead of its invariant, one line per outcome (`passed`
 /// or a failure signature) with its count and the first runs' trial names: a failure an
 /// `expect` scenario walks past is not its verdict, but it is shown, not swallowed.
@@ -81,6 +80,7 @@ fn met_text(scenario: &str, met: &Met) -> String {
     report::printable(&out)
 }
 
+/// A failing trial for `--exact <scenario>::regression::<id>` when no such saved case exists.
 pub(super) fn missing_case(s: &Scenario, name: &str, id: &str) -> Trial {
     let msg = match &s.regress_dir {
         Some(d) => {

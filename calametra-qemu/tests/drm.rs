@@ -239,6 +239,35 @@ fn has_fault(run: &GuestRun, site: &str) -> bool {
         .any(|l| l.contains("\"kind\":\"fault\"") && l.contains(site))
 }
 
+/// Where the first transfer record holding `needle` is in the run's trace.
+fn transfer_at(run: &GuestRun, needle: &str) -> Option<usize> {
+    run.trace
+        .iter()
+        .position(|l| l.contains("\"kind\":\"transfer\"") && l.contains(needle))
+}
+
+/// A frame whose first upload failed was sent again after the dock's DMA was cancelled: the
+/// run passed, the bars are on show, and fence 1 came back after the resend.
+fn assert_frame_resent(run: &GuestRun, g: &Guest, dock: &Trigger6) {
+    assert!(
+        transfer_at(run, "cancel_bulk_out").is_some(),
+        "the driver cancelled the dock's DMA receiver"
+    );
+    assert_eq!(
+        run.outcome,
+        Outcome::Passed,
+        "{}\n{}",
+        run.summary(),
+        g.text()
+    );
+    assert_bars_shown(run, g, dock);
+    assert_eq!(
+        dock.completed_fences(),
+        &[1, 2],
+        "fence 1 came back after the resend"
+    );
+}
+
 /// The checks every run that showed the bars shares: the decoded frame, its checksum, the
 /// model's flip and fence against the driver's log, and the model's invariants fed the
 /// guest's view. Returns the flip's fence.
@@ -554,19 +583,7 @@ fn a_short_bulk_transfer_is_cancelled_and_the_frame_sent_again() {
         "{text}"
     );
     assert!(!text.contains("giving up"), "{text}");
-    assert!(
-        run.trace
-            .iter()
-            .any(|l| l.contains("\"kind\":\"transfer\"") && l.contains("cancel_bulk_out")),
-        "the driver cancelled the dock's DMA receiver"
-    );
-    assert_eq!(run.outcome, Outcome::Passed, "{}\n{text}", run.summary());
-    assert_bars_shown(&run, &g, dock.model());
-    assert_eq!(
-        dock.model().completed_fences(),
-        &[1, 2],
-        "fence 1 came back after the resend"
-    );
+    assert_frame_resent(&run, &g, dock.model());
 }
 
 #[test]
@@ -597,13 +614,8 @@ fn a_stalled_bulk_transfer_has_its_halt_cleared_and_the_frame_sent_again() {
     assert!(!text.contains("giving up"), "{text}");
     assert!(!text.contains("clearing its halt failed"), "{text}");
     // CLEAR_FEATURE(ENDPOINT_HALT) to the bulk OUT endpoint (0x02), then the dock's cancel.
-    let clear = run.trace.iter().position(|l| {
-        l.contains("\"kind\":\"transfer\"") && l.contains("\"setup\":\"0201000002000000\"")
-    });
-    let cancel = run
-        .trace
-        .iter()
-        .position(|l| l.contains("\"kind\":\"transfer\"") && l.contains("cancel_bulk_out"));
+    let clear = transfer_at(&run, "\"setup\":\"0201000002000000\"");
+    let cancel = transfer_at(&run, "cancel_bulk_out");
     assert!(
         matches!((clear, cancel), (Some(a), Some(b)) if a < b),
         "the driver cleared the endpoint's halt, then cancelled the dock's DMA receiver"
@@ -618,13 +630,7 @@ fn a_stalled_bulk_transfer_has_its_halt_cleared_and_the_frame_sent_again() {
         })
         .count();
     assert_eq!(stalled, 1, "only the faulted transfer stalled");
-    assert_eq!(run.outcome, Outcome::Passed, "{}\n{text}", run.summary());
-    assert_bars_shown(&run, &g, dock.model());
-    assert_eq!(
-        dock.model().completed_fences(),
-        &[1, 2],
-        "fence 1 came back after the resend"
-    );
+    assert_frame_resent(&run, &g, dock.model());
 }
 
 #[test]

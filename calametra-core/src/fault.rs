@@ -129,7 +129,14 @@ macro_rules! table {
                 explore(len): Some(Fault::Delay(1_000_000)),
                 mutant: Fault::Delay(1_000_000),
             }
-            /// One byte of the payload is XORed.
+            /// One byte of an IN payload (the reply a driver receives: a control IN's data
+            /// stage, a bulk or interrupt IN) is XORed: the device sent a wrong byte (buggy or
+            /// hostile), which a driver must validate, so what breaks through it is the
+            /// driver's. Not at OUT payloads: a byte damaged on the wire fails its CRC and is
+            /// retried or ends as a transfer error (`stall`, `timeout`, `short`,
+            /// `disconnect`), so silent corruption is the device's doing, and at an OUT
+            /// transfer it would be the device misreading what the driver sent, which no driver
+            /// can see or prevent: that is `garble`, which a scenario names.
             Corrupt {
                 /// Byte offset into the payload (wraps to its length).
                 offset: u32,
@@ -140,7 +147,7 @@ macro_rules! table {
                 form: "corrupt(offset,xor)",
                 json: "{\"corrupt\":{\"offset\":o,\"xor\":x}}",
                 in_all: true,
-                payload: any,
+                payload: in,
                 parse(a): {
                     let [o, x] = a.list::<2>("corrupt(offset,xor)")?;
                     Ok(Fault::Corrupt {
@@ -950,6 +957,32 @@ mod tests {
                 corrupt
             ]
         );
+        // `corrupt` is the IN side's: an OUT payload takes the others (and `garble`, which
+        // no scenario gets without naming it).
+        assert_eq!(
+            of_all(&SiteKind::Transfer {
+                len: 4,
+                dir: Dir::Out
+            }),
+            vec![
+                Fault::Stall,
+                Fault::Timeout,
+                Fault::Short(2),
+                Fault::Disconnect,
+                Fault::Delay(1_000_000),
+            ]
+        );
+        assert_eq!(
+            SiteKind::Transfer {
+                len: 4,
+                dir: Dir::Out
+            }
+            .meaningful()
+            .last(),
+            Some(&Fault::Zero)
+        );
+        assert!(!SiteFamily::BulkOut.takes(FaultKind::Corrupt));
+        assert!(SiteFamily::BulkIn.takes(FaultKind::Corrupt));
         assert_eq!(
             SiteKind::Transfer {
                 len: 0,

@@ -635,20 +635,35 @@ mod tests {
             }
         }
         assert!(distinct.len() > 50, "{}", distinct.len());
-        // A primitive restricted to one payload direction is added only there: `garble` at
-        // the OUT side (`bulk.out#3` alone).
-        let mut garbles = 0;
+        // A primitive restricted to one payload direction is added only there: `corrupt` at
+        // the IN side (not `bulk.out#3`), `garble` at the OUT side (`bulk.out#3` alone).
+        let (mut corrupts, mut garbles) = (0, 0);
         for i in 0..200 {
-            if let Input::Mutant { events, .. } = c.mutant(5, i, &[FaultKind::Garble]) {
+            if let Input::Mutant { events, .. } =
+                c.mutant(5, i, &[FaultKind::Corrupt, FaultKind::Garble])
+            {
                 for e in &events {
-                    if let Event::Fault { site, .. } = e {
-                        assert_eq!(site, "bulk.out#3");
-                        garbles += 1;
+                    match e {
+                        Event::Fault {
+                            site,
+                            fault: Fault::Corrupt { .. },
+                        } => {
+                            assert_ne!(site, "bulk.out#3");
+                            corrupts += 1;
+                        }
+                        Event::Fault {
+                            site,
+                            fault: Fault::Garble { .. },
+                        } => {
+                            assert_eq!(site, "bulk.out#3");
+                            garbles += 1;
+                        }
+                        _ => {}
                     }
                 }
             }
         }
-        assert!(garbles > 0);
+        assert!(corrupts > 0 && garbles > 0, "{corrupts} {garbles}");
         let back = Corpus::parse(Path::new("c.json"), &c.to_json()).unwrap();
         assert_eq!(back, c);
     }

@@ -235,7 +235,10 @@ fn main() {
     let sites: Vec<Site> = (1..=4)
         .map(|i| Site {
             name: format!("ctrl.load#{i}"),
-            kind: SiteKind::Transfer { len: 2 },
+            kind: SiteKind::Transfer {
+                len: 2,
+                dir: calametra_core::fault::Dir::In,
+            },
         })
         .collect();
     let mut probes = explore::site_probes(&sites, &FaultSet::Transport);

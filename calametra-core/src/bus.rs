@@ -513,7 +513,7 @@ impl Core {
         let fault = match fault {
             Some(f) if drawn && !later => {
                 let len = match kind {
-                    SiteKind::Transfer { len } => *len,
+                    SiteKind::Transfer { len, .. } => *len,
                     SiteKind::Transition => 0,
                 };
                 Some(self.decide.draw_params(f, len))
@@ -629,6 +629,7 @@ impl Core {
         if let Some(s) = self.sites.iter_mut().rev().find(|s| s.name == name) {
             s.kind = SiteKind::Transfer {
                 len: u32::try_from(reply_len).unwrap_or(u32::MAX),
+                dir: crate::fault::Dir::In,
             };
         }
     }

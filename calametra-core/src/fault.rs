@@ -36,6 +36,7 @@ macro_rules! table {
                 form: "stall",
                 json: "\"stall\"",
                 in_all: true,
+                payload: any,
                 parse(a): a.none(Fault::Stall),
                 show(f): f.write_str("stall"),
                 arrival: Arrival::Stall,
@@ -53,6 +54,7 @@ macro_rules! table {
                 form: "timeout",
                 json: "\"timeout\"",
                 in_all: true,
+                payload: any,
                 parse(a): a.none(Fault::Timeout),
                 show(f): f.write_str("timeout"),
                 arrival: Arrival::Swallow,
@@ -70,6 +72,7 @@ macro_rules! table {
                 form: "short(n)",
                 json: "{\"short\":n}",
                 in_all: true,
+                payload: any,
                 parse(a): {
                     let [n] = a.list::<1>("short(n)")?;
                     Ok(Fault::Short(a.int(n, "length too large")?))
@@ -93,6 +96,7 @@ macro_rules! table {
                 form: "disconnect",
                 json: "\"disconnect\"",
                 in_all: true,
+                payload: any,
                 parse(a): a.none(Fault::Disconnect),
                 show(f): f.write_str("disconnect"),
                 arrival: Arrival::Disconnect,
@@ -111,6 +115,7 @@ macro_rules! table {
                 form: "delay(d)",
                 json: "{\"delay_ns\":n}",
                 in_all: true,
+                payload: any,
                 parse(a): {
                     let [d] = a.list::<1>("delay(d)")?;
                     Ok(Fault::Delay(crate::clock::parse_ns(d)?))
@@ -124,7 +129,14 @@ macro_rules! table {
                 explore(len): Some(Fault::Delay(1_000_000)),
                 mutant: Fault::Delay(1_000_000),
             }
-            /// One byte of the payload is XORed.
+            /// One byte of an IN payload (the reply a driver receives: a control IN's data
+            /// stage, a bulk or interrupt IN) is XORed: the device sent a wrong byte (buggy or
+            /// hostile), which a driver must validate, so what breaks through it is the
+            /// driver's. Not at OUT payloads: a byte damaged on the wire fails its CRC and is
+            /// retried or ends as a transfer error (`stall`, `timeout`, `short`,
+            /// `disconnect`), so silent corruption is the device's doing, and at an OUT
+            /// transfer it would be the device misreading what the driver sent, which no driver
+            /// can see or prevent: that is `garble`, which a scenario names.
             Corrupt {
                 /// Byte offset into the payload (wraps to its length).
                 offset: u32,
@@ -135,6 +147,7 @@ macro_rules! table {
                 form: "corrupt(offset,xor)",
                 json: "{\"corrupt\":{\"offset\":o,\"xor\":x}}",
                 in_all: true,
+                payload: in,
                 parse(a): {
                     let [o, x] = a.list::<2>("corrupt(offset,xor)")?;
                     Ok(Fault::Corrupt {
@@ -160,6 +173,51 @@ macro_rules! table {
                 },
                 mutant: Fault::Corrupt { offset: 0, xor: 0xff },
             }
+            /// One byte of an OUT payload is XORed as the device receives it: the device
+            /// misreads what the driver sent (its firmware, its buffer). Not the wire's doing: a
+            /// byte damaged on the wire fails its CRC and is retried or ends as a transfer error
+            /// (`stall`, `timeout`, `short`, `disconnect`). A driver can neither see nor prevent
+            /// it, so it is outside `all` and `transport`: a scenario names it (`faults =
+            /// [garble]`) to ask what the system does with a device that misreads, not whether
+            /// the driver is right. Meaningful only at OUT payloads (the data stage of a control
+            /// OUT, a bulk or interrupt OUT); parameters drawn from its own stream,
+            /// `fault/garble`, as `corrupt`'s.
+            Garble {
+                /// Byte offset into the payload (wraps to its length).
+                offset: u32,
+                /// The XOR mask.
+                xor: u8,
+            } => {
+                name: garble,
+                form: "garble(offset,xor)",
+                json: "{\"garble\":{\"offset\":o,\"xor\":x}}",
+                in_all: false,
+                payload: out,
+                parse(a): {
+                    let [o, x] = a.list::<2>("garble(offset,xor)")?;
+                    Ok(Fault::Garble {
+                        offset: a.int(o, "offset too large")?,
+                        xor: a.int(x, "xor must fit a byte")?,
+                    })
+                },
+                show(f): write!(f, "garble({offset},{xor:#04x})"),
+                arrival: Arrival::Deliver,
+                latency: 0,
+                bends: true,
+                // The offset wraps to the length; an empty payload has nothing to garble.
+                bend(data): if !data.is_empty() {
+                    let i = offset as usize % data.len();
+                    data[i] ^= xor;
+                },
+                at_transition: false => AtTransition::default(),
+                explore(len): (len > 0).then_some(Fault::Garble { offset: 0, xor: 0xff }),
+                // Any byte, any mask but 0.
+                draw(len, below): Fault::Garble {
+                    offset: below(u64::from(len)) as u32,
+                    xor: 1 + below(255) as u8,
+                },
+                mutant: Fault::Garble { offset: 0, xor: 0xff },
+            }
             $($added)*
         }
     };
@@ -179,6 +237,7 @@ table! { $
         form: "zero",
         json: "\"zero\"",
         in_all: false,
+        payload: any,
         parse(a): a.none(Fault::Zero),
         show(f): f.write_str("zero"),
         arrival: Arrival::Deliver,
@@ -325,11 +384,15 @@ impl SiteFamily {
 
     /// Whether a fault of `kind` means something at a site of this family (a transition takes
     /// the primitives whose entry says `at_transition: true`, `stall`, `disconnect` and
-    /// `delay`; a transfer every primitive).
+    /// `delay`; the OUT family those whose `payload` is not `in`, the IN families those
+    /// whose `payload` is not `out`; control transfers, which go either way, every
+    /// primitive).
     pub fn takes(self, kind: FaultKind) -> bool {
         match self {
             SiteFamily::Transition => kind.at_transition(),
-            _ => true,
+            SiteFamily::Ctrl => true,
+            SiteFamily::BulkOut => kind.at_payload(Dir::Out),
+            SiteFamily::BulkIn | SiteFamily::IntrIn => kind.at_payload(Dir::In),
         }
     }
 
@@ -433,13 +496,28 @@ impl FaultSet {
     }
 }
 
+/// Which way a transfer's payload goes: what a primitive restricted to one direction
+/// (its entry's `payload: in` or `out`) is meaningful at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dir {
+    /// From the device to the driver: the reply a driver receives (a control IN data stage,
+    /// a bulk or interrupt IN).
+    In,
+    /// From the driver to the device (a control OUT data stage, a bulk or interrupt OUT).
+    Out,
+}
+
 /// What a site is, as the baseline saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SiteKind {
-    /// A transfer; `len` is the payload length (the IN reply or the OUT data).
+    /// A transfer; `len` is the payload length (the IN reply or the OUT data), `dir` the way
+    /// it goes.
     Transfer {
         /// Payload bytes.
         len: u32,
+        /// Which way the payload goes: a control transfer's data stage goes the way its setup
+        /// packet says (a control OUT without data is `Out`).
+        dir: Dir,
     },
     /// A model transition.
     Transition,
@@ -452,17 +530,21 @@ impl SiteKind {
     }
 
     /// [`SiteKind::meaningful`] without building a vector: each primitive's explored fault
-    /// ([`Fault::explored`]) in table order, where it means something (a transition has no
-    /// payload, and takes the primitives that apply at transitions).
+    /// ([`Fault::explored`]) in table order, where it means something (a transfer takes the
+    /// primitives whose `payload` is its direction's or `any`; a transition has no payload,
+    /// and takes the primitives that apply at transitions).
     pub(crate) fn each_meaningful(&self) -> impl Iterator<Item = Fault> {
-        let (len, transition) = match *self {
-            SiteKind::Transfer { len } => (len, false),
-            SiteKind::Transition => (0, true),
+        let (len, dir) = match *self {
+            SiteKind::Transfer { len, dir } => (len, Some(dir)),
+            SiteKind::Transition => (0, None),
         };
         FaultKind::ALL
             .iter()
             .copied()
-            .filter(move |k| !transition || k.at_transition())
+            .filter(move |k| match dir {
+                Some(d) => k.at_payload(d),
+                None => k.at_transition(),
+            })
             .filter_map(move |k| Fault::explored(k, len))
     }
 }
@@ -611,12 +693,15 @@ mod tests {
         assert_eq!(serde_json::to_string(&FaultKind::Zero).unwrap(), "\"zero\"");
         assert!(Fault::parse("nothing")
             .unwrap_err()
-            .contains("corrupt(offset,xor) or zero"));
+            .contains("garble(offset,xor) or zero"));
         // Not in `all`: a scenario names it.
         assert!(!FaultSet::All.kinds().contains(&FaultKind::Zero));
         let only = FaultSet::Only(vec![FaultKind::Zero]);
         assert_eq!(
-            only.candidates(&SiteKind::Transfer { len: 4 }),
+            only.candidates(&SiteKind::Transfer {
+                len: 4,
+                dir: Dir::In
+            }),
             [Fault::Zero]
         );
         assert!(only.candidates(&SiteKind::Transition).is_empty());
@@ -670,6 +755,86 @@ mod tests {
         Fault::Zero.bend(&mut d);
         assert_eq!(d, [0, 0, 0]);
         assert_eq!(Fault::Zero.on_arrival(), Arrival::Deliver);
+    }
+
+    /// `garble` is the OUT side of a payload byte XORed (the device misreads what it was
+    /// sent): parsed and shown, outside `all`, meaningful at OUT payloads only, and a seeded
+    /// run of a scenario naming it injects it at the loopback's control OUT (`store`), never
+    /// at its IN (`load`), with its parameters drawn.
+    #[test]
+    fn garble_is_injected_at_out_payloads_only() {
+        let g = Fault::Garble {
+            offset: 1,
+            xor: 0x0f,
+        };
+        assert_eq!(g.to_string(), "garble(1,0x0f)");
+        assert_eq!(Fault::parse("garble(1,0x0f)"), Ok(g.clone()));
+        let j = serde_json::to_string(&g).unwrap();
+        assert_eq!(j, r#"{"garble":{"offset":1,"xor":15}}"#);
+        assert_eq!(serde_json::from_str::<Fault>(&j).unwrap(), g);
+        assert!(!FaultKind::Garble.in_all());
+        assert_eq!(FaultKind::Garble.payload(), Some(Dir::Out));
+        let mut d = vec![1, 2, 3];
+        g.bend(&mut d);
+        assert_eq!(d, [1, 0x0d, 3]);
+        let only = FaultSet::Only(vec![FaultKind::Garble]);
+        let out = SiteKind::Transfer {
+            len: 4,
+            dir: Dir::Out,
+        };
+        let inn = SiteKind::Transfer {
+            len: 4,
+            dir: Dir::In,
+        };
+        assert_eq!(
+            only.candidates(&out),
+            [Fault::Garble {
+                offset: 0,
+                xor: 0xff
+            }]
+        );
+        assert!(only.candidates(&inn).is_empty());
+        assert!(FaultSet::All
+            .candidates(&out)
+            .iter()
+            .all(|f| f.kind() != FaultKind::Garble));
+        assert!(SiteFamily::BulkOut.takes(FaultKind::Garble));
+        assert!(!SiteFamily::BulkIn.takes(FaultKind::Garble));
+        assert!(SiteFamily::Ctrl.takes(FaultKind::Garble));
+
+        let mut at = BTreeMap::<String, usize>::new();
+        let mut drawn = std::collections::BTreeSet::new();
+        for seed in 0..64 {
+            let r = crate::run(
+                crate::RunConfig {
+                    source: crate::choices::Source::Seeded(seed),
+                    fault_set: only.clone(),
+                    ..crate::RunConfig::default()
+                },
+                &|sim: &mut crate::Sim| {
+                    let dev = sim.attach(crate::device::Loopback::default());
+                    let iface = dev.interface();
+                    sim.spawn("a", async move {
+                        for _ in 0..40 {
+                            let t = std::time::Duration::from_millis(100);
+                            let _ = iface
+                                .control_out(crate::device::Loopback::store(&[7, 7]), t)
+                                .await;
+                            let _ = iface.control_in(crate::device::Loopback::load(2), t).await;
+                        }
+                    });
+                },
+            );
+            for e in &r.events {
+                if let crate::choices::Event::Fault { site, fault } = e {
+                    *at.entry(site.split('#').next().unwrap_or("").to_string())
+                        .or_default() += 1;
+                    drawn.insert(fault.clone());
+                }
+            }
+        }
+        assert_eq!(at.keys().collect::<Vec<_>>(), ["ctrl.store"], "{at:?}");
+        assert!(drawn.len() > 1, "offsets and masks are drawn: {drawn:?}");
     }
 
     #[test]
@@ -770,11 +935,19 @@ mod tests {
                 .collect()
         };
         assert_eq!(
-            SiteKind::Transfer { len: 4 }.meaningful().last(),
+            SiteKind::Transfer {
+                len: 4,
+                dir: Dir::In
+            }
+            .meaningful()
+            .last(),
             Some(&Fault::Zero)
         );
         assert_eq!(
-            of_all(&SiteKind::Transfer { len: 4 }),
+            of_all(&SiteKind::Transfer {
+                len: 4,
+                dir: Dir::In
+            }),
             vec![
                 Fault::Stall,
                 Fault::Timeout,
@@ -784,8 +957,38 @@ mod tests {
                 corrupt
             ]
         );
+        // `corrupt` is the IN side's: an OUT payload takes the others (and `garble`, which
+        // no scenario gets without naming it).
         assert_eq!(
-            SiteKind::Transfer { len: 0 }.meaningful(),
+            of_all(&SiteKind::Transfer {
+                len: 4,
+                dir: Dir::Out
+            }),
+            vec![
+                Fault::Stall,
+                Fault::Timeout,
+                Fault::Short(2),
+                Fault::Disconnect,
+                Fault::Delay(1_000_000),
+            ]
+        );
+        assert_eq!(
+            SiteKind::Transfer {
+                len: 4,
+                dir: Dir::Out
+            }
+            .meaningful()
+            .last(),
+            Some(&Fault::Zero)
+        );
+        assert!(!SiteFamily::BulkOut.takes(FaultKind::Corrupt));
+        assert!(SiteFamily::BulkIn.takes(FaultKind::Corrupt));
+        assert_eq!(
+            SiteKind::Transfer {
+                len: 0,
+                dir: Dir::In
+            }
+            .meaningful(),
             vec![
                 Fault::Stall,
                 Fault::Timeout,
@@ -801,7 +1004,10 @@ mod tests {
 
     #[test]
     fn candidates_follow_the_set() {
-        let t = SiteKind::Transfer { len: 4 };
+        let t = SiteKind::Transfer {
+            len: 4,
+            dir: Dir::In,
+        };
         assert_eq!(FaultSet::Transport.candidates(&t).len(), 6);
         assert!(FaultSet::Transport
             .candidates(&SiteKind::Transition)
@@ -813,7 +1019,10 @@ mod tests {
         );
         assert_eq!(
             FaultSet::Transport
-                .candidates(&SiteKind::Transfer { len: 0 })
+                .candidates(&SiteKind::Transfer {
+                    len: 0,
+                    dir: Dir::In
+                })
                 .len(),
             4
         );

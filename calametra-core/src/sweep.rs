@@ -597,6 +597,7 @@ mod tests {
             events,
             features: features.iter().map(|f| f.to_string()).collect(),
             sites: vec!["ctrl.clear_halt#1".into(), "bulk.out#3".into()],
+            outs: vec!["bulk.out#3".into()],
             steps: 40,
         };
         let mut c = Corpus::new("p::s");
@@ -634,6 +635,35 @@ mod tests {
             }
         }
         assert!(distinct.len() > 50, "{}", distinct.len());
+        // A primitive restricted to one payload direction is added only there: `corrupt` at
+        // the IN side (not `bulk.out#3`), `garble` at the OUT side (`bulk.out#3` alone).
+        let (mut corrupts, mut garbles) = (0, 0);
+        for i in 0..200 {
+            if let Input::Mutant { events, .. } =
+                c.mutant(5, i, &[FaultKind::Corrupt, FaultKind::Garble])
+            {
+                for e in &events {
+                    match e {
+                        Event::Fault {
+                            site,
+                            fault: Fault::Corrupt { .. },
+                        } => {
+                            assert_ne!(site, "bulk.out#3");
+                            corrupts += 1;
+                        }
+                        Event::Fault {
+                            site,
+                            fault: Fault::Garble { .. },
+                        } => {
+                            assert_eq!(site, "bulk.out#3");
+                            garbles += 1;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        assert!(corrupts > 0 && garbles > 0, "{corrupts} {garbles}");
         let back = Corpus::parse(Path::new("c.json"), &c.to_json()).unwrap();
         assert_eq!(back, c);
     }
@@ -666,6 +696,7 @@ mod tests {
             ],
             features: ["mark m".to_string()].into_iter().collect(),
             sites: vec![],
+            outs: vec![],
             steps: u64::MAX,
         }]);
         let kinds = [crate::fault::FaultKind::Stall];

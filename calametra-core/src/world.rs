@@ -10,7 +10,7 @@
 use crate::bus::{complete, endpoint_bit, Core, Ev, XKind, XState, Xfer};
 use crate::clock::Nanos;
 use crate::device::{DevCtx, Device, Effects, Reply};
-use crate::fault::{Arrival, Fault, SiteKind};
+use crate::fault::{Arrival, Dir, Fault, SiteKind};
 use crate::tasks::{Tasks, Wakeup};
 use calametra_usb::TransferError;
 use std::any::Any;
@@ -603,12 +603,12 @@ impl World {
         let (site, site_kind, bytes, ctrl) = match &kind {
             XKind::Control { setup, data } => {
                 let device = &self.devices[dev].dev;
-                let len = if setup.is_in() {
-                    setup.length as u32
+                let (len, dir) = if setup.is_in() {
+                    (setup.length as u32, Dir::In)
                 } else {
-                    data.len() as u32
+                    (data.len() as u32, Dir::Out)
                 };
-                let site_kind = SiteKind::Transfer { len };
+                let site_kind = SiteKind::Transfer { len, dir };
                 let table = &mut self.core.site_table;
                 let base = match device.request_name(setup).or_else(|| setup.standard_name()) {
                     Some(n) => table.intern_prefixed("ctrl.", n),
@@ -626,6 +626,7 @@ impl World {
             XKind::Out { data, intr, .. } => {
                 let site_kind = SiteKind::Transfer {
                     len: data.len() as u32,
+                    dir: Dir::Out,
                 };
                 let name = if *intr { "intr.out" } else { "bulk.out" };
                 let base = self.core.site_table.intern_str(name);
@@ -633,7 +634,10 @@ impl World {
                 (site, site_kind, data.len(), false)
             }
             XKind::In { len, intr, .. } => {
-                let site_kind = SiteKind::Transfer { len: *len as u32 };
+                let site_kind = SiteKind::Transfer {
+                    len: *len as u32,
+                    dir: Dir::In,
+                };
                 let name = if *intr { "intr.in" } else { "bulk.in" };
                 let base = self.core.site_table.intern_str(name);
                 let site = self.core.cross(base, &site_kind);

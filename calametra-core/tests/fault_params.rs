@@ -60,7 +60,13 @@ fn a_short_site_trial_at_a_control_in_cuts_what_the_device_returned() {
         .iter()
         .find(|s| s.name == "ctrl.load#1")
         .expect("the load's site");
-    assert_eq!(load.kind, SiteKind::Transfer { len: 10 });
+    assert_eq!(
+        load.kind,
+        SiteKind::Transfer {
+            len: 10,
+            dir: calametra_core::fault::Dir::In
+        }
+    );
     let probes = site_probes(&base.sites, &FaultSet::Only(vec![FaultKind::Short]));
     let probe = probes
         .iter()

@@ -223,21 +223,32 @@ fn round_inputs(
 }
 
 /// What the corpus keeps of a finished run: its events, features, the first 512 distinct
-/// sites it crossed and its steps.
+/// sites it crossed (and which of them are OUT transfers) and its steps.
 fn finished_of(r: &RunResult, features: std::collections::BTreeSet<String>) -> Finished {
     let mut sites: Vec<String> = Vec::new();
+    let mut outs: Vec<String> = Vec::new();
     for site in &r.sites {
         if sites.len() >= 512 {
             break;
         }
         if !sites.contains(&site.name) {
             sites.push(site.name.clone());
+            if matches!(
+                site.kind,
+                calametra_core::fault::SiteKind::Transfer {
+                    dir: calametra_core::fault::Dir::Out,
+                    ..
+                }
+            ) {
+                outs.push(site.name.clone());
+            }
         }
     }
     Finished {
         events: r.events.clone(),
         features,
         sites,
+        outs,
         steps: r.steps,
     }
 }

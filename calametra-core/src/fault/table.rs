@@ -62,6 +62,7 @@ macro_rules! primitives {
             form: $form:literal,
             json: $json:literal,
             in_all: $in_all:literal,
+            payload: $payload:tt,
             parse($args:ident): $parse:expr,
             show($f:ident): $show:expr,
             arrival: $arrival:expr,
@@ -139,6 +140,24 @@ macro_rules! primitives {
             pub const fn in_all(self) -> bool {
                 match self {
                     $(FaultKind::$V => $in_all,)*
+                }
+            }
+
+            /// The payloads it means something at, as its entry declares (`payload: any`,
+            /// `in` or `out`): `Some(dir)` for a primitive only meaningful at transfers whose
+            /// payload goes `dir`, `None` for one meaningful at any transfer.
+            pub const fn payload(self) -> Option<Dir> {
+                match self {
+                    $(FaultKind::$V => $crate::fault::table::payload!($payload),)*
+                }
+            }
+
+            /// Whether it means something at a transfer whose payload goes `dir`
+            /// ([`FaultKind::payload`]).
+            pub const fn at_payload(self, dir: Dir) -> bool {
+                match self.payload() {
+                    None => true,
+                    Some(d) => d as u8 == dir as u8,
                 }
             }
 
@@ -318,6 +337,20 @@ macro_rules! primitives {
     };
 }
 pub(crate) use primitives;
+
+/// An entry's `payload:` declaration as the direction it is restricted to (`any`: none).
+macro_rules! payload {
+    (any) => {
+        None
+    };
+    (in) => {
+        Some(Dir::In)
+    };
+    (out) => {
+        Some(Dir::Out)
+    };
+}
+pub(crate) use payload;
 
 /// The names, joined by `, ` into one literal (for the unknown-primitive compile error).
 #[macro_export]

@@ -39,6 +39,12 @@ pub struct Entry {
     pub events: Vec<crate::choices::Event>,
     /// The fault sites it crossed (`ctrl.clear_halt#1`), where a mutation may add a fault.
     pub sites: Vec<String>,
+    /// Those of `sites` that are OUT transfers (the driver's data to the device), where a
+    /// mutation adds no primitive meaningful at IN payloads only (`corrupt`) and the others
+    /// no primitive meaningful at OUT payloads only (`garble`). A corpus written before it was
+    /// kept has none: every site counts as not OUT.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outs: Vec<String>,
     /// The outcomes it reached (`ctrl.clear_halt stall`), which a mutation may anchor to.
     pub outcomes: Vec<String>,
     /// Its scheduling steps.
@@ -146,7 +152,7 @@ impl Corpus {
                         kinds[below(&mut rng, kinds.len() as u64) as usize]
                     };
                     let fault = crate::fault::Fault::mutant(kind);
-                    let mut unit = Vec::new();
+                    let mut unit: Vec<Event> = Vec::new();
                     let site = if !e.outcomes.is_empty() && below(&mut rng, 2) == 0 {
                         // The first or second crossing of a request after an outcome: a fault
                         // where something already went wrong (the site one of that request).
@@ -172,6 +178,17 @@ impl Corpus {
                     } else {
                         e.sites[below(&mut rng, e.sites.len() as u64) as usize].clone()
                     };
+                    // Not where the primitive means nothing: `corrupt` at an OUT payload,
+                    // `garble` at another (the draws above are made all the same, so the
+                    // mutant's other operations stay where they were).
+                    let dir = if e.outs.contains(&site) {
+                        crate::fault::Dir::Out
+                    } else {
+                        crate::fault::Dir::In
+                    };
+                    if !kind.at_payload(dir) {
+                        continue;
+                    }
                     unit.push(Event::Fault { site, fault });
                     units.push(unit);
                 }
@@ -292,6 +309,7 @@ impl Corpus {
             self.entries.push(Entry {
                 events: r.events,
                 sites: r.sites,
+                outs: r.outs,
                 outcomes,
                 steps: r.steps,
                 new,
@@ -326,6 +344,8 @@ pub struct Finished {
     pub features: std::collections::BTreeSet<String>,
     /// The fault sites it crossed.
     pub sites: Vec<String>,
+    /// Those of `sites` that are OUT transfers ([`Entry::outs`]).
+    pub outs: Vec<String>,
     /// Its steps.
     pub steps: u64,
 }

@@ -92,11 +92,12 @@ fn run_with(faults: FaultPlan) -> (RunResult, Option<Result<Report, UpdateError>
 
 #[test]
 fn recovery_paths_end_where_they_should() {
-    // A corrupted block is only caught by the device's CRC check at the end of the image: the
-    // download starts again and the second attempt installs the image.
+    // A block the device misreads (garbled as it receives it) is only caught by the device's
+    // CRC check at the end of the image: the download starts again and the second attempt
+    // installs the image.
     let (r, out) = run_with(FaultPlan::single(
         "ctrl.dnload#5",
-        Fault::Corrupt {
+        Fault::Garble {
             offset: 0,
             xor: 0xff,
         },

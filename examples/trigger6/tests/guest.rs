@@ -15,14 +15,13 @@
 //!   (its exit status is the verdict); the model checks that every flip it shows holds the
 //!   picture the guest drew (FNV-1a 64 of the decoded VRAM planes against pictures built here).
 //!   Seeds delay the model's answers on the guest clock.
-//! - `kms_flip_corrupted`: the same flip with seeds that corrupt transfers' payloads (each
-//!   corruption's offset and mask drawn): a corrupted data packet of a frame lands in VRAM and
-//!   the shown frame is not what the guest drew. The harness finds it, minimizes it, saves the
-//!   case and replays the saved file byte-exactly. A corrupted DMA header is a framing error the
-//!   model answers with a stall (of that transfer or the next); the driver clears the
-//!   endpoint's halt, cancels the dock's DMA and sends the frame again, so later corrupted data
-//!   still reaches a shown flip (the first seed's minimal case is such a pair: a header, then a
-//!   data packet of the resend).
+//! - `kms_flip_corrupted`: the same flip with seeds that garble bulk OUT payloads as the dock
+//!   receives them (`faults = [garble]`, each garble's offset and mask drawn): a data packet of
+//!   a frame the dock misreads lands in VRAM and the shown frame is not what the guest drew. The
+//!   harness finds it, minimizes it, saves the case and replays the saved file byte-exactly. A
+//!   garbled DMA header is a framing error the model answers with a stall (of that transfer or
+//!   the next); the driver clears the endpoint's halt, cancels the dock's DMA and sends the
+//!   frame again, so later garbled data still reaches a shown flip.
 //! - `example_driver_over_usbfs`: the example driver (`t6-drive`, static) over usbfs: probe,
 //!   EDID, modeset, five flips of the colour bars, each upload one 3 MB bulk OUT.
 //! - `lsusb`: the kernel enumerates the model as the SuperSpeed dock the capture shows; the raw
@@ -172,19 +171,21 @@ fn kms_flip_and_unplug(guest: &mut Guest) {
     kms_session(guest, true);
 }
 
-/// The page flip and the unplug with seeds that corrupt payloads: a corrupted bulk OUT of a frame reaches
-/// VRAM, and the flip shows something else than the guest drew. Found, minimized, saved and
-/// the saved file replayed byte-exactly. Of its first 48 seeds (CALAMETRA_SCHEDULES=48), 28
-/// break the invariant, the first of them seed 1; the others meet another failure first, which
-/// the `finds::` trial's budget message lists by outcome: 9 keep the driver from binding (a
-/// corrupted descriptor or firmware timing count: no /dev/dri/card0), 2 are model gaps (a
-/// corrupted descriptor makes the kernel ask for a string the spec lacks), 6 stall both tries
-/// of a frame's upload (so the unplug staged after fence 2 never comes) and 3 pass.
+/// The page flip and the unplug with seeds that garble bulk OUT payloads: the dock misreads a
+/// data packet of a frame, which reaches VRAM, and the flip shows something else than the guest
+/// drew. Found, minimized, saved and the saved file replayed byte-exactly. `garble`, not
+/// `corrupt`: a frame's payload goes OUT, and a byte the device misreads is the device's doing,
+/// which no driver can see or prevent (hence `expect`: the break is the point); `corrupt` is a
+/// wrong byte of a reply the driver receives, which it must validate. Of its first 48 seeds
+/// (CALAMETRA_SCHEDULES=48, measured with `expect` taken out so that each seed is a trial), 40
+/// break the invariant, the first of them seed 1 (one event: `garble(100230,0xf6) at
+/// bulk.out#48`); 5 garble DMA headers until both tries of a frame's upload stall and the probe
+/// exits 20 (four garbles, the shortest); 3 pass.
 #[calametra::scenario(
     spec = "../../specs/trigger6-jcd543.json",
     guest = lockstep,
     schedules = 4,
-    faults = [corrupt],
+    faults = [garble],
     expect = "flip_shows_what_the_guest_drew"
 )]
 fn kms_flip_corrupted(guest: &mut Guest) {

@@ -797,11 +797,14 @@ impl<I: UsbInterface> Driver<I> {
             errors = 0;
             for ev in protocol::parse_interrupt(&packet) {
                 match ev {
-                    DisplayEvent::FenceDone(id) => {
+                    // Only a fence this driver submitted: a notification of another one (a
+                    // damaged byte from the dock) would claim frames done that never were.
+                    DisplayEvent::FenceDone(id) if id <= *self.fence.borrow() => {
                         let mut b = self.beliefs.borrow_mut();
                         b.fence_done = b.fence_done.max(id);
                         b.wake();
                     }
+                    DisplayEvent::FenceDone(_) => {}
                     DisplayEvent::Hotplug(o) => {
                         let o = o as usize;
                         let seen = {

@@ -8,26 +8,21 @@
 use calametra::prelude::*;
 use calametra_example_trigger6::{scenario_fixed, scenario_planted, scenario_second_output};
 
-/// The fixed driver: no invariant may break under any single fault but a corrupted reply, or
-/// any seed (a fault may make the driver give up with an error; that is a pass).
+/// The fixed driver: no invariant may break under any single fault or any seed, `corrupt`
+/// included (a fault may make the driver give up with an error; that is a pass).
 ///
-/// Not `corrupt`: it breaks this driver's invariants through a reply the driver trusts. Since
-/// `corrupt` means a wrong byte of an IN payload only (a byte damaged on the wire fails its
-/// CRC; a device misreading what the driver sent is `garble`, which no driver can prevent), the
-/// OUT findings this scenario once listed (a corrupted SET_MODE reaching the dock as another
-/// valid mode, a corrupted DMA header accepted) are no longer the driver's. With `faults =
-/// all` its site trials pass (27 `corrupt(0,0xff)` at IN sites) and so do its 48 seeds, but of
-/// 2000 seeds one breaks `flip_state_matches_ram`: `fixed_driver::seed::0xec27eba6b8d7`
-/// (base seed 0), minimized to `corrupt(13,0x52) at intr.in#3`: a fence notification whose
-/// fence number (bytes 12..16) arrives corrupted reads "fence 20994 done" and the driver
-/// records it (`irq_loop`: `fence_done = max(fence_done, id)`) though the dock completed only
-/// fences 1 and 2. The driver does not check that a completed fence is one it submitted: a
-/// robustness finding of this example driver, untriaged; put `corrupt` back (`faults = all`)
-/// when it is fixed. The guest scenario `kms_flip_corrupted` garbles frames on purpose.
+/// `corrupt` is a wrong byte of an IN payload (the reply a driver must validate). It found one
+/// robustness bug here, now fixed: a fence notification whose fence number arrives corrupted
+/// (`fixed_driver::seed::0xec27eba6b8d7`, base seed 0, minimized to `corrupt(13,0x52) at
+/// intr.in#3`: "fence 20994 done") was recorded though the driver had submitted fences 1 and
+/// 2 only, breaking `flip_state_matches_ram`; the driver now takes a completion only for a
+/// fence it submitted (`irq_loop`). A device misreading what the driver sent is `garble`, which
+/// no driver can prevent and this scenario does not name; the guest scenario
+/// `kms_flip_corrupted` garbles frames on purpose.
 #[calametra::scenario(
     spec = "../../specs/trigger6-jcd543.json",
     schedules = 48,
-    faults = [stall, timeout, short, disconnect, delay]
+    faults = all
 )]
 fn fixed_driver(sim: &mut Sim) {
     scenario_fixed(sim);

@@ -618,6 +618,16 @@ impl Device for Dfu {
 
     fn control(&mut self, cx: &mut DevCtx<'_>, setup: &Setup, data: &[u8]) -> Reply {
         match (setup.control_type(), setup.recipient()) {
+            // The configuration has one interface, the DFU one (the spec checks bNumInterfaces
+            // 1): a request to another is to an interface that does not exist, a Request Error
+            // (USB 2.0 9.2.7, and 9.4.4, 9.4.5 and 9.4.10 for the standard ones), a stall the
+            // spec itself settles, not a gap (a driver trusting a damaged bInterfaceNumber
+            // meets it).
+            (Some(ControlType::Standard | ControlType::Class), Recipient::Interface)
+                if setup.index != self.spec.interface as u16 =>
+            {
+                Reply::Stall
+            }
             (Some(ControlType::Standard), _) => self.standard(cx, setup),
             (Some(ControlType::Class), Recipient::Interface)
                 if setup.index == self.spec.interface as u16 =>

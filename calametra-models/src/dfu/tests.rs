@@ -236,6 +236,40 @@ fn an_unknown_request_is_a_model_gap() {
     }
 }
 
+/// A standard or class request to an interface the configuration does not have (it has one,
+/// the DFU interface 0) is a Request Error, a stall USB 2.0 settles (9.2.7; 9.4.4, 9.4.5,
+/// 9.4.10): a driver that trusts a damaged bInterfaceNumber (interface 108 from a corrupted
+/// configuration descriptor, in a sweep of the example updater) meets a stall, not a model gap.
+/// A vendor request is still one.
+#[test]
+fn a_request_to_an_interface_the_device_lacks_stalls_without_a_gap() {
+    let steps = [
+        std_in(0xa1, 0x05, 0, 108, 1), // DFU_GETSTATE to interface 108
+        std_in(0x81, 0x0a, 0, 1, 1),   // GET_INTERFACE of interface 1
+        std_in(0x81, 0x00, 0, 108, 2), // GET_STATUS of interface 108
+        std_in(0xa1, 0x05, 0, 0, 1),   // DFU_GETSTATE to the DFU interface: answered
+    ];
+    let out = run_script(TOLERANT, &steps, End::Nothing, None);
+    assert_eq!(out.failure, None, "a Request Error is no model gap");
+    let stalls = out
+        .replies
+        .iter()
+        .filter(|r| **r == Err(TransferError::Stall))
+        .count();
+    assert_eq!(stalls, 3, "{:?}", out.replies);
+    assert!(out.replies[3].is_ok(), "{:?}", out.replies);
+    let out = run_script(
+        TOLERANT,
+        &[std_in(0xc1, 0x42, 0, 108, 1)],
+        End::Nothing,
+        None,
+    );
+    assert!(
+        out.failure.is_some_and(|f| f.is_model_gap()),
+        "a vendor request to it is"
+    );
+}
+
 fn to_dfu() -> Vec<Step> {
     vec![Step::Req(Req::Detach(1000)), Step::Sleep(21)]
 }

@@ -149,27 +149,19 @@ macro_rules! table {
                 in_all: true,
                 payload: in,
                 parse(a): {
-                    let [o, x] = a.list::<2>("corrupt(offset,xor)")?;
-                    Ok(Fault::Corrupt {
-                        offset: a.int(o, "offset too large")?,
-                        xor: a.int(x, "xor must fit a byte")?,
-                    })
+                    let (offset, xor) = a.byte_xor("corrupt(offset,xor)")?;
+                    Ok(Fault::Corrupt { offset, xor })
                 },
                 show(f): write!(f, "corrupt({offset},{xor:#04x})"),
                 arrival: Arrival::Deliver,
                 latency: 0,
                 bends: true,
-                // The offset wraps to the length; an empty payload has nothing to corrupt.
-                bend(data): if !data.is_empty() {
-                    let i = offset as usize % data.len();
-                    data[i] ^= xor;
-                },
+                bend(data): xor_byte(data, offset, xor),
                 at_transition: false => AtTransition::default(),
                 explore(len): (len > 0).then_some(Fault::Corrupt { offset: 0, xor: 0xff }),
-                // Any byte, any mask but 0.
-                draw(len, below): Fault::Corrupt {
-                    offset: below(u64::from(len)) as u32,
-                    xor: 1 + below(255) as u8,
+                draw(len, below): {
+                    let (offset, xor) = draw_byte_xor(len, below);
+                    Fault::Corrupt { offset, xor }
                 },
                 mutant: Fault::Corrupt { offset: 0, xor: 0xff },
             }
@@ -194,27 +186,19 @@ macro_rules! table {
                 in_all: false,
                 payload: out,
                 parse(a): {
-                    let [o, x] = a.list::<2>("garble(offset,xor)")?;
-                    Ok(Fault::Garble {
-                        offset: a.int(o, "offset too large")?,
-                        xor: a.int(x, "xor must fit a byte")?,
-                    })
+                    let (offset, xor) = a.byte_xor("garble(offset,xor)")?;
+                    Ok(Fault::Garble { offset, xor })
                 },
                 show(f): write!(f, "garble({offset},{xor:#04x})"),
                 arrival: Arrival::Deliver,
                 latency: 0,
                 bends: true,
-                // The offset wraps to the length; an empty payload has nothing to garble.
-                bend(data): if !data.is_empty() {
-                    let i = offset as usize % data.len();
-                    data[i] ^= xor;
-                },
+                bend(data): xor_byte(data, offset, xor),
                 at_transition: false => AtTransition::default(),
                 explore(len): (len > 0).then_some(Fault::Garble { offset: 0, xor: 0xff }),
-                // Any byte, any mask but 0.
-                draw(len, below): Fault::Garble {
-                    offset: below(u64::from(len)) as u32,
-                    xor: 1 + below(255) as u8,
+                draw(len, below): {
+                    let (offset, xor) = draw_byte_xor(len, below);
+                    Fault::Garble { offset, xor }
                 },
                 mutant: Fault::Garble { offset: 0, xor: 0xff },
             }
@@ -248,6 +232,22 @@ table! { $
         explore(len): (len > 0).then_some(Fault::Zero),
         mutant: Fault::Zero,
     }
+}
+
+/// `corrupt`'s and `garble`'s bend: the byte at `offset` (wrapped to the length) XORed with
+/// `xor`; an empty payload has nothing to bend.
+fn xor_byte(data: &mut [u8], offset: u32, xor: u8) {
+    if !data.is_empty() {
+        let i = offset as usize % data.len();
+        data[i] ^= xor;
+    }
+}
+
+/// `corrupt`'s and `garble`'s drawn parameters, in this order: any byte of a `len`-byte
+/// payload, then any mask but 0.
+fn draw_byte_xor(len: u32, below: &mut dyn FnMut(u64) -> u64) -> (u32, u8) {
+    let offset = below(u64::from(len)) as u32;
+    (offset, 1 + below(255) as u8)
 }
 
 impl FaultKind {

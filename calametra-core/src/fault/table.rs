@@ -39,6 +39,16 @@ impl<'a> Args<'a> {
 
     /// `a` as an integer (decimal, or hex after `0x`) that fits `T`; `too_large` says what
     /// does not fit.
+    /// The two arguments of a one-byte primitive (`corrupt(offset,xor)`): an offset, and a
+    /// mask that fits a byte.
+    pub(crate) fn byte_xor(&self, usage: &str) -> Result<(u32, u8), String> {
+        let [o, x] = self.list::<2>(usage)?;
+        Ok((
+            self.int(o, "offset too large")?,
+            self.int(x, "xor must fit a byte")?,
+        ))
+    }
+
     pub(crate) fn int<T: TryFrom<u64>>(&self, a: &str, too_large: &str) -> Result<T, String> {
         let s = self.text.trim();
         let a = a.trim();

@@ -238,6 +238,7 @@ fn main() {
             kind: SiteKind::Transfer {
                 len: 2,
                 dir: calametra_core::fault::Dir::In,
+                packet: 1,
             },
         })
         .collect();

@@ -512,11 +512,11 @@ impl Core {
         // length (or, settled at the reply, over the reply's, then).
         let fault = match fault {
             Some(f) if drawn && !later => {
-                let len = match kind {
-                    SiteKind::Transfer { len, .. } => *len,
-                    SiteKind::Transition => 0,
+                let (len, packet) = match kind {
+                    SiteKind::Transfer { len, packet, .. } => (*len, *packet),
+                    SiteKind::Transition => (0, 1),
                 };
-                Some(self.decide.draw_params(f, len))
+                Some(self.decide.draw_params(f, len, packet))
             }
             f => f,
         };
@@ -574,7 +574,8 @@ impl Core {
     ) -> Fault {
         let f = if deferred.draw {
             let len = u32::try_from(reply_len).unwrap_or(u32::MAX);
-            self.decide.draw_params(fault, len)
+            // An IN reply: a device may end it anywhere (packet step 1).
+            self.decide.draw_params(fault, len, 1)
         } else {
             fault
         };
@@ -630,6 +631,7 @@ impl Core {
             s.kind = SiteKind::Transfer {
                 len: u32::try_from(reply_len).unwrap_or(u32::MAX),
                 dir: crate::fault::Dir::In,
+                packet: 1,
             };
         }
     }

@@ -691,18 +691,19 @@ impl DeciderState {
     }
 
     /// `f`, drawn by a seeded run at a transfer of `len` payload bytes (or, for a primitive
-    /// settled at the reply, `len` reply bytes), with its parameters drawn from the
+    /// settled at the reply, `len` reply bytes) that can end early at multiples of `packet`
+    /// bytes (`SiteKind::Transfer`'s `packet`), with its parameters drawn from the
     /// primitive's own stream `fault/<name>` ([`fault_param_stream`]; derived on its first
     /// draw in the run, so no other stream moves); `f` as it is when not seeded or when the
     /// primitive has no parameters to draw. The drawn fault is what the run logs and traces,
     /// so a replay injects the same values.
-    pub(crate) fn draw_params(&mut self, f: Fault, len: u32) -> Fault {
+    pub(crate) fn draw_params(&mut self, f: Fault, len: u32, packet: u32) -> Fault {
         let Some(seed) = self.seed else {
             return f;
         };
         let kind = f.kind();
         let params = &mut self.fault_params;
-        crate::fault::Fault::drawn(kind, len, &mut |n| {
+        crate::fault::Fault::drawn(kind, len, packet, &mut |n| {
             let i = match params.iter().position(|(k, _)| *k == kind) {
                 Some(i) => i,
                 None => {

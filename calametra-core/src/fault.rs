@@ -66,7 +66,16 @@ macro_rules! table {
                 mutant: Fault::Timeout,
             }
             /// Only `n` bytes cross (an IN reply is cut, an OUT payload is cut before the
-            /// device sees it).
+            /// device sees it). At an IN transfer any `n` below the reply's length (a device
+            /// may send a short packet). At an OUT transfer only a packet boundary: a packet
+            /// crosses whole or not at all (its CRC), so an OUT payload can end early only
+            /// after a whole number of max-size packets, and exploration and seeded draws cut
+            /// it at a multiple of `packet` (EP0's `bMaxPacketSize0` for a control OUT, the
+            /// endpoint's `wMaxPacketSize` for a bulk or interrupt OUT, from the device's
+            /// descriptors; where it gives none, 64 for control and 512 for bulk and
+            /// interrupt). A single-packet OUT is cut to 0 only. The recorded fault holds the
+            /// effective `n`; a schedule file or saved case pinning another `n` at an OUT
+            /// transfer is applied as written.
             Short(n: u32) => {
                 name: short,
                 form: "short(n)",
@@ -83,9 +92,15 @@ macro_rules! table {
                 bends: true,
                 bend(data): data.truncate(n as usize),
                 at_transition: false => AtTransition::default(),
-                explore(len): (len > 0).then_some(Fault::Short(len / 2)),
-                // Any shorter length, of what the device returned at an IN transfer.
-                draw(len, below): Fault::Short(below(u64::from(len)) as u32),
+                // Half, rounded down to a packet boundary (`packet` is 1 at IN).
+                explore(len, packet): (len > 0).then_some(Fault::Short(len / 2 / packet * packet)),
+                // Any shorter length at a packet boundary: of what the device returned at an
+                // IN transfer (`packet` 1: any), of whole packets at an OUT one.
+                draw(len, below, packet): {
+                    let p = u64::from(packet);
+                    let cuts = u64::from(len).div_ceil(p);
+                    Fault::Short((below(cuts) * p) as u32)
+                },
                 at_reply: true,
                 mutant: Fault::Short(1),
             }
@@ -518,6 +533,11 @@ pub enum SiteKind {
         /// Which way the payload goes: a control transfer's data stage goes the way its setup
         /// packet says (a control OUT without data is `Out`).
         dir: Dir,
+        /// The step at which the payload can end early: at OUT the endpoint's max packet
+        /// size (a packet crosses whole or not at all, so an early end falls after whole
+        /// packets; [`packet_fallback`] where the device's descriptors give none), at IN 1 (a
+        /// device may send a short packet anywhere).
+        packet: u32,
     },
     /// A model transition.
     Transition,
@@ -534,9 +554,9 @@ impl SiteKind {
     /// primitives whose `payload` is its direction's or `any`; a transition has no payload,
     /// and takes the primitives that apply at transitions).
     pub(crate) fn each_meaningful(&self) -> impl Iterator<Item = Fault> {
-        let (len, dir) = match *self {
-            SiteKind::Transfer { len, dir } => (len, Some(dir)),
-            SiteKind::Transition => (0, None),
+        let (len, dir, packet) = match *self {
+            SiteKind::Transfer { len, dir, packet } => (len, Some(dir), packet),
+            SiteKind::Transition => (0, None, 1),
         };
         FaultKind::ALL
             .iter()
@@ -545,7 +565,18 @@ impl SiteKind {
                 Some(d) => k.at_payload(d),
                 None => k.at_transition(),
             })
-            .filter_map(move |k| Fault::explored(k, len))
+            .filter_map(move |k| Fault::explored(k, len, packet))
+    }
+}
+
+/// The max packet size assumed for an OUT endpoint whose device's descriptors give none
+/// (a model without descriptors): 64 for endpoint 0 (full-speed control), 512 for a bulk or
+/// interrupt OUT endpoint (high-speed bulk).
+pub fn packet_fallback(control: bool) -> u32 {
+    if control {
+        64
+    } else {
+        512
     }
 }
 
@@ -700,7 +731,8 @@ mod tests {
         assert_eq!(
             only.candidates(&SiteKind::Transfer {
                 len: 4,
-                dir: Dir::In
+                dir: Dir::In,
+                packet: 1,
             }),
             [Fault::Zero]
         );
@@ -781,10 +813,12 @@ mod tests {
         let out = SiteKind::Transfer {
             len: 4,
             dir: Dir::Out,
+            packet: 1,
         };
         let inn = SiteKind::Transfer {
             len: 4,
             dir: Dir::In,
+            packet: 1,
         };
         assert_eq!(
             only.candidates(&out),
@@ -835,6 +869,53 @@ mod tests {
         }
         assert_eq!(at.keys().collect::<Vec<_>>(), ["ctrl.store"], "{at:?}");
         assert!(drawn.len() > 1, "offsets and masks are drawn: {drawn:?}");
+    }
+
+    /// A packet crosses whole or not at all: `short` at an OUT payload cuts at a packet
+    /// boundary (explored and drawn), at an IN reply anywhere, as before.
+    #[test]
+    fn short_at_an_out_payload_cuts_at_a_packet_boundary() {
+        let out = |len, packet| SiteKind::Transfer {
+            len,
+            dir: Dir::Out,
+            packet,
+        };
+        let short_of = |k: &SiteKind| {
+            k.meaningful()
+                .into_iter()
+                .find(|f| f.kind() == FaultKind::Short)
+        };
+        // Exploration: half, rounded down to a packet boundary.
+        assert_eq!(short_of(&out(1000, 512)), Some(Fault::Short(0)));
+        assert_eq!(short_of(&out(2048, 512)), Some(Fault::Short(1024)));
+        assert_eq!(short_of(&out(31, 512)), Some(Fault::Short(0)));
+        assert_eq!(short_of(&out(0, 512)), None);
+        // Seeded draws: every value `below` can give lands on 0 or 512 of 1000 bytes, and
+        // on 0 only for a single-packet OUT (a 31-byte CBW).
+        let drawn = |len, packet| {
+            let mut seen = std::collections::BTreeSet::new();
+            for v in 0..64u64 {
+                let f = Fault::drawn(FaultKind::Short, len, packet, &mut |n| v % n).unwrap();
+                seen.insert(f);
+            }
+            seen.into_iter().collect::<Vec<_>>()
+        };
+        assert_eq!(drawn(1000, 512), [Fault::Short(0), Fault::Short(512)]);
+        assert_eq!(drawn(31, 64), [Fault::Short(0)]);
+        assert_eq!(drawn(31, 512), [Fault::Short(0)]);
+        // IN is unchanged: any length below the reply's (its `packet` is 1).
+        let inn = SiteKind::Transfer {
+            len: 1000,
+            dir: Dir::In,
+            packet: 1,
+        };
+        assert_eq!(short_of(&inn), Some(Fault::Short(500)));
+        assert_eq!(drawn(11, 1), (0..11).map(Fault::Short).collect::<Vec<_>>());
+        // Exploration of a 31-byte IN still halves it.
+        assert_eq!(
+            Fault::explored(FaultKind::Short, 31, 1),
+            Some(Fault::Short(15))
+        );
     }
 
     #[test]
@@ -937,7 +1018,8 @@ mod tests {
         assert_eq!(
             SiteKind::Transfer {
                 len: 4,
-                dir: Dir::In
+                dir: Dir::In,
+                packet: 1,
             }
             .meaningful()
             .last(),
@@ -946,7 +1028,8 @@ mod tests {
         assert_eq!(
             of_all(&SiteKind::Transfer {
                 len: 4,
-                dir: Dir::In
+                dir: Dir::In,
+                packet: 1,
             }),
             vec![
                 Fault::Stall,
@@ -962,7 +1045,8 @@ mod tests {
         assert_eq!(
             of_all(&SiteKind::Transfer {
                 len: 4,
-                dir: Dir::Out
+                dir: Dir::Out,
+                packet: 1,
             }),
             vec![
                 Fault::Stall,
@@ -975,7 +1059,8 @@ mod tests {
         assert_eq!(
             SiteKind::Transfer {
                 len: 4,
-                dir: Dir::Out
+                dir: Dir::Out,
+                packet: 1,
             }
             .meaningful()
             .last(),
@@ -986,7 +1071,8 @@ mod tests {
         assert_eq!(
             SiteKind::Transfer {
                 len: 0,
-                dir: Dir::In
+                dir: Dir::In,
+                packet: 1,
             }
             .meaningful(),
             vec![
@@ -1007,6 +1093,7 @@ mod tests {
         let t = SiteKind::Transfer {
             len: 4,
             dir: Dir::In,
+            packet: 1,
         };
         assert_eq!(FaultSet::Transport.candidates(&t).len(), 6);
         assert!(FaultSet::Transport
@@ -1021,7 +1108,8 @@ mod tests {
             FaultSet::Transport
                 .candidates(&SiteKind::Transfer {
                     len: 0,
-                    dir: Dir::In
+                    dir: Dir::In,
+                    packet: 1,
                 })
                 .len(),
             4

@@ -35,6 +35,21 @@ pub(crate) struct DeviceSlot {
     /// clears the halt (`CLEAR_FEATURE(ENDPOINT_HALT)` or `SET_INTERFACE` acknowledged) or
     /// the device is reset or replugged, as USB 2.0 §9.4.5 has it.
     pub(crate) halted: u32,
+    /// The max packet size of each OUT endpoint by number (0: control), from the device's
+    /// descriptors at attach ([`crate::fault::packet_fallback`] where they give none): where
+    /// a `short` at an OUT transfer may cut ([`SiteKind::Transfer`]'s `packet`).
+    pub(crate) out_packet: [u16; 16],
+}
+
+/// The max packet size of each OUT endpoint of a device with `descriptors`, by endpoint number
+/// (0: control, `bMaxPacketSize0`; else `wMaxPacketSize`), with
+/// [`crate::fault::packet_fallback`] where they give none.
+fn out_packet_sizes(descriptors: Option<&calametra_usb::Descriptors>) -> [u16; 16] {
+    std::array::from_fn(|i| {
+        descriptors
+            .and_then(|d| d.max_packet_size(i as u8))
+            .unwrap_or(crate::fault::packet_fallback(i == 0) as u16)
+    })
 }
 
 /// The halt a standard control request acknowledged by the device clears: one endpoint's bit
@@ -540,7 +555,9 @@ impl World {
 
     pub(crate) fn attach(&mut self, dev: Box<dyn Device>) -> usize {
         let name = dev.name().to_string();
+        let out_packet = out_packet_sizes(dev.descriptors().as_ref());
         self.devices.push(DeviceSlot {
+            out_packet,
             name,
             dev,
             attached: true,
@@ -602,13 +619,14 @@ impl World {
         // it is written out as text.
         let (site, site_kind, bytes, ctrl) = match &kind {
             XKind::Control { setup, data } => {
-                let device = &self.devices[dev].dev;
-                let (len, dir) = if setup.is_in() {
-                    (setup.length as u32, Dir::In)
+                let slot = &self.devices[dev];
+                let device = &slot.dev;
+                let (len, dir, packet) = if setup.is_in() {
+                    (setup.length as u32, Dir::In, 1)
                 } else {
-                    (data.len() as u32, Dir::Out)
+                    (data.len() as u32, Dir::Out, u32::from(slot.out_packet[0]))
                 };
-                let site_kind = SiteKind::Transfer { len, dir };
+                let site_kind = SiteKind::Transfer { len, dir, packet };
                 let table = &mut self.core.site_table;
                 let base = match device.request_name(setup).or_else(|| setup.standard_name()) {
                     Some(n) => table.intern_prefixed("ctrl.", n),
@@ -623,10 +641,11 @@ impl World {
                 let site = self.core.cross(base, &site_kind);
                 (site, site_kind, data.len(), true)
             }
-            XKind::Out { data, intr, .. } => {
+            XKind::Out { ep, data, intr } => {
                 let site_kind = SiteKind::Transfer {
                     len: data.len() as u32,
                     dir: Dir::Out,
+                    packet: u32::from(self.devices[dev].out_packet[usize::from(ep & 0x0f)]),
                 };
                 let name = if *intr { "intr.out" } else { "bulk.out" };
                 let base = self.core.site_table.intern_str(name);
@@ -637,6 +656,7 @@ impl World {
                 let site_kind = SiteKind::Transfer {
                     len: *len as u32,
                     dir: Dir::In,
+                    packet: 1,
                 };
                 let name = if *intr { "intr.in" } else { "bulk.in" };
                 let base = self.core.site_table.intern_str(name);

@@ -64,7 +64,8 @@ fn a_short_site_trial_at_a_control_in_cuts_what_the_device_returned() {
         load.kind,
         SiteKind::Transfer {
             len: 10,
-            dir: calametra_core::fault::Dir::In
+            dir: calametra_core::fault::Dir::In,
+            packet: 1,
         }
     );
     let probes = site_probes(&base.sites, &FaultSet::Only(vec![FaultKind::Short]));

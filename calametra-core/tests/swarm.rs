@@ -203,6 +203,7 @@ fn family_of(site: &str) -> SiteFamily {
         SiteKind::Transfer {
             len: 0,
             dir: calametra_core::fault::Dir::Out,
+            packet: 1,
         }
     };
     SiteFamily::of(site, &kind)

@@ -76,6 +76,32 @@ impl Descriptors {
         self.string(*self.device.get(15)?)
     }
 
+    /// The maximum packet size of the endpoint at `address` (`bEndpointAddress`, bit 7: IN):
+    /// for endpoint 0 (either way) the device descriptor's `bMaxPacketSize0`, for another the
+    /// packet size bits of `wMaxPacketSize` of the first endpoint descriptor with that address
+    /// in any configuration; `None` where the descriptors give none (or give 0).
+    pub fn max_packet_size(&self, address: u8) -> Option<u16> {
+        if address & 0x7f == 0 {
+            return self.device.get(7).map(|&b| u16::from(b)).filter(|&n| n > 0);
+        }
+        for config in &self.configurations {
+            let mut at = 0usize;
+            while at + 2 <= config.len() {
+                let len = config[at] as usize;
+                if len < 2 || at + len > config.len() {
+                    break;
+                }
+                let d = &config[at..at + len];
+                if d[1] == 5 && len >= 6 && d[2] == address {
+                    let n = u16::from_le_bytes([d[4], d[5]]) & 0x07ff;
+                    return (n > 0).then_some(n);
+                }
+                at += len;
+            }
+        }
+        None
+    }
+
     /// The endpoints of `interface`'s alternate setting `alt` in the first configuration,
     /// in descriptor order; empty when there is no such setting.
     pub fn endpoints(&self, interface: u8, alt: u8) -> Vec<EndpointInfo> {
@@ -146,6 +172,11 @@ mod tests {
         assert_eq!(d.endpoints(0, 0), [ep(0x81, EndpointKind::Bulk, 64)]);
         assert_eq!(d.endpoints(0, 1), [ep(0x02, EndpointKind::Interrupt, 8)]);
         assert!(d.endpoints(1, 0).is_empty());
+        assert_eq!(d.max_packet_size(0), Some(64));
+        assert_eq!(d.max_packet_size(0x80), Some(64));
+        assert_eq!(d.max_packet_size(0x81), Some(64));
+        assert_eq!(d.max_packet_size(0x02), Some(8));
+        assert_eq!(d.max_packet_size(0x03), None);
         d.configurations = vec![config[..30].to_vec()];
         assert_eq!(d.endpoints(0, 0), [ep(0x81, EndpointKind::Bulk, 64)]);
         d.device.truncate(9);

@@ -80,8 +80,8 @@ macro_rules! primitives {
             bends: $bends:literal,
             bend($data:ident): $bend:expr,
             at_transition: $at_tr:literal => $transition:expr,
-            explore($len:ident): $explore:expr,
-            $(draw($dlen:ident, $below:ident): $draw:expr,)?
+            explore($len:ident $(, $epacket:ident)?): $explore:expr,
+            $(draw($dlen:ident, $below:ident $(, $dpacket:ident)?): $draw:expr,)?
             $(at_reply: $at_reply:literal,)?
             mutant: $mutant:expr $(,)?
         }
@@ -237,22 +237,32 @@ macro_rules! primitives {
             }
 
             /// What exploration injects of `kind` at a transfer whose payload is `len`
-            /// bytes (a transition has none: `len` 0); `None` where it means nothing.
+            /// bytes (a transition has none: `len` 0) and can end early only at a multiple of
+            /// `packet` bytes ([`SiteKind::Transfer`]'s `packet`: the endpoint's max packet
+            /// size at OUT, 1 at IN; an entry sees it as `explore(len, packet)`); `None` where
+            /// it means nothing.
             #[allow(unused_variables)]
-            pub(crate) fn explored(kind: FaultKind, len: u32) -> Option<Fault> {
+            pub(crate) fn explored(kind: FaultKind, len: u32, packet: u32) -> Option<Fault> {
                 match kind {
-                    $(FaultKind::$V => { let $len: u32 = len; $explore })*
+                    $(FaultKind::$V => {
+                        let $len: u32 = len;
+                        $(let $epacket: u32 = packet.max(1);)?
+                        $explore
+                    })*
                 }
             }
 
-            /// What a seeded run injects of `kind` at a transfer whose payload is `len` bytes,
-            /// its parameters drawn by `below` (a draw in `0..n` from the primitive's own
-            /// stream, `fault/<name>`); `None` for a primitive without parameters to draw
-            /// (the explored fault is injected as it is).
+            /// What a seeded run injects of `kind` at a transfer whose payload is `len` bytes
+            /// and can end early only at a multiple of `packet` bytes (as for
+            /// [`Fault::explored`]; an entry sees it as `draw(len, below, packet)`), its
+            /// parameters drawn by `below` (a draw in `0..n` from the primitive's own stream,
+            /// `fault/<name>`); `None` for a primitive without parameters to draw (the
+            /// explored fault is injected as it is).
             #[allow(unused_variables, unreachable_code)]
             pub(crate) fn drawn(
                 kind: FaultKind,
                 len: u32,
+                packet: u32,
                 below: &mut dyn FnMut(u64) -> u64,
             ) -> Option<Fault> {
                 match kind {
@@ -260,6 +270,7 @@ macro_rules! primitives {
                         $(
                             let $dlen: u32 = len;
                             let $below = below;
+                            $(let $dpacket: u32 = packet.max(1);)?
                             return Some($draw);
                         )?
                         None

@@ -102,7 +102,12 @@ macro_rules! table {
                     Fault::Short((below(cuts) * p) as u32)
                 },
                 at_reply: true,
-                mutant: Fault::Short(1),
+                // One byte of an IN reply; none of an OUT payload (0 is a packet boundary
+                // whatever the endpoint's packet size, which the corpus does not keep).
+                mutant(dir): Fault::Short(match dir {
+                    Dir::In => 1,
+                    Dir::Out => 0,
+                }),
             }
             /// The device drops off the bus; this and every pending transfer fail
             /// `Disconnected`.

@@ -83,7 +83,7 @@ macro_rules! primitives {
             explore($len:ident $(, $epacket:ident)?): $explore:expr,
             $(draw($dlen:ident, $below:ident $(, $dpacket:ident)?): $draw:expr,)?
             $(at_reply: $at_reply:literal,)?
-            mutant: $mutant:expr $(,)?
+            mutant $(($mdir:ident))?: $mutant:expr $(,)?
         }
     )*) => {
         /// A fault primitive: one variant per entry of the table in `fault.rs`.
@@ -287,10 +287,12 @@ macro_rules! primitives {
                 }
             }
 
-            /// What a guided sweep's mutation adds of `kind` (at a site an entry crossed).
-            pub(crate) fn mutant(kind: FaultKind) -> Fault {
+            /// What a guided sweep's mutation adds of `kind` at a site an entry crossed whose
+            /// payload goes `dir` (an entry that needs it sees it as `mutant(dir)`).
+            #[allow(unused_variables)]
+            pub(crate) fn mutant(kind: FaultKind, dir: Dir) -> Fault {
                 match kind {
-                    $(FaultKind::$V => $mutant,)*
+                    $(FaultKind::$V => { $(let $mdir: Dir = dir;)? $mutant })*
                 }
             }
 

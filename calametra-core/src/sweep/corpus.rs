@@ -151,7 +151,6 @@ impl Corpus {
                     } else {
                         kinds[below(&mut rng, kinds.len() as u64) as usize]
                     };
-                    let fault = crate::fault::Fault::mutant(kind);
                     let mut unit: Vec<Event> = Vec::new();
                     let site = if !e.outcomes.is_empty() && below(&mut rng, 2) == 0 {
                         // The first or second crossing of a request after an outcome: a fault
@@ -189,6 +188,7 @@ impl Corpus {
                     if !kind.at_payload(dir) {
                         continue;
                     }
+                    let fault = crate::fault::Fault::mutant(kind, dir);
                     unit.push(Event::Fault { site, fault });
                     units.push(unit);
                 }

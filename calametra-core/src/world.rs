@@ -803,6 +803,27 @@ impl World {
 
 #[cfg(test)]
 mod tests {
+    /// Where a `short` at an OUT transfer may cut: each OUT endpoint's max packet size from
+    /// the descriptors (EP0's `bMaxPacketSize0`), the fallback (64 for EP0, 512 for the
+    /// others) where a device gives none.
+    #[test]
+    fn out_packet_sizes_come_from_the_descriptors_else_the_fallback() {
+        let d = calametra_usb::Descriptors {
+            device: vec![18, 1, 0, 2, 0, 0, 0, 8, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1],
+            configurations: vec![vec![
+                9, 2, 32, 0, 1, 1, 0, 0x80, 50, // configuration
+                9, 4, 0, 0, 2, 8, 6, 0x50, 0, // interface 0: mass storage, BOT
+                7, 5, 0x81, 2, 0, 2, 0, // bulk IN 512
+                7, 5, 0x02, 2, 64, 0, 0, // bulk OUT 64
+            ]],
+            strings: Vec::new(),
+        };
+        let p = super::out_packet_sizes(Some(&d));
+        assert_eq!((p[0], p[1], p[2]), (8, 512, 64));
+        let none = super::out_packet_sizes(None);
+        assert_eq!((none[0], none[2], none[15]), (64, 512, 512));
+    }
+
     /// A request no name is known for is named by its type and request bytes in lowercase hex.
     #[test]
     fn a_nameless_request_is_named_in_hex() {

@@ -77,12 +77,19 @@ impl Descriptors {
     }
 
     /// The maximum packet size of the endpoint at `address` (`bEndpointAddress`, bit 7: IN):
-    /// for endpoint 0 (either way) the device descriptor's `bMaxPacketSize0`, for another the
+    /// for endpoint 0 (either way) the device descriptor's `bMaxPacketSize0` (an exponent from
+    /// `bcdUSB` 3.0 on: 9 is 512), for another the
     /// packet size bits of `wMaxPacketSize` of the first endpoint descriptor with that address
     /// in any configuration; `None` where the descriptors give none (or give 0).
     pub fn max_packet_size(&self, address: u8) -> Option<u16> {
         if address & 0x7f == 0 {
-            return self.device.get(7).map(|&b| u16::from(b)).filter(|&n| n > 0);
+            let b = *self.device.get(7)?;
+            let super_speed = self.device_u16(2).is_some_and(|bcd| bcd >= 0x0300);
+            let n = match super_speed {
+                true => 1u16.checked_shl(u32::from(b)).filter(|&n| n <= 1024)?,
+                false => u16::from(b),
+            };
+            return (n > 0).then_some(n);
         }
         for config in &self.configurations {
             let mut at = 0usize;
@@ -177,6 +184,11 @@ mod tests {
         assert_eq!(d.max_packet_size(0x81), Some(64));
         assert_eq!(d.max_packet_size(0x02), Some(8));
         assert_eq!(d.max_packet_size(0x03), None);
+        // From USB 3.0 on, bMaxPacketSize0 is an exponent.
+        let mut ss = d.clone();
+        ss.device[2..4].copy_from_slice(&[0x10, 0x03]);
+        ss.device[7] = 9;
+        assert_eq!(ss.max_packet_size(0), Some(512));
         d.configurations = vec![config[..30].to_vec()];
         assert_eq!(d.endpoints(0, 0), [ep(0x81, EndpointKind::Bulk, 64)]);
         d.device.truncate(9);

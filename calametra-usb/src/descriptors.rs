@@ -91,22 +91,13 @@ impl Descriptors {
             };
             return (n > 0).then_some(n);
         }
-        for config in &self.configurations {
-            let mut at = 0usize;
-            while at + 2 <= config.len() {
-                let len = config[at] as usize;
-                if len < 2 || at + len > config.len() {
-                    break;
-                }
-                let d = &config[at..at + len];
-                if d[1] == 5 && len >= 6 && d[2] == address {
-                    let n = u16::from_le_bytes([d[4], d[5]]) & 0x07ff;
-                    return (n > 0).then_some(n);
-                }
-                at += len;
-            }
-        }
-        None
+        let d = self
+            .configurations
+            .iter()
+            .flat_map(|c| each_descriptor(c))
+            .find(|d| d[1] == 5 && d.len() >= 6 && d[2] == address)?;
+        let n = u16::from_le_bytes([d[4], d[5]]) & 0x07ff;
+        (n > 0).then_some(n)
     }
 
     /// The endpoints of `interface`'s alternate setting `alt` in the first configuration,
@@ -117,16 +108,10 @@ impl Descriptors {
         };
         let mut out = Vec::new();
         let mut inside = false;
-        let mut at = 0usize;
-        while at + 2 <= config.len() {
-            let len = config[at] as usize;
-            if len < 2 || at + len > config.len() {
-                break;
-            }
-            let d = &config[at..at + len];
+        for d in each_descriptor(config) {
             match d[1] {
-                4 if len >= 4 => inside = d[2] == interface && d[3] == alt,
-                5 if inside && len >= 6 => out.push(EndpointInfo {
+                4 if d.len() >= 4 => inside = d[2] == interface && d[3] == alt,
+                5 if inside && d.len() >= 6 => out.push(EndpointInfo {
                     address: d[2],
                     kind: match d[3] & 3 {
                         0 => EndpointKind::Control,
@@ -138,10 +123,24 @@ impl Descriptors {
                 }),
                 _ => {}
             }
-            at += len;
         }
         out
     }
+}
+
+/// The descriptors of a configuration's bytes, each whole (`bLength` bytes, at least 2); the
+/// walk stops at one whose length is below 2 or runs past the end (a truncated configuration).
+fn each_descriptor(config: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        let len = *config.get(at)? as usize;
+        if len < 2 || at + len > config.len() {
+            return None;
+        }
+        let d = &config[at..at + len];
+        at += len;
+        Some(d)
+    })
 }
 
 #[cfg(test)]

@@ -251,12 +251,7 @@ fn build(
     kind: Option<&str>,
 ) -> Result<(PathBuf, PathBuf), CliError> {
     for (field, v) in [("package", package), ("target", target)] {
-        if v.is_empty()
-            || v.starts_with('-')
-            || !v
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
+        if !crate::user_binary::is_cargo_name(v) {
             return Err(fail(format!(
                 "{field} `{v}` is not a Cargo {field} name (letters, digits, `-`, `_`)"
             )));

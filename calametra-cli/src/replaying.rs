@@ -35,12 +35,7 @@ pub(crate) fn run_replay_trial(
     // A guest scenario's trials are ignored unless asked for; an in-process one's are not,
     // and --include-ignored changes nothing for them.
     for (field, v) in [("package", &package), ("target", &target)] {
-        if v.is_empty()
-            || v.starts_with('-')
-            || !v
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
+        if !crate::user_binary::is_cargo_name(v) {
             return Err(fail(format!(
                 "{}: field `{field}`: `{v}` is not a Cargo {field} name (letters, digits, `-`, `_`)",
                 file.display()

@@ -8,15 +8,19 @@ use crate::output::{cargo_or_default, CliError};
 use std::ffi::OsStr;
 use std::path::Path;
 
+/// Whether `v` is a Cargo package or target name as commands take one: letters, digits, `-`
+/// and `_`, not empty, and not an option (no leading `-`).
+pub(crate) fn is_cargo_name(v: &str) -> bool {
+    !v.is_empty()
+        && !v.starts_with('-')
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// `--package` and `--test` as Cargo names (letters, digits, `-`, `_`; not an option).
 pub(crate) fn check_names(package: &str, test: &str) -> Result<(), CliError> {
     for (option, v) in [("--package", package), ("--test", test)] {
-        if v.is_empty()
-            || v.starts_with('-')
-            || !v
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
+        if !is_cargo_name(v) {
             return Err(CliError(
                 format!("{option} `{v}`: not a Cargo name (letters, digits, `-`, `_`)"),
                 2,

@@ -10,8 +10,8 @@
 //! non-deterministic records in the window (and with a widened window), count verdicts, traces
 //! differing only in host time being identical, and the exit codes (0 / 1 / 2).
 
+mod support;
 use std::path::PathBuf;
-use std::process::Command;
 
 fn data(name: &str) -> String {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -34,17 +34,8 @@ fn diff(args: &[&str]) -> (i32, String) {
             x.to_string()
         });
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_calametra"))
-        .args(&a)
-        .output()
-        .expect("run calametra");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!text.contains("panicked"), "{text}");
-    (out.status.code().unwrap_or(-1), text)
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    support::tool(&a)
 }
 
 /// The row of `field` in the divergent record's table: (differs, A value, B value).

@@ -72,6 +72,25 @@ pub fn absent_descriptor(ty: u8) -> Option<&'static str> {
     })
 }
 
+/// A standard request the model has no evidence for: recorded as a model gap in `state`, named
+/// by the request (`GET_INTERFACE (bmRequestType 0x81, wValue 0x0000, wIndex 0x0001)`), and
+/// stalled, the safest answer (a model never turns the unknown into a pass).
+pub fn standard_gap(
+    cx: &mut calametra_core::usb::DevCtx<'_>,
+    setup: &calametra_core::usb::Setup,
+    state: &str,
+) -> calametra_core::usb::Reply {
+    let name = setup.standard_name().unwrap_or("standard request");
+    cx.model_gap(
+        &format!(
+            "{name} (bmRequestType {:#04x}, wValue {:#06x}, wIndex {:#06x})",
+            setup.request_type, setup.value, setup.index
+        ),
+        state,
+    );
+    calametra_core::usb::Reply::Stall
+}
+
 #[cfg(test)]
 mod tests {
     use super::{absent_descriptor, string_descriptor};

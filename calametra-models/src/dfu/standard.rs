@@ -45,17 +45,7 @@ impl Dfu {
             }
             // DEVICE_REMOTE_WAKEUP on a device whose configuration does not offer it.
             (0x00, CLEAR_FEATURE | SET_FEATURE) if setup.value == 1 => Reply::Stall,
-            _ => {
-                let name = setup.standard_name().unwrap_or("standard request");
-                cx.model_gap(
-                    &format!(
-                        "{name} (bmRequestType {:#04x}, wValue {:#06x}, wIndex {:#06x})",
-                        setup.request_type, setup.value, setup.index
-                    ),
-                    self.state().spec_name(),
-                );
-                Reply::Stall
-            }
+            _ => chapter9::standard_gap(cx, setup, self.state().spec_name()),
         }
     }
 
